@@ -1,0 +1,149 @@
+// Package rheo holds the shared vocabulary of Rheo: durable consumer groups
+// over an immutable, queryable event log kept in PostgreSQL or SQLite.
+//
+// The types here are plain values exchanged between the drivers
+// (package driver and its sub-packages), the worker (package worker) and
+// host code. The package imports nothing else of Rheo's.
+package rheo
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event is one immutable entry of a stream's log.
+type Event struct {
+	// Stream is the name of the stream the event belongs to.
+	Stream string `json:"stream"`
+	// Partition is the partition the event was routed to.
+	Partition int `json:"partition"`
+	// Sequence is the event's position in its partition, starting at 1.
+	Sequence int64 `json:"sequence"`
+	// ID is unique per stream: the producer's idempotency key, or a
+	// generated time-ordered UUID.
+	ID string `json:"id"`
+	// Key is the effective routing key, or "" when the event had none.
+	Key string `json:"key,omitempty"`
+	// Type is the payload's "type" field, or "" when it has none.
+	Type string `json:"type,omitempty"`
+	// Payload is the event's JSON object.
+	Payload json.RawMessage `json:"payload"`
+	// Metadata is the event's JSON metadata object (lineage and the like).
+	Metadata json.RawMessage `json:"metadata"`
+	// TS is the event's timestamp.
+	TS time.Time `json:"ts"`
+}
+
+// Lease is one event claimed by one consumer of a group until ExpiresAt.
+// Every settle call must present LeaseID; a lease that was re-leased,
+// settled, replayed or reset is stale and cannot be settled.
+type Lease struct {
+	// LeaseID is the fencing token of this delivery (a UUID).
+	LeaseID string `json:"lease_id"`
+	// Receipt equals LeaseID on PostgreSQL and SQLite.
+	Receipt string `json:"receipt"`
+	// Group is the consumer group the lease was made for.
+	Group string `json:"group"`
+	// ConsumerID names the consumer holding the lease.
+	ConsumerID string `json:"consumer_id"`
+	// Attempt is 1 on the first lease of the event for the group and grows
+	// by one on every re-lease.
+	Attempt int `json:"attempt"`
+	// LeasedAt is when the lease was made.
+	LeasedAt time.Time `json:"leased_at"`
+	// ExpiresAt is when the lease lapses unless renewed.
+	ExpiresAt time.Time `json:"expires_at"`
+	// Event is the leased event.
+	Event Event `json:"event"`
+}
+
+// PartitionLag is the progress of a group in one partition.
+type PartitionLag struct {
+	// Partition is the partition number.
+	Partition int `json:"partition"`
+	// Frontier is the highest sequence F such that every event up to F is
+	// terminal (acked or dead-lettered) for the group.
+	Frontier int64 `json:"frontier"`
+	// HighWatermark is the last allocated sequence of the partition.
+	HighWatermark int64 `json:"high_watermark"`
+	// Lag is max(0, HighWatermark - Frontier).
+	Lag int64 `json:"lag"`
+}
+
+// Lag is a group's progress over the partitions asked for.
+type Lag struct {
+	// Partitions holds one entry per partition, ordered by partition.
+	Partitions []PartitionLag `json:"partitions"`
+	// Total is the sum of the partitions' lag.
+	Total int64 `json:"total"`
+}
+
+// DeadLetter is an event a group gave up on: rejected, out of attempts, or
+// whose last lease expired at the attempt limit.
+type DeadLetter struct {
+	// Event is the dead-lettered event.
+	Event Event `json:"event"`
+	// Attempt is the attempt at which the event was dead-lettered.
+	Attempt int `json:"attempt"`
+	// Reason is the stored reason: the caller's, or "max_attempts",
+	// "rejected" or "lease_expired".
+	Reason string `json:"reason"`
+	// DeadLetteredAt is when the event was dead-lettered.
+	DeadLetteredAt time.Time `json:"dead_lettered_at"`
+}
+
+// GroupInfo summarises a group's state.
+type GroupInfo struct {
+	// Lag is the group's lag summed over all partitions.
+	Lag int64 `json:"lag"`
+	// Inflight counts leases that have not expired.
+	Inflight int64 `json:"inflight"`
+	// PendingRetry counts non-terminal deliveries not currently leased:
+	// waiting for a retry delay, or with an expired lease.
+	PendingRetry int64 `json:"pending_retry"`
+	// DeadLetters counts the group's dead letters.
+	DeadLetters int64 `json:"dead_letters"`
+	// OldestUnsettledTS is the smallest ts among the group's non-terminal
+	// events, including events not offered yet; nil when there are none.
+	OldestUnsettledTS *time.Time `json:"oldest_unsettled_ts"`
+}
+
+// StreamInfo describes a stream.
+type StreamInfo struct {
+	// Name is the stream's name.
+	Name string `json:"stream"`
+	// PartitionCount is the number of partitions.
+	PartitionCount int `json:"partition_count"`
+	// CreatedAt is when the stream was created.
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// GroupSummary describes a consumer group.
+type GroupSummary struct {
+	// Name is the group's name.
+	Name string `json:"group"`
+	// MaxAttempts is how many leases an event gets before it is
+	// dead-lettered.
+	MaxAttempts int `json:"max_attempts"`
+	// CreatedAt is when the group was created.
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// AckResult is the outcome of one lease of an AckBatch call.
+type AckResult struct {
+	// LeaseID is the lease that was presented.
+	LeaseID string `json:"lease_id"`
+	// OK is false when the lease was stale (or repeated in the batch).
+	OK bool `json:"ok"`
+}
+
+// RetryOutcome tells what a retry did.
+type RetryOutcome string
+
+const (
+	// Retrying means the event becomes claimable again after the delay.
+	Retrying RetryOutcome = "retrying"
+	// DeadLettered means the event was out of attempts and is now a dead
+	// letter.
+	DeadLettered RetryOutcome = "dead_lettered"
+)
