@@ -14,12 +14,13 @@ import (
 	"github.com/rheo-go/rheo"
 )
 
-// Driver is the complete set of Rheo operations on one database.
+// Ops is the complete set of Rheo data operations, on a database or
+// inside one of its transactions.
 //
 // Every method takes ctx first. Errors wrap the rheo sentinels
 // (rheo.ErrStaleLease, …) or are *rheo.AmbiguousError / *rheo.FailedError,
 // or wrap rheo.ErrBackendUnavailable; raw driver errors never escape.
-type Driver interface {
+type Ops interface {
 	// CreateStream creates a stream with partitionCount partitions.
 	CreateStream(ctx context.Context, stream string, partitionCount int) error
 	// CreateGroup creates a consumer group on a stream. opts may be nil.
@@ -65,6 +66,11 @@ type Driver interface {
 	DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error)
 	// GroupInfo summarises a group's state.
 	GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInfo, error)
+}
+
+// Driver is a Rheo database: the operations plus its lifecycle.
+type Driver interface {
+	Ops
 
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
@@ -77,6 +83,24 @@ type Driver interface {
 	Wakeups(stream string) (<-chan Wakeup, func())
 	// Close releases what the driver opened itself.
 	Close() error
+}
+
+// Tx is a transaction of the host's that Rheo operations can join: an
+// append or an ack made through it commits or rolls back with the host's
+// own writes in the same transaction.
+type Tx interface {
+	Ops
+	// Native returns the driver's own transaction handle: a pgx.Tx on
+	// PostgreSQL, a *sql.Tx on SQLite.
+	Native() any
+}
+
+// Transactor is implemented by drivers whose operations can join a
+// transaction (Capabilities.TransactionalSettle).
+type Transactor interface {
+	// InTx begins a transaction, calls fn with it, and commits when fn
+	// returns nil; otherwise, or when fn panics, it rolls back.
+	InTx(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
 }
 
 // Wakeup is a hint that a partition of a stream has new events.

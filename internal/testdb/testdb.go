@@ -1,0 +1,142 @@
+// Package testdb gives tests a PostgreSQL database of their own.
+//
+// The server is found through RHEO_TEST_DATABASE_URL, else the local
+// server at 127.0.0.1:5432, else a testcontainers-go container when a
+// Docker engine answers. When none is found the test is skipped with a
+// message saying how to enable it, except under CI=true, where it fails.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+)
+
+// EnvURL names the variable that points tests at a PostgreSQL server.
+const EnvURL = "RHEO_TEST_DATABASE_URL"
+
+const localURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+var (
+	serverOnce sync.Once
+	serverURL  string
+	serverErr  error
+)
+
+// ServerURL returns the URL of a reachable PostgreSQL server (connected to
+// an administrative database), or skips or fails t as described in the
+// package documentation.
+func ServerURL(t testing.TB) string {
+	t.Helper()
+	serverOnce.Do(func() { serverURL, serverErr = findServer() })
+	if serverErr != nil {
+		msg := fmt.Sprintf("no PostgreSQL for tests: %v; set %s=postgres://… or start PostgreSQL on 127.0.0.1:5432", serverErr, EnvURL)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return serverURL
+}
+
+func findServer() (string, error) {
+	if u := os.Getenv(EnvURL); u != "" {
+		if err := ping(u); err != nil {
+			return "", fmt.Errorf("%s is set but unreachable: %w", EnvURL, err)
+		}
+		return u, nil
+	}
+	if ping(localURL) == nil {
+		return localURL, nil
+	}
+	return startContainer()
+}
+
+func ping(u string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return err
+	}
+	return conn.Close(ctx)
+}
+
+// startContainer runs PostgreSQL in a container; it lives until the test
+// binary exits (testcontainers' reaper removes it).
+func startContainer() (u string, err error) {
+	defer func() {
+		// testcontainers panics when no Docker engine is configured.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("no local server and no Docker engine: %v", r)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, derr := testcontainers.NewDockerClientWithOpts(ctx); derr != nil {
+		return "", fmt.Errorf("no local server and no Docker engine: %w", derr)
+	}
+	c, err := tcpostgres.Run(ctx, "postgres:15", tcpostgres.WithUsername("postgres"),
+		tcpostgres.WithPassword("postgres"), tcpostgres.BasicWaitStrategies())
+	if err != nil {
+		return "", fmt.Errorf("no local server, and the container did not start: %w", err)
+	}
+	return c.ConnectionString(ctx, "sslmode=disable")
+}
+
+// NewDatabase creates an empty database for t and drops it when t ends.
+// It returns the database's URL.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	admin := ServerURL(t)
+	name := "rheo_test_" + randomSuffix()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatalf("connect to test server: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(context.Background())
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Errorf("connect to drop test database: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop test database: %v", err)
+		}
+	})
+	return WithDatabase(t, admin, name)
+}
+
+// WithDatabase returns serverURL pointed at database name.
+func WithDatabase(t testing.TB, serverURL, name string) string {
+	t.Helper()
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatalf("parse server URL: %v", err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
