@@ -1,0 +1,122 @@
+package dburl
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name string
+		url  string
+		want Target
+	}{
+		{"postgres URL is kept as the DSN", "postgres://u:pw@db:5432/app?sslmode=disable",
+			Target{Kind: Postgres, DSN: "postgres://u:pw@db:5432/app?sslmode=disable"}},
+		{"postgresql scheme is accepted", "postgresql://db/app",
+			Target{Kind: Postgres, DSN: "postgresql://db/app"}},
+		{"scheme is case-insensitive and lowered in the DSN", "POSTGRES://db/app",
+			Target{Kind: Postgres, DSN: "postgres://db/app"}},
+		{"sqlite with three slashes is an absolute path", "sqlite:///var/lib/app/rheo.db",
+			Target{Kind: SQLite, Path: "/var/lib/app/rheo.db"}},
+		{"sqlite with two slashes is a relative path", "sqlite://data/rheo.db",
+			Target{Kind: SQLite, Path: "data/rheo.db"}},
+		{"sqlite without slashes is a relative path", "sqlite:rheo.db",
+			Target{Kind: SQLite, Path: "rheo.db"}},
+		{"sqlite path is percent-decoded", "sqlite:///tmp/my%20db%3F.db",
+			Target{Kind: SQLite, Path: "/tmp/my db?.db"}},
+		{"sqlite memory", "sqlite::memory:", Target{Kind: SQLite, Memory: true}},
+		{"sqlite memory with slashes", "sqlite://:memory:", Target{Kind: SQLite, Memory: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse(tt.url)
+			if err != nil {
+				t.Fatalf("Parse(%q): %v", tt.url, err)
+			}
+			if got != tt.want {
+				t.Fatalf("Parse(%q) = %+v, want %+v", tt.url, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	tests := []struct {
+		name  string
+		url   string
+		want  string // a fragment of the message
+		forms bool   // the message lists the accepted forms
+	}{
+		{"an empty URL", "", "no database URL given", true},
+		{"a path without a scheme", "/tmp/rheo.db", "has no scheme", true},
+		{"a MySQL URL", "mysql://db/app", `unsupported database URL scheme "mysql"`, true},
+		{"a key=value DSN", "host=db user=app", "has no scheme", true},
+		{"postgres without slashes", "postgres:db", "must start with postgres://", false},
+		{"a postgres URL with a bad port", "postgres://u:secret@db:port/app", "invalid PostgreSQL URL", false},
+		{"sqlite without a path", "sqlite:", "names no database file", true},
+		{"sqlite naming a directory", "sqlite:///tmp/", "names no database file", true},
+		{"sqlite with a query", "sqlite:///tmp/rheo.db?mode=ro", "may not have a query", true},
+		{"sqlite with a bad escape", "sqlite:///tmp/%zz.db", "invalid SQLite URL", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse(tt.url)
+			if err == nil {
+				t.Fatalf("Parse(%q) = %+v, want an error", tt.url, got)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tt.want) {
+				t.Fatalf("Parse(%q) error %q does not contain %q", tt.url, msg, tt.want)
+			}
+			if strings.Contains(msg, "secret") {
+				t.Fatalf("Parse(%q) error %q repeats the password", tt.url, msg)
+			}
+			if tt.forms && !strings.Contains(msg, Forms) {
+				t.Fatalf("Parse(%q) error %q does not name the accepted forms", tt.url, msg)
+			}
+		})
+	}
+}
+
+func TestSQLiteDSN(t *testing.T) {
+	tests := []struct {
+		name   string
+		target Target
+		want   string
+	}{
+		{"an absolute file gets WAL and a busy timeout", Target{Kind: SQLite, Path: "/var/lib/rheo.db"},
+			"file:/var/lib/rheo.db?_journal_mode=WAL&_busy_timeout=5000"},
+		{"a relative file stays relative", Target{Kind: SQLite, Path: "data/rheo.db"},
+			"file:data/rheo.db?_journal_mode=WAL&_busy_timeout=5000"},
+		{"special characters are escaped", Target{Kind: SQLite, Path: "/tmp/a?b#c%d.db"},
+			"file:/tmp/a%3Fb%23c%25d.db?_journal_mode=WAL&_busy_timeout=5000"},
+		{"a leading double slash is not an authority", Target{Kind: SQLite, Path: "//tmp/x.db"},
+			"file:/tmp/x.db?_journal_mode=WAL&_busy_timeout=5000"},
+		{"memory", Target{Kind: SQLite, Memory: true}, ":memory:?_busy_timeout=5000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.target.SQLiteDSN(); got != tt.want {
+				t.Fatalf("SQLiteDSN() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRedacted(t *testing.T) {
+	target, err := Parse("postgres://app:secret@db:5432/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := target.Redacted(); strings.Contains(got, "secret") || !strings.Contains(got, "db:5432") {
+		t.Fatalf("Redacted() = %q, want the URL without its password", got)
+	}
+	file, err := Parse("sqlite:///tmp/rheo.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := file.Redacted(); got != "/tmp/rheo.db" {
+		t.Fatalf("Redacted() = %q, want the path", got)
+	}
+}
