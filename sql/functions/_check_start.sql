@@ -1,0 +1,17 @@
+-- Validates the start options shared by create_group and reset_group.
+CREATE OR REPLACE FUNCTION rheo._check_start(start_after bigint, start_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF $1 IS NOT NULL AND $2 IS NOT NULL THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = 'give start_after or start_at, not both';
+    END IF;
+    IF $1 < 0 THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = format('start_after must be >= 0, got %s', $1);
+    END IF;
+END
+$$;

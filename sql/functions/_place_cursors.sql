@@ -1,0 +1,29 @@
+-- Places a group's cursors in the given partitions: after start_after, at
+-- the first event with ts >= start_at (or past the high watermark when
+-- there is none), or at the beginning.
+CREATE OR REPLACE FUNCTION rheo._place_cursors(group_id int, stream text, partitions int[],
+                                               start_after bigint, start_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_group_id    ALIAS FOR $1;
+    p_stream      ALIAS FOR $2;
+    p_partitions  ALIAS FOR $3;
+    p_start_after ALIAS FOR $4;
+    p_start_at    ALIAS FOR $5;
+BEGIN
+    UPDATE rheo.cursors AS c
+       SET next_sequence = CASE
+               WHEN p_start_after IS NOT NULL THEN p_start_after + 1
+               WHEN p_start_at IS NOT NULL THEN coalesce(
+                   (SELECT min(e.sequence) FROM rheo.events e
+                     WHERE e.stream = p_stream AND e."partition" = c."partition" AND e.ts >= p_start_at),
+                   (SELECT pt.high_watermark + 1 FROM rheo.partitions pt
+                     WHERE pt.stream = p_stream AND pt."partition" = c."partition"))
+               ELSE 1
+           END
+     WHERE c.group_id = p_group_id AND c."partition" = ANY (p_partitions);
+END
+$$;

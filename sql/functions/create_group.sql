@@ -1,0 +1,51 @@
+-- Creates a consumer group with a cursor per partition.
+CREATE OR REPLACE FUNCTION rheo.create_group(stream text, group_name text, max_attempts int DEFAULT 5,
+                                             start_after bigint DEFAULT NULL, start_at timestamptz DEFAULT NULL,
+                                             partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_stream       ALIAS FOR $1;
+    p_group_name   ALIAS FOR $2;
+    p_max_attempts ALIAS FOR $3;
+    p_start_after  ALIAS FOR $4;
+    p_start_at     ALIAS FOR $5;
+    p_partitions   ALIAS FOR $6;
+    p_clock        ALIAS FOR $7;
+    v_count        int;
+    v_scope        int[];
+    v_group_id     int;
+BEGIN
+    v_count := rheo._stream(p_stream);
+    IF NOT rheo._valid_name(p_group_name) THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = format('invalid group name %L: 1 to 128 characters of A-Z a-z 0-9 . _ : / -, starting with a letter or digit', p_group_name);
+    END IF;
+    IF EXISTS (SELECT 1 FROM rheo.groups g WHERE g.stream = p_stream AND g.group_name = p_group_name) THEN
+        RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
+            DETAIL = format('group %L already exists on stream %L', p_group_name, p_stream);
+    END IF;
+    IF p_max_attempts IS NULL OR p_max_attempts < 1 THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = format('max_attempts must be >= 1, got %s', coalesce(p_max_attempts::text, 'NULL'));
+    END IF;
+    PERFORM rheo._check_start(p_start_after, p_start_at);
+    v_scope := rheo._partitions(p_partitions, v_count);
+
+    INSERT INTO rheo.groups (stream, group_name, max_attempts, created_at)
+    VALUES (p_stream, p_group_name, p_max_attempts, coalesce(p_clock, now()))
+    ON CONFLICT ON CONSTRAINT groups_stream_group_name_key DO NOTHING
+    RETURNING groups.group_id INTO v_group_id;
+    IF v_group_id IS NULL THEN  -- a concurrent create won the race
+        RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
+            DETAIL = format('group %L already exists on stream %L', p_group_name, p_stream);
+    END IF;
+    INSERT INTO rheo.cursors (group_id, "partition", next_sequence)
+    SELECT v_group_id, x, 1 FROM generate_series(0, v_count - 1) x;
+    IF p_start_after IS NOT NULL OR p_start_at IS NOT NULL THEN
+        PERFORM rheo._place_cursors(v_group_id, p_stream, v_scope, p_start_after, p_start_at);
+    END IF;
+END
+$$;
