@@ -1,0 +1,37 @@
+-- Rewinds a group in one partition so every event after sequence n is
+-- claimable again from attempt 1: its leases become stale and its dead
+-- letters are cleared. It never moves the cursor forward. Returns how
+-- many already-offered events became claimable again. The caller holds
+-- the cursor row's lock.
+CREATE OR REPLACE FUNCTION rheo._rewind(group_id int, stream text, "partition" int, n bigint)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_group_id  ALIAS FOR $1;
+    p_stream    ALIAS FOR $2;
+    p_partition ALIAS FOR $3;
+    p_n         ALIAS FOR $4;
+    v_next      bigint;
+    v_high      bigint;
+BEGIN
+    SELECT c.next_sequence, pt.high_watermark INTO v_next, v_high
+      FROM rheo.cursors c
+      JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
+     WHERE c.group_id = p_group_id AND c."partition" = p_partition;
+    IF v_next <= p_n + 1 THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM rheo.deliveries AS d
+     WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > p_n;
+    DELETE FROM rheo.dead_letters AS dl
+     WHERE dl.group_id = p_group_id AND dl."partition" = p_partition AND dl.sequence > p_n;
+    UPDATE rheo.cursors AS c
+       SET next_sequence = p_n + 1
+     WHERE c.group_id = p_group_id AND c."partition" = p_partition;
+    -- Offered: below the cursor and existing (a cursor placed past the
+    -- high watermark has offered nothing beyond it).
+    RETURN greatest(0, least(v_next - 1, v_high) - p_n);
+END
+$$;

@@ -1,0 +1,20 @@
+-- Settles a held lease as done. The delivery row is deleted: the frontier
+-- is derived from what remains, so an ack writes nothing else.
+CREATE OR REPLACE FUNCTION rheo.ack(lease_id uuid, clock timestamptz DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_lease_id ALIAS FOR $1;
+BEGIN
+    IF p_lease_id IS NULL THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_id must not be NULL';
+    END IF;
+    DELETE FROM rheo.deliveries AS d WHERE d.lease_id = p_lease_id AND d.state = 'leased';
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'stale_lease' USING ERRCODE = 'RH004',
+            DETAIL = format('lease %s is no longer held', p_lease_id);
+    END IF;
+END
+$$;

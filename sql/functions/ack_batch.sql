@@ -1,0 +1,26 @@
+-- Acks each lease independently: stale ones (and repeats within the
+-- array) report ok = false instead of failing the call.
+CREATE OR REPLACE FUNCTION rheo.ack_batch(lease_ids uuid[], clock timestamptz DEFAULT NULL)
+RETURNS TABLE (lease_id uuid, ok boolean)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_lease_ids ALIAS FOR $1;
+BEGIN
+    IF p_lease_ids IS NULL THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_ids must not be NULL';
+    END IF;
+    RETURN QUERY
+    WITH settled AS (
+        DELETE FROM rheo.deliveries AS d
+         WHERE d.lease_id = ANY (p_lease_ids) AND d.state = 'leased'
+        RETURNING d.lease_id
+    )
+    SELECT u.id,
+           s.lease_id IS NOT NULL AND row_number() OVER (PARTITION BY u.id ORDER BY u.ord) = 1
+      FROM unnest(p_lease_ids) WITH ORDINALITY AS u(id, ord)
+      LEFT JOIN settled s ON s.lease_id = u.id
+     ORDER BY u.ord;
+END
+$$;

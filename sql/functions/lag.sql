@@ -1,0 +1,25 @@
+-- Frontier, high watermark and lag per partition, ordered by partition.
+-- Each row is two index lookups, whatever the history's size.
+CREATE OR REPLACE FUNCTION rheo.lag(stream text, group_name text, partitions int[] DEFAULT NULL)
+RETURNS TABLE ("partition" int, frontier bigint, high_watermark bigint, lag bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_stream     ALIAS FOR $1;
+    p_group_name ALIAS FOR $2;
+    p_partitions ALIAS FOR $3;
+    v_group      record;
+    v_scope      int[];
+BEGIN
+    v_group := rheo._group(p_stream, p_group_name);
+    v_scope := rheo._partitions(p_partitions, v_group.partition_count);
+    RETURN QUERY
+        SELECT c."partition", f.frontier, pt.high_watermark, greatest(0, pt.high_watermark - f.frontier)
+          FROM rheo.cursors c
+          JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
+         CROSS JOIN LATERAL (SELECT rheo._frontier(c.group_id, c."partition", c.next_sequence) AS frontier) AS f
+         WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+         ORDER BY c."partition";
+END
+$$;

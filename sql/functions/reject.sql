@@ -1,0 +1,28 @@
+-- Dead-letters the event of a held lease now.
+CREATE OR REPLACE FUNCTION rheo.reject(lease_id uuid, reason text DEFAULT NULL, clock timestamptz DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_lease_id ALIAS FOR $1;
+    p_reason   ALIAS FOR $2;
+    p_clock    ALIAS FOR $3;
+BEGIN
+    IF p_lease_id IS NULL THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_id must not be NULL';
+    END IF;
+    WITH gone AS (
+        DELETE FROM rheo.deliveries AS d
+         WHERE d.lease_id = p_lease_id AND d.state = 'leased'
+        RETURNING d.group_id, d."partition", d.sequence, d.attempt
+    )
+    INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+    SELECT g.group_id, g."partition", g.sequence, g.attempt, coalesce(p_reason, 'rejected'), coalesce(p_clock, now())
+      FROM gone g;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'stale_lease' USING ERRCODE = 'RH004',
+            DETAIL = format('lease %s is no longer held', p_lease_id);
+    END IF;
+END
+$$;

@@ -1,0 +1,31 @@
+-- Extends a held lease to clock + lease_ms and returns the new expiry.
+CREATE OR REPLACE FUNCTION rheo.renew(lease_id uuid, lease_ms int DEFAULT 30000,
+                                      clock timestamptz DEFAULT NULL)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_lease_id ALIAS FOR $1;
+    p_lease_ms ALIAS FOR $2;
+    p_clock    ALIAS FOR $3;
+    v_expires  timestamptz;
+BEGIN
+    IF p_lease_id IS NULL THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_id must not be NULL';
+    END IF;
+    IF p_lease_ms IS NULL OR p_lease_ms < 1 THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = format('lease_ms must be >= 1, got %s', coalesce(p_lease_ms::text, 'NULL'));
+    END IF;
+    UPDATE rheo.deliveries AS d
+       SET expires_at = coalesce(p_clock, now()) + make_interval(secs => p_lease_ms / 1000.0)
+     WHERE d.lease_id = p_lease_id AND d.state = 'leased'
+    RETURNING d.expires_at INTO v_expires;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'stale_lease' USING ERRCODE = 'RH004',
+            DETAIL = format('lease %s is no longer held', p_lease_id);
+    END IF;
+    RETURN v_expires;
+END
+$$;

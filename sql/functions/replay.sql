@@ -1,0 +1,82 @@
+-- Makes events claimable again for a group, without copying them. Exactly
+-- one selector: from_sequence, event_ids or from_ts.
+CREATE OR REPLACE FUNCTION rheo.replay(stream text, group_name text, from_sequence bigint DEFAULT NULL,
+                                       event_ids text[] DEFAULT NULL, from_ts timestamptz DEFAULT NULL,
+                                       partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_stream        ALIAS FOR $1;
+    p_group_name    ALIAS FOR $2;
+    p_from_sequence ALIAS FOR $3;
+    p_event_ids     ALIAS FOR $4;
+    p_from_ts       ALIAS FOR $5;
+    p_partitions    ALIAS FOR $6;
+    p_clock         ALIAS FOR $7;
+    v_group         record;
+    v_scope         int[];
+    v_total         bigint := 0;
+    v_p             int;
+    v_first         bigint;
+BEGIN
+    v_group := rheo._group(p_stream, p_group_name);
+    IF num_nonnulls(p_from_sequence, p_event_ids, p_from_ts) <> 1 THEN
+        RAISE EXCEPTION 'invalid_replay_opts' USING ERRCODE = 'RH009',
+            DETAIL = 'give exactly one of from_sequence, event_ids and from_ts';
+    END IF;
+    IF p_from_sequence < 0 THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = format('from_sequence must be >= 0, got %s', p_from_sequence);
+    END IF;
+    v_scope := rheo._partitions(p_partitions, v_group.partition_count);
+
+    -- Lock the cursors in partition order: replay waits for fetches in
+    -- progress, and they cannot claim what it is reopening.
+    PERFORM 1 FROM rheo.cursors c
+      WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+      ORDER BY c."partition"
+        FOR UPDATE;
+
+    IF p_event_ids IS NOT NULL THEN
+        -- Terminal events only: below the cursor with no delivery in
+        -- progress (acked), or dead-lettered.
+        WITH target AS (
+            SELECT e."partition", e.sequence
+              FROM rheo.events e
+              JOIN rheo.cursors c ON c.group_id = v_group.group_id AND c."partition" = e."partition"
+             WHERE e.id = ANY (p_event_ids) AND e.stream = p_stream
+               AND e."partition" = ANY (v_scope)
+               AND e.sequence < c.next_sequence
+               AND NOT EXISTS (SELECT 1 FROM rheo.deliveries d
+                                WHERE d.group_id = v_group.group_id AND d."partition" = e."partition"
+                                  AND d.sequence = e.sequence)
+        ), cleared AS (
+            DELETE FROM rheo.dead_letters AS dl
+             USING target t
+             WHERE dl.group_id = v_group.group_id AND dl."partition" = t."partition" AND dl.sequence = t.sequence
+        )
+        -- attempt 0: the next lease is attempt 1.
+        INSERT INTO rheo.deliveries (group_id, "partition", sequence, state, attempt, expires_at)
+        SELECT v_group.group_id, t."partition", t.sequence, 'pending', 0, coalesce(p_clock, now())
+          FROM target t;
+        GET DIAGNOSTICS v_total = ROW_COUNT;
+        RETURN v_total;
+    END IF;
+
+    FOREACH v_p IN ARRAY v_scope LOOP
+        IF p_from_sequence IS NOT NULL THEN
+            v_total := v_total + rheo._rewind(v_group.group_id, p_stream, v_p, p_from_sequence);
+        ELSE
+            SELECT min(e.sequence) INTO v_first
+              FROM rheo.events e
+             WHERE e.stream = p_stream AND e."partition" = v_p AND e.ts >= p_from_ts;
+            IF v_first IS NOT NULL THEN
+                v_total := v_total + rheo._rewind(v_group.group_id, p_stream, v_p, v_first - 1);
+            END IF;
+        END IF;
+    END LOOP;
+    RETURN v_total;
+END
+$$;

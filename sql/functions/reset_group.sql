@@ -1,0 +1,39 @@
+-- Drops a group's leases, pending retries and dead letters in the listed
+-- partitions and places its cursors as create_group would. The log is
+-- untouched.
+CREATE OR REPLACE FUNCTION rheo.reset_group(stream text, group_name text, confirm boolean DEFAULT false,
+                                            start_after bigint DEFAULT NULL, start_at timestamptz DEFAULT NULL,
+                                            partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_stream      ALIAS FOR $1;
+    p_group_name  ALIAS FOR $2;
+    p_confirm     ALIAS FOR $3;
+    p_start_after ALIAS FOR $4;
+    p_start_at    ALIAS FOR $5;
+    p_partitions  ALIAS FOR $6;
+    v_group       record;
+    v_scope       int[];
+BEGIN
+    IF p_confirm IS NOT TRUE THEN
+        RAISE EXCEPTION 'confirm_required' USING ERRCODE = 'RH008',
+            DETAIL = 'reset_group drops leases, retries and dead letters: call it with confirm => true';
+    END IF;
+    v_group := rheo._group(p_stream, p_group_name);
+    PERFORM rheo._check_start(p_start_after, p_start_at);
+    v_scope := rheo._partitions(p_partitions, v_group.partition_count);
+
+    PERFORM 1 FROM rheo.cursors c
+      WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+      ORDER BY c."partition"
+        FOR UPDATE;
+    DELETE FROM rheo.deliveries AS d
+     WHERE d.group_id = v_group.group_id AND d."partition" = ANY (v_scope);
+    DELETE FROM rheo.dead_letters AS dl
+     WHERE dl.group_id = v_group.group_id AND dl."partition" = ANY (v_scope);
+    PERFORM rheo._place_cursors(v_group.group_id, p_stream, v_scope, p_start_after, p_start_at);
+END
+$$;
