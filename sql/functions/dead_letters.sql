@@ -37,7 +37,9 @@ BEGIN
         SELECT e.id, dl."partition", dl.sequence, dl.attempt, dl.reason, dl.dead_lettered_at,
                e.type, e.key, e.payload, e.metadata, e.ts
           FROM rheo.dead_letters dl
-          JOIN rheo.events e ON e.stream = p_stream AND e."partition" = dl."partition" AND e.sequence = dl.sequence
+         CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
+                              WHERE ev.stream = p_stream AND ev."partition" = dl."partition"
+                                AND ev.sequence = dl.sequence LIMIT 1) AS e
          WHERE dl.group_id = v_group.group_id
            AND (dl."partition", dl.sequence) > (v_after_p, v_after_s)
          ORDER BY dl."partition", dl.sequence

@@ -173,7 +173,9 @@ BEGIN
             SELECT c.lease_id, c.lease_id::text, p_stream, p_group_name, v_consumer, c.attempt,
                    v_now, v_expires, e.id, v_p, e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
               FROM claimed c
-              JOIN rheo.events e ON e.stream = p_stream AND e."partition" = v_p AND e.sequence = c.sequence
+             CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
+                                  WHERE ev.stream = p_stream AND ev."partition" = v_p
+                                    AND ev.sequence = c.sequence LIMIT 1) AS e
              ORDER BY c.sequence;
             GET DIAGNOSTICS v_took = ROW_COUNT;
             v_q := v_q - v_took;

@@ -23,8 +23,9 @@ BEGIN
            -- Non-terminal: deliveries in progress and events not offered
            -- yet. The second part reads the unoffered backlog's ts.
            least((SELECT min(e.ts) FROM rheo.deliveries d
-                    JOIN rheo.events e ON e.stream = p_stream AND e."partition" = d."partition"
-                                      AND e.sequence = d.sequence
+                   CROSS JOIN LATERAL (SELECT ev.ts FROM rheo.events ev
+                                        WHERE ev.stream = p_stream AND ev."partition" = d."partition"
+                                          AND ev.sequence = d.sequence LIMIT 1) AS e
                    WHERE d.group_id = v_group.group_id),
                  (SELECT min(e.ts) FROM rheo.cursors c
                     JOIN rheo.events e ON e.stream = p_stream AND e."partition" = c."partition"

@@ -43,11 +43,12 @@ BEGIN
         -- Terminal events only: below the cursor with no delivery in
         -- progress (acked), or dead-lettered.
         WITH target AS (
-            SELECT e."partition", e.sequence
-              FROM rheo.events e
+            SELECT DISTINCT e."partition", e.sequence
+              FROM unnest(p_event_ids) AS u(id)
+             CROSS JOIN LATERAL (SELECT ev."partition", ev.sequence FROM rheo.events ev
+                                  WHERE ev.id = u.id AND ev.stream = p_stream LIMIT 1) AS e
               JOIN rheo.cursors c ON c.group_id = v_group.group_id AND c."partition" = e."partition"
-             WHERE e.id = ANY (p_event_ids) AND e.stream = p_stream
-               AND e."partition" = ANY (v_scope)
+             WHERE e."partition" = ANY (v_scope)
                AND e.sequence < c.next_sequence
                AND NOT EXISTS (SELECT 1 FROM rheo.deliveries d
                                 WHERE d.group_id = v_group.group_id AND d."partition" = e."partition"
