@@ -1,0 +1,200 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/rheo-go/rheo/internal/testdb"
+)
+
+// TestSQL runs every pgTAP file in tests/sql against one freshly installed
+// database, one subtest per file. Each file runs on its own connection and
+// rolls its changes back, so the files do not see each other's data.
+func TestSQL(t *testing.T) {
+	url := pgtapInstalledDatabase(t)
+	ctx := context.Background()
+
+	conn := pgtapConnect(t, url)
+	var available bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pgtap')`).Scan(&available); err != nil {
+		t.Fatalf("look for pgTAP: %v", err)
+	}
+	if !available {
+		msg := "the pgTAP extension is not installed on the server; apt-get install postgresql-15-pgtap"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pgtap"); err != nil {
+		t.Fatalf("create extension pgtap: %v", err)
+	}
+
+	files, err := filepath.Glob(filepath.Join("..", "sql", "*_test.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no tests/sql/*_test.sql files found")
+	}
+	sort.Strings(files)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			script, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines, err := pgtapExec(ctx, pgtapConnect(t, url).PgConn(), string(script))
+			for _, problem := range pgtapProblems(lines) {
+				t.Error(problem)
+			}
+			if err != nil {
+				t.Errorf("%s stopped with an error after %q: %s", filepath.Base(file),
+					pgtapLastTest(lines), pgtapDescribeError(err, string(script)))
+			}
+		})
+	}
+}
+
+// pgtapInstalledDatabase returns the URL of a fresh database with Rheo
+// installed: the files of sql/schema, then those of sql/functions, each
+// set in lexical order.
+func pgtapInstalledDatabase(t *testing.T) string {
+	t.Helper()
+	url := testdb.NewDatabase(t)
+	ctx := context.Background()
+	conn := pgtapConnect(t, url)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS rheo"); err != nil {
+		t.Fatalf("create schema rheo: %v", err)
+	}
+	for _, dir := range []string{"schema", "functions"} {
+		files, err := filepath.Glob(filepath.Join("..", "..", "sql", dir, "*.sql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sort.Strings(files)
+		for _, file := range files {
+			script, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.PgConn().Exec(ctx, string(script)).ReadAll(); err != nil {
+				t.Fatalf("install %s: %s", file, pgtapDescribeError(err, string(script)))
+			}
+		}
+	}
+	return url
+}
+
+// pgtapConnect opens a connection that is closed when t ends.
+func pgtapConnect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
+	return conn
+}
+
+// pgtapExec runs a script with the simple protocol, as psql would, and
+// returns every line of text it printed. The lines read before an error
+// are returned with it.
+func pgtapExec(ctx context.Context, conn *pgconn.PgConn, script string) ([]string, error) {
+	results, err := conn.Exec(ctx, script).ReadAll()
+	var lines []string
+	for _, r := range results {
+		for _, row := range r.Rows {
+			for _, value := range row {
+				lines = append(lines, strings.Split(string(value), "\n")...)
+			}
+		}
+		if r.Err != nil && err == nil {
+			err = r.Err
+		}
+	}
+	return lines, err
+}
+
+var (
+	pgtapPlanLine = regexp.MustCompile(`^1\.\.(\d+)$`)
+	pgtapTestLine = regexp.MustCompile(`^(not )?ok \d+`)
+)
+
+// pgtapProblems reads TAP output and reports every failed test with the
+// diagnostics that follow it, a missing plan, and a plan that does not
+// match the number of tests run.
+func pgtapProblems(lines []string) []string {
+	var problems []string
+	planned, ran := -1, 0
+	failing := -1 // index in problems of the last failed test, for its diagnostics
+	for _, line := range lines {
+		switch {
+		case pgtapPlanLine.MatchString(line):
+			planned, _ = strconv.Atoi(pgtapPlanLine.FindStringSubmatch(line)[1])
+			failing = -1
+		case pgtapTestLine.MatchString(line):
+			ran++
+			failing = -1
+			if strings.HasPrefix(line, "not ") {
+				problems = append(problems, line)
+				failing = len(problems) - 1
+			}
+		case strings.HasPrefix(line, "#") && failing >= 0:
+			problems[failing] += "\n" + line
+		}
+	}
+	switch {
+	case planned < 0:
+		problems = append(problems, fmt.Sprintf("no plan line; %d tests ran", ran))
+	case planned != ran:
+		problems = append(problems, fmt.Sprintf("planned %d tests but %d ran", planned, ran))
+	}
+	return problems
+}
+
+// pgtapLastTest returns the last test line of TAP output, or "the start"
+// when no test ran.
+func pgtapLastTest(lines []string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if pgtapTestLine.MatchString(lines[i]) {
+			return lines[i]
+		}
+	}
+	return "the start"
+}
+
+// pgtapDescribeError spells out a server error with its detail and the
+// place it was raised, including the line of script it points at.
+func pgtapDescribeError(err error, script string) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err.Error()
+	}
+	s := fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	// Position counts characters from 1 in the whole script.
+	if runes := []rune(script); pgErr.Position > 0 && int(pgErr.Position) <= len(runes) {
+		s += fmt.Sprintf(" at script line %d", 1+strings.Count(string(runes[:pgErr.Position-1]), "\n"))
+	}
+	if pgErr.Detail != "" {
+		s += "\nDETAIL: " + pgErr.Detail
+	}
+	if pgErr.Where != "" {
+		s += "\nWHERE: " + pgErr.Where
+	}
+	if pgErr.InternalQuery != "" {
+		s += "\nQUERY: " + pgErr.InternalQuery
+	}
+	return s
+}

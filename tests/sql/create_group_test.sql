@@ -1,0 +1,143 @@
+BEGIN;
+SELECT plan(40);
+
+SELECT rheo.create_stream('s', 3, clock => '2030-01-01 00:00:00Z');
+-- Partition 0 has an event (sequence 3) with an earlier explicit ts than
+-- the one before it; partition 1 has two events; partition 2 none.
+SELECT rheo.append('s', '{"n": 1}', "partition" => 0, ts => '2030-01-01 01:00:00Z');
+SELECT rheo.append('s', '{"n": 2}', "partition" => 0, ts => '2030-01-01 03:00:00Z');
+SELECT rheo.append('s', '{"n": 3}', "partition" => 0, ts => '2030-01-01 02:00:00Z');
+SELECT rheo.append('s', '{"n": 4}', "partition" => 0, ts => '2030-01-01 04:00:00Z');
+SELECT rheo.append('s', '{"n": 5}', "partition" => 1, ts => '2030-01-01 01:00:00Z');
+SELECT rheo.append('s', '{"n": 6}', "partition" => 1, ts => '2030-01-01 01:30:00Z');
+SELECT rheo.create_stream('other');
+
+-- Defaults.
+SELECT lives_ok($$SELECT rheo.create_group('s', 'g', clock => '2030-01-02 00:00:00Z')$$,
+    'create_group with defaults');
+SELECT results_eq(
+    $$SELECT group_name, max_attempts, created_at FROM rheo.list_groups('s')$$,
+    $$VALUES ('g'::text, 5, '2030-01-02 00:00:00Z'::timestamptz)$$,
+    'max_attempts defaults to 5, created_at is the clock');
+SELECT results_eq(
+    $$SELECT "partition", frontier, high_watermark, lag FROM rheo.lag('s', 'g')$$,
+    $$VALUES (0, 0::bigint, 4::bigint, 4::bigint), (1, 0::bigint, 2::bigint, 2::bigint), (2, 0::bigint, 0::bigint, 0::bigint)$$,
+    'a default group starts at the beginning of every partition');
+SELECT results_eq(
+    $$SELECT "partition", sequence, attempt FROM rheo.fetch('s', 'g', max_count => 100, clock => '2030-01-02 00:00:00Z') ORDER BY 1, 2$$,
+    $$VALUES (0, 1::bigint, 1), (0, 2::bigint, 1), (0, 3::bigint, 1), (0, 4::bigint, 1), (1, 1::bigint, 1), (1, 2::bigint, 1)$$,
+    'a default group is offered every event');
+SELECT lives_ok($$SELECT rheo.create_group('s', 'once', max_attempts => 1)$$,
+    'max_attempts 1 is allowed');
+SELECT is((SELECT max_attempts FROM rheo.list_groups('s') WHERE group_name = 'once'), 1,
+    'max_attempts is stored');
+SELECT lives_ok($$SELECT rheo.create_group('other', 'g')$$,
+    'the same group name on another stream is another group');
+SELECT rheo.create_group('s', 'now-clock');
+SELECT is((SELECT created_at FROM rheo.list_groups('s') WHERE group_name = 'now-clock'), now(),
+    'without a clock, created_at is now()');
+
+-- Errors, in the order of checks.
+SELECT throws_ok($$SELECT rheo.create_group('s', 'g')$$,
+    'RH003', 'already_exists', 'a duplicate group');
+SELECT throws_ok($$SELECT rheo.create_group('missing', 'g')$$,
+    'RH001', 'stream_not_found', 'a group on a missing stream');
+SELECT throws_ok($$SELECT rheo.create_group('missing', 'bad name', max_attempts => 0, start_after => -1)$$,
+    'RH001', 'stream_not_found', 'the stream is checked before the arguments');
+SELECT throws_ok($$SELECT rheo.create_group('s', '')$$,
+    'RH011', 'invalid_argument', 'an empty group name');
+SELECT throws_ok($$SELECT rheo.create_group('s', 'bad name')$$,
+    'RH011', 'invalid_argument', 'a group name with a space');
+SELECT throws_ok($$SELECT rheo.create_group('s', '.dot-first')$$,
+    'RH011', 'invalid_argument', 'a group name must start with a letter or digit');
+SELECT throws_ok(format('SELECT rheo.create_group(%L, %L)', 's', repeat('g', 129)),
+    'RH011', 'invalid_argument', 'a group name of 129 characters');
+SELECT throws_ok($$SELECT rheo.create_group('s', NULL)$$,
+    'RH011', 'invalid_argument', 'a NULL group name');
+SELECT throws_ok($$SELECT rheo.create_group('s', 'g0', max_attempts => 0)$$,
+    'RH011', 'invalid_argument', 'max_attempts 0');
+SELECT throws_ok($$SELECT rheo.create_group('s', 'g0', max_attempts => NULL)$$,
+    'RH011', 'invalid_argument', 'an explicit NULL max_attempts');
+SELECT throws_ok($$SELECT rheo.create_group('s', 'g0', start_after => 1, start_at => '2030-01-01Z')$$,
+    'RH011', 'invalid_argument', 'start_after and start_at together');
+SELECT throws_ok($$SELECT rheo.create_group('s', 'g0', start_after => -1)$$,
+    'RH011', 'invalid_argument', 'a negative start_after');
+SELECT throws_ok($$SELECT rheo.create_group('s', 'g0', partitions => '{3}')$$,
+    'RH007', 'invalid_partition', 'a partition past the last one');
+SELECT throws_ok($$SELECT rheo.create_group('s', 'g0', partitions => '{0,-1}')$$,
+    'RH007', 'invalid_partition', 'a negative partition');
+SELECT is((SELECT count(*) FROM rheo.list_groups('s') WHERE group_name = 'g0'), 0::bigint,
+    'failed calls created nothing');
+
+-- start_after in every partition, beyond the high watermark of two of them.
+SELECT lives_ok($$SELECT rheo.create_group('s', 'after2', start_after => 2)$$,
+    'create_group with start_after');
+SELECT results_eq(
+    $$SELECT "partition", frontier, high_watermark, lag FROM rheo.lag('s', 'after2')$$,
+    $$VALUES (0, 2::bigint, 4::bigint, 2::bigint), (1, 2::bigint, 2::bigint, 0::bigint), (2, 2::bigint, 0::bigint, 0::bigint)$$,
+    'start_after N puts the frontier at N, lag never negative');
+SELECT results_eq(
+    $$SELECT "partition", sequence FROM rheo.fetch('s', 'after2', max_count => 100, clock => '2030-01-02 00:00:00Z') ORDER BY 1, 2$$,
+    $$VALUES (0, 3::bigint), (0, 4::bigint)$$,
+    'start_after N offers only sequences after N');
+SELECT rheo.append('s', '{"n": 7}', "partition" => 1, ts => '2030-01-01 00:10:00Z');
+SELECT rheo.append('s', '{"n": 8}', "partition" => 2, ts => '2030-01-01 00:10:00Z');
+SELECT rheo.append('s', '{"n": 9}', "partition" => 2, ts => '2030-01-01 00:10:00Z');
+SELECT rheo.append('s', '{"n": 10}', "partition" => 2, ts => '2030-01-01 00:10:00Z');
+SELECT results_eq(
+    $$SELECT "partition", sequence FROM rheo.fetch('s', 'after2', max_count => 100, clock => '2030-01-02 00:00:00Z') ORDER BY 1, 2$$,
+    $$VALUES (1, 3::bigint), (2, 3::bigint)$$,
+    'past the high watermark, events up to N are never offered, later ones are');
+
+-- start_after in listed partitions only.
+SELECT lives_ok($$SELECT rheo.create_group('s', 'after1-p1', start_after => 1, partitions => '{1}')$$,
+    'create_group with start_after in one partition');
+SELECT results_eq(
+    $$SELECT "partition", frontier FROM rheo.lag('s', 'after1-p1')$$,
+    $$VALUES (0, 0::bigint), (1, 1::bigint), (2, 0::bigint)$$,
+    'partitions not listed start at the beginning');
+SELECT lives_ok($$SELECT rheo.create_group('s', 'after1-none', start_after => 1, partitions => '{}')$$,
+    'create_group with start_after and no partitions listed');
+SELECT results_eq(
+    $$SELECT "partition", frontier FROM rheo.lag('s', 'after1-none')$$,
+    $$VALUES (0, 0::bigint), (1, 0::bigint), (2, 0::bigint)$$,
+    'with an empty partitions list every partition starts at the beginning');
+
+-- start_at: the lowest sequence with ts >= T, later events with an earlier
+-- ts included; past the high watermark where no event is that recent.
+SELECT lives_ok($$SELECT rheo.create_group('s', 'at0230', start_at => '2030-01-01 02:30:00Z')$$,
+    'create_group with start_at');
+SELECT results_eq(
+    $$SELECT "partition", frontier, high_watermark FROM rheo.lag('s', 'at0230')$$,
+    $$VALUES (0, 1::bigint, 4::bigint), (1, 3::bigint, 3::bigint), (2, 3::bigint, 3::bigint)$$,
+    'start_at places each cursor at the first event with ts >= T');
+SELECT results_eq(
+    $$SELECT "partition", sequence FROM rheo.fetch('s', 'at0230', max_count => 100, clock => '2030-01-02 00:00:00Z') ORDER BY 1, 2$$,
+    $$VALUES (0, 2::bigint), (0, 3::bigint), (0, 4::bigint)$$,
+    'start_at still offers a later event with an earlier ts');
+SELECT rheo.append('s', '{"n": 11}', "partition" => 1, ts => '2030-01-01 00:00:00Z');
+SELECT results_eq(
+    $$SELECT "partition", sequence FROM rheo.fetch('s', 'at0230', max_count => 100, clock => '2030-01-02 00:00:00Z') ORDER BY 1, 2$$,
+    $$VALUES (1, 4::bigint)$$,
+    'where no event was that recent, only newer appends are offered');
+
+SELECT lives_ok($$SELECT rheo.create_group('s', 'at-p0', start_at => '2030-01-01 03:30:00Z', partitions => '{0}')$$,
+    'create_group with start_at in one partition');
+SELECT results_eq(
+    $$SELECT "partition", frontier FROM rheo.lag('s', 'at-p0')$$,
+    $$VALUES (0, 3::bigint), (1, 0::bigint), (2, 0::bigint)$$,
+    'start_at applies to the listed partitions only');
+SELECT lives_ok($$SELECT rheo.create_group('s', 'at-future', start_at => '2031-01-01Z')$$,
+    'create_group with start_at after every event');
+SELECT results_eq(
+    $$SELECT "partition", frontier, lag FROM rheo.lag('s', 'at-future')$$,
+    $$VALUES (0, 4::bigint, 0::bigint), (1, 4::bigint, 0::bigint), (2, 3::bigint, 0::bigint)$$,
+    'start_at after every event starts at the high watermarks');
+
+SELECT set_eq(
+    $$SELECT group_name FROM rheo.list_groups('s')$$,
+    $$VALUES ('after1-none'::text), ('after1-p1'), ('after2'), ('at-future'), ('at-p0'), ('at0230'), ('g'), ('now-clock'), ('once')$$,
+    'every created group is listed');
+
+SELECT * FROM finish();
+ROLLBACK;
