@@ -1,0 +1,274 @@
+// Command rheo-migrate installs or upgrades Rheo's storage in a database,
+// the step a host runs when it releases:
+//
+//	rheo-migrate up     [--database-url URL]   apply what is missing
+//	rheo-migrate status [--database-url URL]   show what is applied
+//	rheo-migrate sql    [--sqlite]             print the install SQL
+//
+// URL defaults to $DATABASE_URL. It is a PostgreSQL URL (postgres://… or
+// postgresql://…) or an SQLite one (sqlite:///abs/path.db,
+// sqlite://relative/path.db, sqlite:relative.db, sqlite::memory:).
+//
+// A failure prints one line to stderr and exits with status 1; a usage
+// error prints the usage and exits with status 2.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/rheo-go/rheo/internal/dburl"
+	"github.com/rheo-go/rheo/migrate"
+)
+
+const usage = `Usage:
+  rheo-migrate up     [--database-url URL]   apply the missing migrations and functions
+  rheo-migrate status [--database-url URL]   show the applied and latest versions
+  rheo-migrate sql    [--sqlite]             print the install SQL (PostgreSQL, or SQLite)
+
+URL defaults to $DATABASE_URL. Accepted forms: ` + dburl.Forms + `
+`
+
+// connectTimeout bounds connecting when the URL sets no connect_timeout.
+const connectTimeout = 15 * time.Second
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit status: 0 on
+// success, 1 on a failure (one line on stderr), 2 on a usage error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("rheo-migrate "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+
+	var databaseURL *string
+	var sqlite *bool
+	switch cmd {
+	case "up", "status":
+		databaseURL = fs.String("database-url", "", "database URL; defaults to $DATABASE_URL")
+	case "sql":
+		sqlite = fs.Bool("sqlite", false, "print the SQLite install SQL instead of PostgreSQL's")
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "rheo-migrate: unknown command %q\n%s", cmd, usage)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2 // fs has printed the error and the usage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "rheo-migrate %s: unexpected argument %q\n%s", cmd, fs.Arg(0), usage)
+		return 2
+	}
+
+	if cmd == "sql" {
+		if *sqlite {
+			fmt.Fprint(stdout, migrate.SQLiteSQL())
+		} else {
+			fmt.Fprint(stdout, migrate.PostgresSQL())
+		}
+		return 0
+	}
+
+	raw := *databaseURL
+	if raw == "" {
+		raw = os.Getenv("DATABASE_URL")
+	}
+	if raw == "" {
+		fmt.Fprintf(stderr, "rheo-migrate %s: no database URL: pass --database-url or set DATABASE_URL\n%s", cmd, usage)
+		return 2
+	}
+	target, err := dburl.Parse(raw)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	var out []string
+	if target.Kind == dburl.Postgres {
+		out, err = postgres(ctx, cmd, target)
+	} else {
+		out, err = sqliteCmd(ctx, cmd, target)
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	for _, line := range out {
+		fmt.Fprintln(stdout, line)
+	}
+	return 0
+}
+
+// fail prints err as one line and returns the failure status.
+func fail(stderr io.Writer, err error) int {
+	fmt.Fprintf(stderr, "rheo-migrate: %s\n", strings.Join(strings.Fields(err.Error()), " "))
+	return 1
+}
+
+// postgres runs cmd ("up" or "status") on a PostgreSQL target and returns
+// the lines to print.
+func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, error) {
+	conn, err := connectPostgres(ctx, target.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+
+	applied, latest, err := migrate.PostgresStatus(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	current, err := migrate.PostgresFunctionsCurrent(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	if cmd == "status" {
+		return []string{
+			schemaLine(applied, latest),
+			"functions: " + map[bool]string{true: "current", false: "not current"}[current],
+			pendingLine(applied < latest || !current),
+		}, nil
+	}
+
+	if err := migrate.Postgres(ctx, conn, nil); err != nil {
+		return nil, err
+	}
+	after, _, err := migrate.PostgresStatus(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	fnLine := "functions: current"
+	if !current {
+		fnLine = "functions: installed"
+	}
+	return []string{upSchemaLine(applied, after), fnLine}, nil
+}
+
+// connectPostgres connects, turning a failure into one readable cause.
+func connectPostgres(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("invalid database URL: %w", err)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = connectTimeout
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		return conn, nil
+	}
+	addr := cfg.Host
+	if !strings.HasPrefix(addr, "/") { // not a Unix socket directory
+		addr = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return nil, fmt.Errorf("cannot connect to the database at %s: %s", addr, pgErr.Message)
+	}
+	return nil, fmt.Errorf("cannot reach the database at %s: %w", addr, rootCause(err))
+}
+
+// rootCause follows the chain of wrapped errors to the first one that
+// wraps nothing, such as "connection refused".
+func rootCause(err error) error {
+	for {
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			next := e.Unwrap()
+			if next == nil {
+				return err
+			}
+			err = next
+		case interface{ Unwrap() []error }:
+			errs := e.Unwrap()
+			if len(errs) == 0 {
+				return err
+			}
+			err = errs[0]
+		default:
+			return err
+		}
+	}
+}
+
+// sqliteCmd runs cmd ("up" or "status") on an SQLite target and returns
+// the lines to print.
+func sqliteCmd(ctx context.Context, cmd string, target dburl.Target) ([]string, error) {
+	if cmd == "status" && !target.Memory {
+		// Opening a missing file would create it.
+		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no SQLite database at %s", target.Path)
+		}
+	}
+	db, err := sql.Open("sqlite3", target.SQLiteDSN())
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the SQLite database at %s: %w", target.Redacted(), err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // an in-memory database lives in one connection
+	if err := db.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("cannot open the SQLite database at %s: %w", target.Redacted(), err)
+	}
+
+	applied, latest, err := migrate.SQLiteStatus(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	if cmd == "status" {
+		return []string{schemaLine(applied, latest), pendingLine(applied < latest)}, nil
+	}
+	if err := migrate.SQLite(ctx, db); err != nil {
+		return nil, err
+	}
+	after, _, err := migrate.SQLiteStatus(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return []string{upSchemaLine(applied, after)}, nil
+}
+
+func schemaLine(applied, latest int32) string {
+	return fmt.Sprintf("schema: version %d of %d", applied, latest)
+}
+
+func upSchemaLine(before, after int32) string {
+	if before == after {
+		return fmt.Sprintf("schema: version %d, already current", after)
+	}
+	return fmt.Sprintf("schema: version %d -> %d", before, after)
+}
+
+func pendingLine(pending bool) string {
+	if pending {
+		return "status: pending, run rheo-migrate up"
+	}
+	return "status: up to date"
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rheo-go/rheo/internal/dburl"
+	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/migrate"
+	rheosql "github.com/rheo-go/rheo/sql"
+)
+
+// runResult is what one command line did.
+type runResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCmd(t *testing.T, args ...string) runResult {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return runResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// wantFailure checks a failure: status 1, nothing on stdout, and exactly
+// one line on stderr.
+func (r runResult) wantFailure(t *testing.T, want string) {
+	t.Helper()
+	if r.code != 1 || r.stdout != "" || r.stderr != want+"\n" {
+		t.Fatalf("got status %d, stdout %q, stderr %q; want status 1, no stdout, stderr %q",
+			r.code, r.stdout, r.stderr, want+"\n")
+	}
+}
+
+func (r runResult) wantOutput(t *testing.T, want ...string) {
+	t.Helper()
+	if r.code != 0 || r.stderr != "" || r.stdout != strings.Join(want, "\n")+"\n" {
+		t.Fatalf("got status %d, stdout %q, stderr %q; want status 0 and stdout %q",
+			r.code, r.stdout, r.stderr, strings.Join(want, "\n")+"\n")
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	tests := []struct {
+		name string
+		args []string
+		want string // the first line on stderr
+	}{
+		{"no command", nil, "Usage:"},
+		{"an unknown command", []string{"down"}, `rheo-migrate: unknown command "down"`},
+		{"an unknown flag", []string{"up", "--force"}, "flag provided but not defined: -force"},
+		{"a flag of another command", []string{"sql", "--database-url", "sqlite:x.db"}, "flag provided but not defined: -database-url"},
+		{"an extra argument", []string{"status", "--database-url", "sqlite:x.db", "now"}, `rheo-migrate status: unexpected argument "now"`},
+		{"no database URL", []string{"up"}, "rheo-migrate up: no database URL: pass --database-url or set DATABASE_URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCmd(t, tt.args...)
+			if r.code != 2 || r.stdout != "" {
+				t.Fatalf("got status %d, stdout %q; want status 2 and no stdout", r.code, r.stdout)
+			}
+			if first, _, _ := strings.Cut(r.stderr, "\n"); first != tt.want || !strings.Contains(r.stderr, "Usage:") {
+				t.Fatalf("stderr %q, want %q then the usage", r.stderr, tt.want)
+			}
+		})
+	}
+
+	t.Run("help prints the usage on stdout", func(t *testing.T) {
+		r := runCmd(t, "help")
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage:") || r.stderr != "" {
+			t.Fatalf("got %+v, want status 0 and the usage on stdout", r)
+		}
+	})
+}
+
+func TestFailures(t *testing.T) {
+	// A port nothing listens on: take a free one and give it back.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "missing.db")
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"an unsupported scheme", []string{"up", "--database-url", "mysql://db/app"},
+			`rheo-migrate: unsupported database URL scheme "mysql"; use one of ` + dburl.Forms},
+		{"a malformed PostgreSQL URL, without its password", []string{"up", "--database-url", "postgres://app:secret@db:port/app"},
+			`rheo-migrate: invalid PostgreSQL URL: invalid port ":port" after host`},
+		{"an unreachable database", []string{"up", "--database-url", "postgres://postgres@" + closedAddr + "/app"},
+			"rheo-migrate: cannot reach the database at " + closedAddr + ": connection refused"},
+		{"an unreachable database in status", []string{"status", "--database-url", "postgresql://postgres@" + closedAddr + "/app"},
+			"rheo-migrate: cannot reach the database at " + closedAddr + ": connection refused"},
+		{"an SQLite file in a missing directory", []string{"up", "--database-url", "sqlite://" + missing + "/nested.db"},
+			"rheo-migrate: cannot open the SQLite database at " + missing + "/nested.db: unable to open database file: no such file or directory"},
+		{"status of a missing SQLite file", []string{"status", "--database-url", "sqlite://" + missing},
+			"rheo-migrate: no SQLite database at " + missing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runCmd(t, tt.args...).wantFailure(t, tt.want)
+		})
+	}
+
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("status created %s (stat: %v)", missing, err)
+	}
+}
+
+func TestPostgres(t *testing.T) {
+	url := testdb.NewDatabase(t)
+	latest := schemaVersions(t)
+
+	t.Run("status of an empty database, with the URL from DATABASE_URL", func(t *testing.T) {
+		t.Setenv("DATABASE_URL", url)
+		runCmd(t, "status").wantOutput(t,
+			fmt.Sprintf("schema: version 0 of %d", latest),
+			"functions: not current",
+			"status: pending, run rheo-migrate up")
+	})
+	t.Run("up installs", func(t *testing.T) {
+		runCmd(t, "up", "--database-url", url).wantOutput(t,
+			fmt.Sprintf("schema: version 0 -> %d", latest),
+			"functions: installed")
+	})
+	t.Run("up again changes nothing", func(t *testing.T) {
+		runCmd(t, "up", "--database-url", url).wantOutput(t,
+			fmt.Sprintf("schema: version %d, already current", latest),
+			"functions: current")
+	})
+	t.Run("status of an installed database", func(t *testing.T) {
+		runCmd(t, "status", "--database-url", url).wantOutput(t,
+			fmt.Sprintf("schema: version %d of %d", latest, latest),
+			"functions: current",
+			"status: up to date")
+	})
+	t.Run("a database the server does not have", func(t *testing.T) {
+		cfg, err := pgx.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+		runCmd(t, "up", "--database-url", testdb.WithDatabase(t, url, "rheo_no_such_db")).wantFailure(t,
+			"rheo-migrate: cannot connect to the database at "+addr+`: database "rheo_no_such_db" does not exist`)
+	})
+}
+
+func TestSQLite(t *testing.T) {
+	latest := schemaVersions(t)
+	path := filepath.Join(t.TempDir(), "rheo.db")
+	url := "sqlite://" + path // path is absolute: sqlite:///…
+
+	t.Run("up creates and installs the file", func(t *testing.T) {
+		runCmd(t, "up", "--database-url", url).wantOutput(t, fmt.Sprintf("schema: version 0 -> %d", latest))
+	})
+	t.Run("up again changes nothing", func(t *testing.T) {
+		runCmd(t, "up", "--database-url", url).wantOutput(t, fmt.Sprintf("schema: version %d, already current", latest))
+	})
+	t.Run("status", func(t *testing.T) {
+		runCmd(t, "status", "--database-url", url).wantOutput(t,
+			fmt.Sprintf("schema: version %d of %d", latest, latest), "status: up to date")
+	})
+	t.Run("a relative path is relative to the working directory", func(t *testing.T) {
+		dir := t.TempDir()
+		t.Chdir(dir)
+		runCmd(t, "up", "--database-url", "sqlite:relative.db").wantOutput(t, fmt.Sprintf("schema: version 0 -> %d", latest))
+		if _, err := os.Stat(filepath.Join(dir, "relative.db")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("an in-memory database", func(t *testing.T) {
+		runCmd(t, "up", "--database-url", "sqlite::memory:").wantOutput(t, fmt.Sprintf("schema: version 0 -> %d", latest))
+	})
+}
+
+func TestSQL(t *testing.T) {
+	t.Run("prints the PostgreSQL install", func(t *testing.T) {
+		r := runCmd(t, "sql")
+		if r.code != 0 || r.stderr != "" || r.stdout != migrate.PostgresSQL() {
+			t.Fatalf("got status %d, stderr %q and %d bytes; want the %d bytes of migrate.PostgresSQL()",
+				r.code, r.stderr, len(r.stdout), len(migrate.PostgresSQL()))
+		}
+	})
+	t.Run("prints the SQLite install with --sqlite", func(t *testing.T) {
+		r := runCmd(t, "sql", "--sqlite")
+		if r.code != 0 || r.stderr != "" || r.stdout != migrate.SQLiteSQL() {
+			t.Fatalf("got status %d, stderr %q and %d bytes; want the %d bytes of migrate.SQLiteSQL()",
+				r.code, r.stderr, len(r.stdout), len(migrate.SQLiteSQL()))
+		}
+	})
+}
+
+// schemaVersions is the number of schema migrations this build carries.
+func schemaVersions(t *testing.T) int {
+	t.Helper()
+	names, err := fs.Glob(rheosql.Schema, "*.sql")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no schema migrations: %v", err)
+	}
+	return len(names)
+}
