@@ -41,8 +41,7 @@ const versionTable = "rheo.schema_version"
 // A second run changes nothing. conn must be a session of its own (not in
 // a transaction, not behind a transaction-pooling proxy, which would lose
 // the session lock); its session settings are reset (RESET ALL) after each
-// schema migration.
-// opts may be nil.
+// schema migration. opts may be nil.
 //
 // Errors wrap rheo.ErrBackendUnavailable when the connection broke, and
 // are *rheo.FailedError otherwise. Every step is atomic, so running
