@@ -1,0 +1,187 @@
+BEGIN;
+SELECT plan(47);
+
+-- Stream s: one partition, six events. Group g allows three attempts.
+SELECT rheo.create_stream('s', clock => '2030-01-01Z');
+SELECT rheo.append('s', jsonb_build_object('type', 'tick', 'n', n), key => 'k', metadata => '{"producer": "test"}',
+                   clock => '2030-01-01Z')
+  FROM generate_series(1, 6) n;
+SELECT rheo.create_group('s', 'g', max_attempts => 3);
+SELECT rheo.create_group('s', 'g2');
+
+-- A first fetch: the lease columns.
+CREATE TEMP TABLE f1 AS
+    SELECT * FROM rheo.fetch('s', 'g', max_count => 2, consumer_id => 'c1', lease_ms => 1000,
+                             clock => '2030-01-01 00:00:00Z');
+SELECT results_eq(
+    $$SELECT stream, group_name, consumer_id, "partition", sequence, attempt, leased_at, expires_at FROM f1$$,
+    $$VALUES ('s'::text, 'g'::text, 'c1'::text, 0, 1::bigint, 1, '2030-01-01 00:00:00Z'::timestamptz, '2030-01-01 00:00:01Z'::timestamptz),
+             ('s', 'g', 'c1', 0, 2, 1, '2030-01-01 00:00:00Z', '2030-01-01 00:00:01Z')$$,
+    'fetch leases the first events in sequence order at attempt 1 until clock + lease_ms');
+SELECT results_eq(
+    $$SELECT event_id, "partition", sequence, key, type, payload, metadata, ts FROM f1$$,
+    $$SELECT id, "partition", sequence, key, type, payload, metadata, ts FROM rheo.events
+       WHERE stream = 's' AND sequence <= 2 ORDER BY sequence$$,
+    'a lease carries its event');
+SELECT ok((SELECT count(DISTINCT lease_id) = 2 AND bool_and(lease_id IS NOT NULL) FROM f1),
+    'one fresh lease_id per event');
+SELECT ok((SELECT bool_and(receipt = lease_id::text) FROM f1),
+    'receipt is lease_id as text');
+
+CREATE TEMP TABLE f2 AS
+    SELECT * FROM rheo.fetch('s', 'g', max_count => 2, consumer_id => 'c2', lease_ms => 1000,
+                             clock => '2030-01-01 00:00:00Z');
+SELECT results_eq($$SELECT sequence, consumer_id FROM f2$$, $$VALUES (3::bigint, 'c2'::text), (4, 'c2')$$,
+    'a second fetch does not hand out leased events again');
+SELECT is((SELECT count(*) FROM f2 WHERE lease_id IN (SELECT lease_id FROM f1)), 0::bigint,
+    'lease ids are never reused');
+
+CREATE TEMP TABLE f3 AS
+    SELECT * FROM rheo.fetch('s', 'g', lease_ms => 1000, clock => '2030-01-01 00:00:00.5Z');
+SELECT results_eq($$SELECT sequence, expires_at FROM f3$$,
+    $$VALUES (5::bigint, '2030-01-01 00:00:01.5Z'::timestamptz), (6, '2030-01-01 00:00:01.5Z')$$,
+    'the default max_count takes what is left');
+SELECT ok((SELECT bool_and(consumer_id IS NOT NULL AND consumer_id <> '') FROM f3),
+    'consumer_id defaults to a generated id');
+SELECT is_empty($$SELECT * FROM rheo.fetch('s', 'g', clock => '2030-01-01 00:00:00.999Z')$$,
+    'nothing is claimable while every lease is held');
+
+-- Expiry: claimable again at expires_at, lowest sequence first, attempt + 1.
+CREATE TEMP TABLE f4 AS
+    SELECT * FROM rheo.fetch('s', 'g', max_count => 1, consumer_id => 'c3', lease_ms => 1000,
+                             clock => '2030-01-01 00:00:01Z');
+SELECT results_eq($$SELECT sequence, attempt, consumer_id FROM f4$$, $$VALUES (1::bigint, 2, 'c3'::text)$$,
+    'an expired lease is claimable at expires_at; re-leasing counts the attempt');
+SELECT isnt((SELECT lease_id FROM f4), (SELECT lease_id FROM f1 WHERE sequence = 1),
+    'a re-lease has a new lease_id');
+SELECT throws_ok(format('SELECT rheo.ack(%L, clock => %L)', (SELECT lease_id FROM f1 WHERE sequence = 1), '2030-01-01 00:00:01Z'),
+    'RH004', 'stale_lease', 'the lease that was re-leased to someone else is stale');
+SELECT lives_ok(format('SELECT rheo.ack(%L, clock => %L)', (SELECT lease_id FROM f1 WHERE sequence = 2), '2030-01-01 00:00:01Z'),
+    'an expired lease no one claimed yet can still be acked');
+SELECT results_eq(
+    $$SELECT sequence, attempt FROM rheo.fetch('s', 'g', lease_ms => 1000, clock => '2030-01-01 00:00:01Z')$$,
+    $$VALUES (3::bigint, 2), (4, 2)$$,
+    'the acked event is not offered again; leases not yet expired are not claimable');
+SELECT rheo.append('s', '{"n": 7}', key => 'k', clock => '2030-01-01Z');
+SELECT results_eq(
+    $$SELECT sequence, attempt FROM rheo.fetch('s', 'g', max_count => 1, lease_ms => 1000, clock => '2030-01-01 00:00:01.5Z')$$,
+    $$VALUES (5::bigint, 2)$$,
+    'an expired lease comes before a new event of the same partition');
+SELECT results_eq(
+    $$SELECT sequence, attempt FROM rheo.fetch('s', 'g', lease_ms => 1000, clock => '2030-01-01 00:00:01.5Z')$$,
+    $$VALUES (6::bigint, 2), (7, 1)$$,
+    'events appended after earlier fetches are offered');
+SELECT results_eq(
+    $$SELECT sequence, attempt FROM rheo.fetch('s', 'g2', clock => '2030-01-01Z')$$,
+    $$SELECT sequence, 1 FROM rheo.events WHERE stream = 's' ORDER BY sequence$$,
+    'another group sees every event independently, at attempt 1');
+
+-- Attempt limit reached by expiry: dead-lettered, reason lease_expired,
+-- at the clock of the fetch that found it.
+SELECT rheo.create_stream('x');
+SELECT rheo.append('x', jsonb_build_object('n', n), clock => '2030-01-01Z') FROM generate_series(1, 2) n;
+SELECT rheo.create_group('x', 'g', max_attempts => 2);
+SELECT rheo.create_group('x', 'once', max_attempts => 1);
+SELECT results_eq(
+    $$SELECT sequence, attempt FROM rheo.fetch('x', 'g', max_count => 1, lease_ms => 1000, clock => '2030-01-01 00:00:00Z')$$,
+    $$VALUES (1::bigint, 1)$$, 'x: attempt 1');
+CREATE TEMP TABLE last_try AS
+    SELECT * FROM rheo.fetch('x', 'g', max_count => 1, lease_ms => 1000, clock => '2030-01-01 00:00:01Z');
+SELECT results_eq($$SELECT sequence, attempt FROM last_try$$, $$VALUES (1::bigint, 2)$$,
+    'x: attempt 2 after expiry');
+SELECT results_eq(
+    $$SELECT sequence, attempt FROM rheo.fetch('x', 'g', lease_ms => 1000, clock => '2030-01-01 00:00:05Z')$$,
+    $$VALUES (2::bigint, 1)$$,
+    'an expired lease at max_attempts is not leased again');
+SELECT results_eq(
+    $$SELECT sequence, attempt, reason, dead_lettered_at FROM rheo.dead_letters('x', 'g')$$,
+    $$VALUES (1::bigint, 2, 'lease_expired'::text, '2030-01-01 00:00:05Z'::timestamptz)$$,
+    'it is dead-lettered with reason lease_expired at the fetch''s clock');
+SELECT throws_ok(format('SELECT rheo.ack(%L)', (SELECT lease_id FROM last_try)),
+    'RH004', 'stale_lease', 'the lease dead-lettered on expiry is stale');
+SELECT results_eq($$SELECT frontier FROM rheo.lag('x', 'g')$$, $$VALUES (1::bigint)$$,
+    'the dead letter is terminal: the frontier passes it');
+SELECT results_eq(
+    $$SELECT sequence FROM rheo.fetch('x', 'once', max_count => 1, lease_ms => 1000, clock => '2030-01-01 00:00:00Z')$$,
+    $$VALUES (1::bigint)$$, 'max_attempts 1: the first lease');
+SELECT results_eq(
+    $$SELECT sequence, attempt FROM rheo.fetch('x', 'once', lease_ms => 1000, clock => '2030-01-01 00:00:01Z')$$,
+    $$VALUES (2::bigint, 1)$$,
+    'max_attempts 1: an expired first lease is never retried');
+SELECT results_eq(
+    $$SELECT sequence, attempt, reason FROM rheo.dead_letters('x', 'once')$$,
+    $$VALUES (1::bigint, 1, 'lease_expired'::text)$$,
+    'max_attempts 1: dead-lettered at attempt 1');
+
+-- Several partitions: round-robin, results ordered by (partition, sequence).
+SELECT rheo.create_stream('m', 3);
+SELECT rheo.append('m', jsonb_build_object('n', n), "partition" => p, clock => '2030-01-01Z')
+  FROM generate_series(0, 2) p CROSS JOIN generate_series(1, 4) n ORDER BY p, n;
+SELECT rheo.create_group('m', 'g');
+SELECT results_eq(
+    $$SELECT "partition", sequence FROM rheo.fetch('m', 'g', max_count => 3, clock => '2030-01-01Z')$$,
+    $$VALUES (0, 1::bigint), (1, 1::bigint), (2, 1::bigint)$$,
+    'with three partitions and max_count 3, each partition gets one lease, in partition order');
+CREATE TEMP TABLE rr AS SELECT * FROM rheo.fetch('m', 'g', max_count => 7, clock => '2030-01-01Z') WITH ORDINALITY;
+SELECT is((SELECT count(*) FROM rr), 7::bigint, 'max_count 7 takes 7');
+SELECT ok(NOT EXISTS (SELECT 1 FROM (SELECT ordinality, row_number() OVER (ORDER BY "partition", sequence) AS rn FROM rr) x
+                       WHERE x.ordinality <> x.rn),
+    'leases come ordered by (partition, sequence)');
+SELECT ok((SELECT bool_and(n >= 2 AND lo = 2 AND hi = 1 + n) AND max(n) - min(n) <= 1
+             FROM (SELECT "partition", count(*) AS n, min(sequence) AS lo, max(sequence) AS hi FROM rr GROUP BY 1) c)
+          AND (SELECT count(DISTINCT "partition") FROM rr) = 3,
+    'round-robin: every partition gets its share, taken in sequence order');
+SELECT is((SELECT count(*) FROM rheo.fetch('m', 'g', max_count => 10, clock => '2030-01-01Z')), 2::bigint,
+    'the rest of the work');
+SELECT is_empty($$SELECT * FROM rheo.fetch('m', 'g', clock => '2030-01-01Z')$$,
+    'no rows when nothing is claimable');
+
+SELECT rheo.create_group('m', 'rot');
+CREATE TEMP TABLE rotation (p int);
+INSERT INTO rotation SELECT "partition" FROM rheo.fetch('m', 'rot', max_count => 1, clock => '2030-01-01Z');
+INSERT INTO rotation SELECT "partition" FROM rheo.fetch('m', 'rot', max_count => 1, clock => '2030-01-01Z');
+INSERT INTO rotation SELECT "partition" FROM rheo.fetch('m', 'rot', max_count => 1, clock => '2030-01-01Z');
+SELECT cmp_ok((SELECT count(DISTINCT p) FROM rotation), '>=', 2::bigint,
+    'single-lease fetches start from a rotating partition');
+
+SELECT rheo.create_group('m', 'scoped');
+SELECT is_empty($$SELECT * FROM rheo.fetch('m', 'scoped', partitions => '{}', clock => '2030-01-01Z')$$,
+    'an empty partitions list claims nothing');
+SELECT results_eq(
+    $$SELECT "partition", sequence FROM rheo.fetch('m', 'scoped', partitions => '{1}', clock => '2030-01-01Z')$$,
+    $$VALUES (1, 1::bigint), (1, 2::bigint), (1, 3::bigint), (1, 4::bigint)$$,
+    'partitions limits the claim to the listed partitions');
+SELECT is_empty($$SELECT * FROM rheo.fetch('m', 'scoped', max_count => 0, clock => '2030-01-01Z')$$,
+    'max_count 0 claims nothing');
+
+-- The call as SPEC writes it.
+SELECT rheo.create_group('m', 'named');
+SELECT results_eq(
+    $$SELECT count(*), min(leased_at), max(expires_at) FROM rheo.fetch('m', 'named', max_count => 5, clock => '2030-01-01Z')$$,
+    $$VALUES (5::bigint, '2030-01-01Z'::timestamptz, '2030-01-01 00:00:30Z'::timestamptz)$$,
+    'fetch with named max_count and clock; lease_ms defaults to 30 seconds');
+
+-- Errors in the order of checks: stream, group, arguments.
+SELECT throws_ok($$SELECT * FROM rheo.fetch('missing', 'g')$$,
+    'RH001', 'stream_not_found', 'fetch from a missing stream');
+SELECT throws_ok($$SELECT * FROM rheo.fetch('missing', 'missing', max_count => -1)$$,
+    'RH001', 'stream_not_found', 'the stream is checked before the group and the arguments');
+SELECT throws_ok($$SELECT * FROM rheo.fetch('s', 'missing')$$,
+    'RH002', 'group_not_found', 'fetch for a missing group');
+SELECT throws_ok($$SELECT * FROM rheo.fetch('s', 'missing', max_count => -1, lease_ms => 0, partitions => '{5}')$$,
+    'RH002', 'group_not_found', 'the group is checked before the arguments');
+SELECT throws_ok($$SELECT * FROM rheo.fetch('s', 'g', max_count => -1)$$,
+    'RH011', 'invalid_argument', 'a negative max_count');
+SELECT throws_ok($$SELECT * FROM rheo.fetch('s', 'g', lease_ms => 0)$$,
+    'RH011', 'invalid_argument', 'lease_ms 0');
+SELECT throws_ok($$SELECT * FROM rheo.fetch('s', 'g', max_count => NULL)$$,
+    'RH011', 'invalid_argument', 'an explicit NULL max_count');
+SELECT throws_ok($$SELECT * FROM rheo.fetch('s', 'g', lease_ms => NULL)$$,
+    'RH011', 'invalid_argument', 'an explicit NULL lease_ms');
+SELECT throws_ok($$SELECT * FROM rheo.fetch('m', 'g', partitions => '{3}')$$,
+    'RH007', 'invalid_partition', 'a partition past the last one');
+SELECT throws_ok($$SELECT * FROM rheo.fetch('m', 'g', partitions => '{0,-1}')$$,
+    'RH007', 'invalid_partition', 'a negative partition');
+
+SELECT * FROM finish();
+ROLLBACK;
