@@ -1,0 +1,252 @@
+package worker
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// The defaults of Config.
+const (
+	DefaultConcurrency      = 10
+	DefaultConsumerDemand   = 100
+	DefaultLeaseDuration    = 30 * time.Second
+	DefaultPollInterval     = time.Second
+	DefaultAckBatchSize     = 100
+	DefaultAckFlushInterval = 10 * time.Millisecond
+)
+
+// Fetch back-off after errors: doubling from the first to the last.
+const (
+	minFetchBackoff = 100 * time.Millisecond
+	maxFetchBackoff = 5 * time.Second
+)
+
+// maxCallTimeout bounds every database call of the worker.
+const maxCallTimeout = 10 * time.Second
+
+// Config configures a Worker (New) or a Consumer (NewConsumer). Zero
+// values take the documented defaults.
+type Config struct {
+	// Stream is the stream to consume. Required.
+	Stream string
+	// Group is the consumer group to consume as. Required; the group must
+	// exist.
+	Group string
+
+	// Handler runs for every leased event. A Worker needs exactly one of
+	// Handler and TxHandler; a Consumer takes neither.
+	Handler Handler
+	// TxHandler runs for every leased event inside a transaction in which
+	// the ack commits. It needs a driver that implements
+	// driver.Transactor.
+	TxHandler TxHandler
+	// Concurrency is how many handlers run at once. Workers only.
+	// Defaults to 10.
+	Concurrency int
+
+	// MaxDemand is the most leases held at once: leases whose handler
+	// runs, or that wait for their ack to be written, or (Consumer) that
+	// were handed out and not settled yet. Fetches never ask for more.
+	// For a Worker it must be at least Concurrency and defaults to twice
+	// Concurrency; for a Consumer it defaults to 100.
+	MaxDemand int
+	// LeaseDuration is how long a lease lasts; the worker renews held
+	// leases at about half of it. It is rounded down to whole
+	// milliseconds. Defaults to 30s.
+	LeaseDuration time.Duration
+	// PollInterval is how long the worker waits for a wakeup before it
+	// fetches anyway, when the last fetch found less than it asked for.
+	// Polling is what guarantees progress: wakeups are hints. Defaults
+	// to 1s.
+	PollInterval time.Duration
+	// Partitions limits the worker to these partitions of the stream.
+	// Defaults to nil: all partitions.
+	Partitions []int
+	// ConsumerID names this consumer in leases. Defaults to
+	// "<hostname>-<pid>-<random>".
+	ConsumerID string
+
+	// AckBatchSize is how many acks are written in one AckBatch call; a
+	// batch is written as soon as it is full. Defaults to 100.
+	AckBatchSize int
+	// AckFlushInterval is the longest an ack waits for its batch to fill
+	// before it is written anyway. Acks are also written at once when the
+	// worker cannot fetch because of them, and on stop. Defaults to 10ms.
+	AckFlushInterval time.Duration
+
+	// Logger receives the worker's log records, with the attribute keys
+	// LogKey…. Defaults to no logging.
+	Logger *slog.Logger
+	// Hooks are told of the worker's events: each element implements one
+	// or more of FetchedHook, FetchFailedHook, HandledHook, AckedHook,
+	// RetriedHook, DeadLetteredHook, RedeliveredHook, RenewedHook,
+	// LeaseLostHook and SettleFailedHook. Defaults to none.
+	Hooks []any
+	// Clock schedules lease renewals and polls. Give the driver's clock
+	// in tests. Defaults to the system clock.
+	Clock Clock
+}
+
+// settings is a Config with its defaults filled in, and what was derived
+// from it.
+type settings struct {
+	Config
+	hooks       hookSet
+	callTimeout time.Duration
+}
+
+// configError reports an invalid Config field.
+func configError(format string, args ...any) error {
+	return rheo.Errorf(rheo.ErrInvalidArgument, "worker config: "+format, args...)
+}
+
+// settle checks cfg and fills in its defaults. forWorker selects the
+// Worker's rules (a handler, Concurrency) over the Consumer's.
+func (cfg *Config) settle(drv driver.Driver, forWorker bool) (*settings, error) {
+	if drv == nil {
+		return nil, configError("the driver is nil")
+	}
+	if cfg == nil {
+		return nil, configError("Config is nil")
+	}
+	s := &settings{Config: *cfg}
+	s.Partitions = slices.Clone(cfg.Partitions)
+	s.Hooks = slices.Clone(cfg.Hooks)
+
+	if s.Stream == "" {
+		return nil, configError("Stream is required")
+	}
+	if s.Group == "" {
+		return nil, configError("Group is required")
+	}
+	if forWorker {
+		if err := s.settleWorker(drv); err != nil {
+			return nil, err
+		}
+	} else {
+		if s.Handler != nil || s.TxHandler != nil {
+			return nil, configError("Handler and TxHandler must be nil for a Consumer")
+		}
+		if s.Concurrency != 0 {
+			return nil, configError("Concurrency applies to workers only; leave it 0 for a Consumer")
+		}
+		if s.MaxDemand < 0 {
+			return nil, configError("MaxDemand must not be negative (got %d)", s.MaxDemand)
+		}
+		if s.MaxDemand == 0 {
+			s.MaxDemand = DefaultConsumerDemand
+		}
+	}
+
+	switch {
+	case s.LeaseDuration < 0:
+		return nil, configError("LeaseDuration must not be negative (got %s)", s.LeaseDuration)
+	case s.LeaseDuration == 0:
+		s.LeaseDuration = DefaultLeaseDuration
+	case s.LeaseDuration < time.Millisecond:
+		return nil, configError("LeaseDuration must be at least 1ms (got %s)", s.LeaseDuration)
+	case s.LeaseDuration > math.MaxInt32*time.Millisecond:
+		return nil, configError("LeaseDuration must be at most %s (got %s)", math.MaxInt32*time.Millisecond, s.LeaseDuration)
+	}
+	s.LeaseDuration = s.LeaseDuration.Truncate(time.Millisecond)
+	s.callTimeout = min(s.LeaseDuration/2, maxCallTimeout)
+
+	if s.PollInterval < 0 {
+		return nil, configError("PollInterval must not be negative (got %s)", s.PollInterval)
+	}
+	if s.PollInterval == 0 {
+		s.PollInterval = DefaultPollInterval
+	}
+
+	if s.Partitions != nil && len(s.Partitions) == 0 {
+		return nil, configError("Partitions must not be empty (nil means all partitions)")
+	}
+	seen := make(map[int]bool, len(s.Partitions))
+	for i, p := range s.Partitions {
+		if p < 0 {
+			return nil, configError("Partitions[%d] must not be negative (got %d)", i, p)
+		}
+		if seen[p] {
+			return nil, configError("Partitions[%d] repeats partition %d", i, p)
+		}
+		seen[p] = true
+	}
+
+	if s.ConsumerID == "" {
+		s.ConsumerID = defaultConsumerID()
+	}
+
+	if s.AckBatchSize < 0 {
+		return nil, configError("AckBatchSize must not be negative (got %d)", s.AckBatchSize)
+	}
+	if s.AckBatchSize == 0 {
+		s.AckBatchSize = DefaultAckBatchSize
+	}
+	if s.AckFlushInterval < 0 {
+		return nil, configError("AckFlushInterval must not be negative (got %s)", s.AckFlushInterval)
+	}
+	if s.AckFlushInterval == 0 {
+		s.AckFlushInterval = DefaultAckFlushInterval
+	}
+
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	for i, h := range s.Hooks {
+		if h == nil || !s.hooks.add(h) {
+			return nil, configError("Hooks[%d] (%T) implements none of the hook interfaces", i, h)
+		}
+	}
+	if s.Clock == nil {
+		s.Clock = systemClock{}
+	}
+	return s, nil
+}
+
+// settleWorker checks and fills in the fields only a Worker has.
+func (s *settings) settleWorker(drv driver.Driver) error {
+	switch {
+	case s.Handler == nil && s.TxHandler == nil:
+		return configError("one of Handler and TxHandler is required")
+	case s.Handler != nil && s.TxHandler != nil:
+		return configError("Handler and TxHandler are exclusive; set one")
+	}
+	if s.TxHandler != nil {
+		if _, ok := drv.(driver.Transactor); !ok {
+			return configError("TxHandler needs a driver that implements driver.Transactor; %T does not", drv)
+		}
+	}
+	if s.Concurrency < 0 {
+		return configError("Concurrency must not be negative (got %d)", s.Concurrency)
+	}
+	if s.Concurrency == 0 {
+		s.Concurrency = DefaultConcurrency
+	}
+	if s.MaxDemand == 0 {
+		s.MaxDemand = 2 * s.Concurrency
+	}
+	if s.MaxDemand < s.Concurrency {
+		return configError("MaxDemand (%d) must be at least Concurrency (%d)", s.MaxDemand, s.Concurrency)
+	}
+	return nil
+}
+
+// defaultConsumerID is "<hostname>-<pid>-<random>".
+func defaultConsumerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "rheo"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}

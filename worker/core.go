@@ -1,0 +1,533 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// ErrStopped is the cause (context.Cause) with which a hard stop cancels
+// handler contexts, and with which a stopped Consumer cancels the contexts
+// of the leases it handed out and that are still unsettled.
+var ErrStopped = errors.New("worker stopped")
+
+// core is the machinery shared by Worker and Consumer: the table of held
+// leases, the fetch loop, renewal and settling.
+type core struct {
+	drv driver.Driver
+	s   *settings
+	log *slog.Logger
+
+	// bg carries the values of the context given to Start and is never
+	// cancelled: renewals, settles and hooks run under it, so that they
+	// still happen during and after a stop. leaseParent is the parent of
+	// every lease's context. Both are set by begin.
+	bg          context.Context
+	leaseParent context.Context
+
+	mu     sync.Mutex
+	leases map[string]*held // every lease held, by lease id
+
+	// fetchMu is held from the check for a stop to the tracking of the
+	// fetched leases, so that a stop can wait out a fetch in flight.
+	fetchMu sync.Mutex
+
+	changed   chan struct{} // demand may have grown
+	renewKick chan struct{} // the renewal schedule changed
+	emptied   chan struct{} // the last held lease was released
+
+	acks  *acker
+	calls sync.WaitGroup // renewals in flight
+}
+
+// held is one lease the worker holds, from fetch until its settle is
+// written (or given up).
+type held struct {
+	lease  rheo.Lease
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// Guarded by core.mu.
+	renewAt  time.Time
+	active   bool // renewed: its handler runs, or its Consumer lease is unsettled
+	renewing bool // a renewal is in flight
+	lost     bool // a renewal found it stale
+}
+
+func newCore(drv driver.Driver, s *settings) *core {
+	c := &core{
+		drv:       drv,
+		s:         s,
+		log:       s.Logger.With(LogKeyStream, s.Stream, LogKeyGroup, s.Group, LogKeyConsumerID, s.ConsumerID),
+		leases:    map[string]*held{},
+		changed:   make(chan struct{}, 1),
+		renewKick: make(chan struct{}, 1),
+		emptied:   make(chan struct{}, 1),
+	}
+	c.acks = newAcker(c)
+	return c
+}
+
+// notify signals ch without blocking; one pending signal is enough.
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// begin claims the (driver, stream, group) registry entry and checks that
+// the stream, group and partitions exist. It returns the function that
+// releases the registry entry.
+func (c *core) begin(ctx context.Context) (func(), error) {
+	release, err := register(c.drv, c.s.Stream, c.s.Group)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.drv.Lag(ctx, c.s.Stream, c.s.Group, c.s.Partitions); err != nil {
+		release()
+		return nil, fmt.Errorf("check stream %q group %q: %w", c.s.Stream, c.s.Group, err)
+	}
+	c.bg = context.WithoutCancel(ctx)
+	return release, nil
+}
+
+// track adds a fetched lease to the table and schedules its renewal.
+func (c *core) track(l rheo.Lease) *held {
+	ctx, cancel := context.WithCancelCause(c.leaseParent)
+	h := &held{lease: l, ctx: ctx, cancel: cancel, active: true,
+		renewAt: c.s.Clock.Now().Add(c.s.LeaseDuration / 2)}
+	c.mu.Lock()
+	c.leases[l.LeaseID] = h
+	c.mu.Unlock()
+	notify(c.renewKick)
+	if l.Attempt > 1 {
+		for _, x := range c.s.hooks.redelivered {
+			x.Redelivered(c.bg, RedeliveryInfo{Lease: l})
+		}
+	}
+	return h
+}
+
+// deactivate stops renewing h, because its outcome is known, and reports
+// whether a renewal had already found it lost.
+func (c *core) deactivate(h *held) (lost bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h.active = false
+	return h.lost
+}
+
+// release forgets h: it is settled, or given up.
+func (c *core) release(h *held) {
+	c.mu.Lock()
+	_, ok := c.leases[h.lease.LeaseID]
+	delete(c.leases, h.lease.LeaseID)
+	empty := len(c.leases) == 0
+	c.mu.Unlock()
+	h.cancel(nil)
+	if ok {
+		notify(c.changed)
+		if empty {
+			notify(c.emptied)
+		}
+	}
+}
+
+// heldCount is the number of leases held.
+func (c *core) heldCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.leases)
+}
+
+// demand is how many leases to fetch now, given room for capacity more:
+// capacity bounded by MaxDemand. starved reports that MaxDemand alone
+// prevents fetching.
+func (c *core) demand(capacity int) (n int, starved bool) {
+	free := c.s.MaxDemand - c.heldCount()
+	return max(min(capacity, free), 0), free <= 0 && capacity > 0
+}
+
+// wants reports whether a wakeup concerns the configured partitions.
+func (c *core) wants(partition int) bool {
+	if c.s.Partitions == nil {
+		return true
+	}
+	for _, p := range c.s.Partitions {
+		if p == partition {
+			return true
+		}
+	}
+	return false
+}
+
+// fetchLoop fetches leases while there is demand and hands each to
+// deliver, until stop is closed, ctx ends (which also aborts a fetch in
+// flight) or deliver or failed returns false. capacity is how many more
+// leases the caller can take now. failed, when not nil, is told of each
+// fetch error.
+//
+// It fetches again at once after a full batch or when demand grows after
+// one; after a short batch it waits for a wakeup of its partitions or for
+// the poll interval. Fetch errors back off from 100ms, doubling to 5s.
+func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, capacity func() int, deliver func(*held) bool, failed func(error) bool) {
+	wake, unsubscribe := c.drv.Wakeups(c.s.Stream)
+	defer unsubscribe()
+	var poll <-chan time.Time
+	releasePoll := func() {}
+	defer func() { releasePoll() }()
+	var backoff time.Duration
+	ready := true // fetch as soon as there is demand
+	for {
+		if ready {
+			n, starved := c.demand(capacity())
+			if n > 0 {
+				hs, stopped, err := c.fetchAndTrack(ctx, stop, n)
+				if stopped {
+					return
+				}
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					backoff = min(max(2*backoff, minFetchBackoff), maxFetchBackoff)
+					c.fetchFailed(err, backoff)
+					if failed != nil && !failed(err) {
+						return
+					}
+					if !pause(ctx, stop, backoff) {
+						return
+					}
+					continue
+				}
+				backoff = 0
+				ready = len(hs) == n
+				releasePoll()
+				poll, releasePoll = c.s.Clock.At(c.s.Clock.Now().Add(c.s.PollInterval))
+				for i, h := range hs {
+					if !deliver(h) {
+						c.giveBack(hs[i+1:])
+						return
+					}
+				}
+				continue
+			}
+			if starved {
+				c.acks.flushNow()
+			}
+		}
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-c.changed:
+		case w, ok := <-wake:
+			if !ok {
+				wake = nil
+			} else if c.wants(w.Partition) {
+				ready = true
+			}
+		case <-poll:
+			ready = true
+		}
+	}
+}
+
+// fetchAndTrack fetches up to n leases and tracks them, unless stop is
+// already closed.
+func (c *core) fetchAndTrack(ctx context.Context, stop <-chan struct{}, n int) (hs []*held, stopped bool, err error) {
+	c.fetchMu.Lock()
+	defer c.fetchMu.Unlock()
+	select {
+	case <-stop:
+		return nil, true, nil
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.s.callTimeout)
+	defer cancel()
+	start := time.Now()
+	leases, err := c.drv.Fetch(ctx, c.s.Stream, c.s.Group, &rheo.FetchOptions{
+		MaxCount:      n,
+		ConsumerID:    c.s.ConsumerID,
+		LeaseDuration: c.s.LeaseDuration,
+		Partitions:    c.s.Partitions,
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	for _, x := range c.s.hooks.fetched {
+		x.Fetched(c.bg, FetchInfo{Requested: n, Count: len(leases), Duration: time.Since(start)})
+	}
+	hs = make([]*held, len(leases))
+	for i, l := range leases {
+		hs[i] = c.track(l)
+	}
+	return hs, false, nil
+}
+
+// pause waits d of real time; false means stop or ctx ended first.
+func pause(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (c *core) fetchFailed(err error, backoff time.Duration) {
+	c.log.LogAttrs(c.bg, slog.LevelWarn, "fetch failed",
+		slog.Any(LogKeyError, err), slog.Duration(LogKeyBackoff, backoff))
+	for _, x := range c.s.hooks.fetchFailed {
+		x.FetchFailed(c.bg, FetchErrorInfo{Err: err, Backoff: backoff})
+	}
+}
+
+// giveBack returns fetched leases that will not be delivered: they are
+// made claimable again at once.
+func (c *core) giveBack(hs []*held) {
+	for _, h := range hs {
+		c.deactivate(h)
+		ctx, cancel := context.WithTimeout(c.bg, c.s.callTimeout)
+		_, _ = c.retry(ctx, h, 0, "not processed: the consumer stopped iterating")
+		cancel()
+	}
+}
+
+// renewLoop renews every active lease at about half its duration until
+// stop is closed.
+func (c *core) renewLoop(stop <-chan struct{}) {
+	for {
+		next := c.startDueRenewals()
+		var at <-chan time.Time
+		release := func() {}
+		if !next.IsZero() {
+			at, release = c.s.Clock.At(next)
+		}
+		select {
+		case <-stop:
+			release()
+			return
+		case <-at:
+		case <-c.renewKick:
+		}
+		release()
+	}
+}
+
+// startDueRenewals starts the renewals that are due and returns when the
+// next one is, or zero when none is scheduled.
+func (c *core) startDueRenewals() (next time.Time) {
+	now := c.s.Clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range c.leases {
+		if !h.active || h.renewing {
+			continue
+		}
+		if !h.renewAt.After(now) {
+			h.renewing = true
+			c.calls.Add(1)
+			go c.renew(h)
+			continue
+		}
+		if next.IsZero() || h.renewAt.Before(next) {
+			next = h.renewAt
+		}
+	}
+	return next
+}
+
+// renew renews h once. A lease found stale is dropped and its context
+// cancelled with the renewal's error as the cause; any other failure is
+// tried again after a tenth of the lease duration.
+func (c *core) renew(h *held) {
+	defer c.calls.Done()
+	ctx, cancel := context.WithTimeout(c.bg, c.s.callTimeout)
+	expires, err := c.drv.Renew(ctx, h.lease.LeaseID, c.s.LeaseDuration)
+	cancel()
+	now := c.s.Clock.Now()
+
+	c.mu.Lock()
+	h.renewing = false
+	if !h.active {
+		// The outcome is known and being settled; the settle tells.
+		c.mu.Unlock()
+		return
+	}
+	if isStale(err) {
+		h.active, h.lost = false, true
+		delete(c.leases, h.lease.LeaseID)
+		empty := len(c.leases) == 0
+		c.mu.Unlock()
+		h.cancel(err)
+		notify(c.changed)
+		if empty {
+			notify(c.emptied)
+		}
+		c.log.LogAttrs(c.bg, slog.LevelWarn, "lease lost", append(leaseAttrs(h.lease), slog.Any(LogKeyError, err))...)
+		for _, x := range c.s.hooks.leaseLost {
+			x.LeaseLost(c.bg, LeaseLostInfo{Lease: h.lease, Err: err})
+		}
+		return
+	}
+	if err == nil {
+		h.renewAt = now.Add(c.s.LeaseDuration / 2)
+	} else {
+		h.renewAt = now.Add(c.s.LeaseDuration / 10)
+	}
+	c.mu.Unlock()
+	notify(c.renewKick)
+
+	if err != nil {
+		c.log.LogAttrs(c.bg, slog.LevelWarn, "renew failed", append(leaseAttrs(h.lease), slog.Any(LogKeyError, err))...)
+	}
+	for _, x := range c.s.hooks.renewed {
+		x.Renewed(c.bg, RenewInfo{Lease: h.lease, ExpiresAt: expires, Err: err})
+	}
+}
+
+// isStale reports whether err says the lease is no longer held.
+func isStale(err error) bool {
+	return errors.Is(err, rheo.ErrStaleLease) || errors.Is(err, rheo.ErrReceiptMismatch)
+}
+
+// isUncertain reports whether err leaves the outcome of a call unknown or
+// the database unreachable.
+func isUncertain(err error) bool {
+	return errors.Is(err, rheo.ErrBackendUnavailable) || errors.Is(err, rheo.ErrAmbiguous) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// settle carries out a handler's outcome.
+func (c *core) settle(h *held, o outcome) {
+	if o.kind == OutcomeAck {
+		c.acks.add(ackRequest{h: h})
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.bg, c.s.callTimeout)
+	defer cancel()
+	if o.kind == OutcomeReject {
+		_ = c.reject(ctx, h, o.reason)
+		return
+	}
+	_, _ = c.retry(ctx, h, o.delay, o.reason)
+}
+
+// retry makes h's event claimable again after delay, or dead-letters it at
+// the attempt limit. A failure leaves the lease to expire.
+func (c *core) retry(ctx context.Context, h *held, delay time.Duration, reason string) (rheo.RetryOutcome, error) {
+	out, err := c.drv.Retry(ctx, h.lease.LeaseID, &rheo.RetryOptions{Reason: reason, Delay: delay})
+	c.release(h)
+	if err != nil {
+		c.settleFailed(h, "retry", err, failedSettleAction(err))
+		return "", err
+	}
+	if out == rheo.DeadLettered {
+		c.deadLettered(h, reason)
+		return out, nil
+	}
+	for _, x := range c.s.hooks.retried {
+		x.Retried(c.bg, RetryInfo{Lease: h.lease, Delay: delay, Reason: reason})
+	}
+	return out, nil
+}
+
+// reject dead-letters h's event now. A failure leaves the lease to expire.
+func (c *core) reject(ctx context.Context, h *held, reason string) error {
+	err := c.drv.Reject(ctx, h.lease.LeaseID, reason)
+	c.release(h)
+	if err != nil {
+		c.settleFailed(h, "reject", err, failedSettleAction(err))
+		return err
+	}
+	c.deadLettered(h, reason)
+	return nil
+}
+
+// failedSettleAction is what a failed retry or reject leaves: a stale
+// lease is simply dropped, anything else is left to expire.
+func failedSettleAction(err error) SettleAction {
+	if isStale(err) {
+		return ActionDropped
+	}
+	return ActionLeftToExpire
+}
+
+// ackFailed applies the settle policy to an ack (op "ack") or the begin of
+// a transactional handler's transaction (op "begin") that failed with err: a
+// stale lease is dropped; an unreachable database or an unknown outcome
+// leaves the lease to expire (the ack may have committed, and fencing
+// keeps a late duplicate safe); a definite failure retries the event at
+// once.
+func (c *core) ackFailed(h *held, op string, err error) {
+	switch {
+	case isStale(err):
+		c.release(h)
+		c.settleFailed(h, op, err, ActionDropped)
+	case isUncertain(err):
+		c.release(h)
+		c.settleFailed(h, op, err, ActionLeftToExpire)
+	default:
+		c.settleFailed(h, op, err, ActionRetried)
+		ctx, cancel := context.WithTimeout(c.bg, c.s.callTimeout)
+		defer cancel()
+		_, _ = c.retry(ctx, h, 0, op+" failed: "+err.Error())
+	}
+}
+
+// ackAlone acks h with its own call, for a Consumer lease settled after
+// the batcher stopped.
+func (c *core) ackAlone(ctx context.Context, h *held) error {
+	if err := c.drv.Ack(ctx, h.lease.LeaseID); err != nil {
+		c.ackFailed(h, "ack", err)
+		return err
+	}
+	c.release(h)
+	c.acked(h)
+	return nil
+}
+
+func (c *core) acked(h *held) {
+	for _, x := range c.s.hooks.acked {
+		x.Acked(c.bg, AckInfo{Lease: h.lease})
+	}
+}
+
+func (c *core) deadLettered(h *held, reason string) {
+	c.log.LogAttrs(c.bg, slog.LevelWarn, "event dead-lettered", append(leaseAttrs(h.lease), slog.String(LogKeyError, reason))...)
+	for _, x := range c.s.hooks.deadLettered {
+		x.DeadLettered(c.bg, DeadLetterInfo{Lease: h.lease, Reason: reason})
+	}
+}
+
+func (c *core) settleFailed(h *held, op string, err error, action SettleAction) {
+	c.log.LogAttrs(c.bg, slog.LevelWarn, "settle failed", append(leaseAttrs(h.lease),
+		slog.String(LogKeyOp, op), slog.Any(LogKeyError, err), slog.String(LogKeyAction, string(action)))...)
+	for _, x := range c.s.hooks.settleFailed {
+		x.SettleFailed(c.bg, SettleErrorInfo{Lease: h.lease, Op: op, Err: err, Action: action})
+	}
+}
+
+// leaseAttrs are the log attributes that identify a lease.
+func leaseAttrs(l rheo.Lease) []slog.Attr {
+	return []slog.Attr{
+		slog.String(LogKeyLeaseID, l.LeaseID),
+		slog.String(LogKeyEventID, l.Event.ID),
+		slog.Int(LogKeyPartition, l.Event.Partition),
+		slog.Int64(LogKeySequence, l.Event.Sequence),
+		slog.Int(LogKeyAttempt, l.Attempt),
+	}
+}

@@ -1,0 +1,247 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/rheo-go/rheo"
+)
+
+// Hooks are values given in Config.Hooks that implement one or more of the
+// interfaces below; each is called for its event. Hooks are called
+// synchronously from the worker's goroutines, concurrently with each
+// other: they must be safe for concurrent use and return quickly.
+
+// FetchedHook is told of every successful fetch.
+type FetchedHook interface {
+	Fetched(ctx context.Context, info FetchInfo)
+}
+
+// FetchFailedHook is told of every failed fetch.
+type FetchFailedHook interface {
+	FetchFailed(ctx context.Context, info FetchErrorInfo)
+}
+
+// HandledHook is told when a handler returns.
+type HandledHook interface {
+	Handled(ctx context.Context, info HandleInfo)
+}
+
+// AckedHook is told when an ack is committed.
+type AckedHook interface {
+	Acked(ctx context.Context, info AckInfo)
+}
+
+// RetriedHook is told when an event is set to be retried.
+type RetriedHook interface {
+	Retried(ctx context.Context, info RetryInfo)
+}
+
+// DeadLetteredHook is told when an event is dead-lettered, by rejection
+// or because its attempts are used up.
+type DeadLetteredHook interface {
+	DeadLettered(ctx context.Context, info DeadLetterInfo)
+}
+
+// RedeliveredHook is told of every fetched lease whose attempt is above 1.
+type RedeliveredHook interface {
+	Redelivered(ctx context.Context, info RedeliveryInfo)
+}
+
+// RenewedHook is told of every renewal, successful or not (a renewal that
+// finds the lease stale is reported to LeaseLostHook instead).
+type RenewedHook interface {
+	Renewed(ctx context.Context, info RenewInfo)
+}
+
+// LeaseLostHook is told when a renewal finds a lease stale: the lease is
+// dropped and its handler's context cancelled.
+type LeaseLostHook interface {
+	LeaseLost(ctx context.Context, info LeaseLostInfo)
+}
+
+// SettleFailedHook is told when an ack, retry or reject fails, with what
+// the worker did about it.
+type SettleFailedHook interface {
+	SettleFailed(ctx context.Context, info SettleErrorInfo)
+}
+
+// FetchInfo describes a successful fetch.
+type FetchInfo struct {
+	// Requested is the number of leases asked for.
+	Requested int
+	// Count is the number of leases returned.
+	Count int
+	// Duration is how long the call took.
+	Duration time.Duration
+}
+
+// FetchErrorInfo describes a failed fetch.
+type FetchErrorInfo struct {
+	// Err is the error, in the SPEC vocabulary.
+	Err error
+	// Backoff is how long the worker waits before fetching again.
+	Backoff time.Duration
+}
+
+// HandleInfo describes a handler's return.
+type HandleInfo struct {
+	// Lease is the lease the handler was given.
+	Lease rheo.Lease
+	// Outcome is what the return value asks for, or OutcomeDiscarded
+	// when the lease was lost meanwhile.
+	Outcome Outcome
+	// Err is what the handler returned (a *PanicError after a panic).
+	Err error
+	// Duration is how long the handler ran.
+	Duration time.Duration
+}
+
+// AckInfo describes a committed ack.
+type AckInfo struct {
+	// Lease is the acked lease.
+	Lease rheo.Lease
+}
+
+// RetryInfo describes an event set to be retried.
+type RetryInfo struct {
+	// Lease is the retried lease.
+	Lease rheo.Lease
+	// Delay is how long the event waits before it is claimable again.
+	Delay time.Duration
+	// Reason is the reason given ("" when none).
+	Reason string
+}
+
+// DeadLetterInfo describes a dead-lettered event.
+type DeadLetterInfo struct {
+	// Lease is the dead-lettered lease.
+	Lease rheo.Lease
+	// Reason is the reason given ("" when none: the database stored
+	// "rejected" or "max_attempts").
+	Reason string
+}
+
+// RedeliveryInfo describes a lease of an event that was leased before.
+type RedeliveryInfo struct {
+	// Lease is the new lease; Lease.Attempt is above 1.
+	Lease rheo.Lease
+}
+
+// RenewInfo describes a renewal.
+type RenewInfo struct {
+	// Lease is the renewed lease, as fetched.
+	Lease rheo.Lease
+	// ExpiresAt is the new expiry; zero when Err is set.
+	ExpiresAt time.Time
+	// Err is why the renewal failed (the worker tries again soon), or nil.
+	Err error
+}
+
+// LeaseLostInfo describes a lease found stale by a renewal.
+type LeaseLostInfo struct {
+	// Lease is the lost lease.
+	Lease rheo.Lease
+	// Err is the renewal's error (rheo.ErrStaleLease or
+	// rheo.ErrReceiptMismatch).
+	Err error
+}
+
+// SettleAction is what the worker did after a failed settle.
+type SettleAction string
+
+// The actions after a failed settle.
+const (
+	// ActionDropped: the lease is no longer held (stale or receipt
+	// mismatch); nothing more is done.
+	ActionDropped SettleAction = "dropped"
+	// ActionLeftToExpire: the outcome is unknown or the database is
+	// unreachable; the lease is left to expire and the event will be
+	// delivered again unless the settle did commit.
+	ActionLeftToExpire SettleAction = "left_to_expire"
+	// ActionRetried: the ack definitely failed; the event is retried at
+	// once.
+	ActionRetried SettleAction = "retried"
+)
+
+// SettleErrorInfo describes a failed settle.
+type SettleErrorInfo struct {
+	// Lease is the lease that was being settled.
+	Lease rheo.Lease
+	// Op is "ack", "retry", "reject" or "begin" (a transactional
+	// handler's transaction could not start).
+	Op string
+	// Err is the error, in the SPEC vocabulary.
+	Err error
+	// Action is what the worker did about it.
+	Action SettleAction
+}
+
+// Attribute keys of the worker's log records.
+const (
+	LogKeyStream     = "stream"
+	LogKeyGroup      = "group"
+	LogKeyConsumerID = "consumer_id"
+	LogKeyLeaseID    = "lease_id"
+	LogKeyPartition  = "partition"
+	LogKeySequence   = "sequence"
+	LogKeyAttempt    = "attempt"
+	LogKeyEventID    = "event_id"
+	LogKeyError      = "error"
+	LogKeyBackoff    = "backoff"
+	LogKeyOutcome    = "outcome"
+	LogKeyOp         = "op"
+	LogKeyAction     = "action"
+	LogKeyStack      = "stack"
+)
+
+// hookSet holds the configured hooks by interface.
+type hookSet struct {
+	fetched      []FetchedHook
+	fetchFailed  []FetchFailedHook
+	handled      []HandledHook
+	acked        []AckedHook
+	retried      []RetriedHook
+	deadLettered []DeadLetteredHook
+	redelivered  []RedeliveredHook
+	renewed      []RenewedHook
+	leaseLost    []LeaseLostHook
+	settleFailed []SettleFailedHook
+}
+
+// add files h under every hook interface it implements and reports
+// whether it implements any.
+func (s *hookSet) add(h any) bool {
+	n := 0
+	if x, ok := h.(FetchedHook); ok {
+		s.fetched, n = append(s.fetched, x), n+1
+	}
+	if x, ok := h.(FetchFailedHook); ok {
+		s.fetchFailed, n = append(s.fetchFailed, x), n+1
+	}
+	if x, ok := h.(HandledHook); ok {
+		s.handled, n = append(s.handled, x), n+1
+	}
+	if x, ok := h.(AckedHook); ok {
+		s.acked, n = append(s.acked, x), n+1
+	}
+	if x, ok := h.(RetriedHook); ok {
+		s.retried, n = append(s.retried, x), n+1
+	}
+	if x, ok := h.(DeadLetteredHook); ok {
+		s.deadLettered, n = append(s.deadLettered, x), n+1
+	}
+	if x, ok := h.(RedeliveredHook); ok {
+		s.redelivered, n = append(s.redelivered, x), n+1
+	}
+	if x, ok := h.(RenewedHook); ok {
+		s.renewed, n = append(s.renewed, x), n+1
+	}
+	if x, ok := h.(LeaseLostHook); ok {
+		s.leaseLost, n = append(s.leaseLost, x), n+1
+	}
+	if x, ok := h.(SettleFailedHook); ok {
+		s.settleFailed, n = append(s.settleFailed, x), n+1
+	}
+	return n > 0
+}

@@ -1,0 +1,290 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// Worker consumes a group by running a handler for every leased event,
+// with at most Config.Concurrency handlers at once. Create it with New,
+// run it with Start, and end it with Stop or StopAndCancel.
+type Worker struct {
+	c          *core
+	transactor driver.Transactor // set for a TxHandler
+
+	mu      sync.Mutex
+	state   runState
+	running int // handlers running
+
+	stopFetch      chan struct{}
+	stopFetchOnce  sync.Once
+	cancelFetch    context.CancelFunc
+	cancelHandlers context.CancelCauseFunc
+	handlers       sync.WaitGroup
+	done           chan struct{}
+}
+
+// runState is the lifecycle of a Worker or Consumer.
+type runState int
+
+const (
+	stateNew runState = iota
+	stateRunning
+	stateStopped
+)
+
+// New checks cfg and returns a worker for drv. Invalid settings are
+// reported as rheo.ErrInvalidArgument naming the field. drv must stay open
+// until the worker has stopped.
+func New(drv driver.Driver, cfg *Config) (*Worker, error) {
+	s, err := cfg.settle(drv, true)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{c: newCore(drv, s), stopFetch: make(chan struct{}), done: make(chan struct{})}
+	if s.TxHandler != nil {
+		w.transactor = drv.(driver.Transactor)
+	}
+	return w, nil
+}
+
+// Start checks that the stream, group and partitions exist and starts
+// fetching and handling in the background. It fails with
+// rheo.ErrAlreadyExists while another worker or consumer of the same
+// stream and group runs on the same driver in this process.
+//
+// The handlers' contexts carry ctx's values. Cancelling ctx stops the
+// worker as StopAndCancel does, in the background; Done tells when it has
+// stopped.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != stateNew {
+		return rheo.Errorf(rheo.ErrInvalidArgument, "the worker for stream %q group %q was already started", w.c.s.Stream, w.c.s.Group)
+	}
+	release, err := w.c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	w.state = stateRunning
+
+	var fetchCtx context.Context
+	fetchCtx, w.cancelFetch = context.WithCancel(w.c.bg)
+	w.c.leaseParent, w.cancelHandlers = context.WithCancelCause(w.c.bg)
+	stopWatch := context.AfterFunc(ctx, func() { w.beginStop(true) })
+
+	stopRenew, stopAcks := make(chan struct{}), make(chan struct{})
+	renewDone, acksDone, fetchDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		w.c.renewLoop(stopRenew)
+	}()
+	go func() {
+		defer close(acksDone)
+		w.c.acks.run(stopAcks)
+	}()
+	go func() {
+		defer close(fetchDone)
+		w.c.fetchLoop(fetchCtx, w.stopFetch, w.capacity, w.deliver, nil)
+	}()
+	go func() {
+		// Shutdown, in order: no more fetches; the handlers finish
+		// (renewed meanwhile); the acks are written; renewal ends.
+		<-fetchDone
+		w.handlers.Wait()
+		close(stopAcks)
+		<-acksDone
+		close(stopRenew)
+		<-renewDone
+		w.c.calls.Wait()
+		w.cancelFetch()
+		w.cancelHandlers(ErrStopped)
+		stopWatch()
+		release()
+		w.mu.Lock()
+		w.state = stateStopped
+		w.mu.Unlock()
+		close(w.done)
+	}()
+	return nil
+}
+
+// beginStop stops fetching; hard also cancels the handlers' contexts and a
+// fetch in flight.
+func (w *Worker) beginStop(hard bool) {
+	w.stopFetchOnce.Do(func() { close(w.stopFetch) })
+	if hard {
+		w.cancelHandlers(ErrStopped)
+		w.cancelFetch()
+	}
+}
+
+// stopping begins a stop and reports whether there is a run to wait for.
+func (w *Worker) stopping(hard bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch w.state {
+	case stateNew:
+		w.state = stateStopped
+		close(w.done)
+		return false
+	case stateStopped:
+		return false
+	}
+	w.beginStop(hard)
+	return true
+}
+
+// Stop stops fetching and waits for the running handlers to finish, for
+// their acks to be written and for renewal to end; leases stay renewed
+// meanwhile. If ctx ends first, Stop cancels the handlers' contexts (cause
+// ErrStopped) and returns ctx's error at once; the worker then finishes in
+// the background (the handlers' outcomes are still settled and the acks
+// written) and Done tells when it has.
+func (w *Worker) Stop(ctx context.Context) error {
+	if !w.stopping(false) {
+		<-w.done
+		return nil
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		w.beginStop(true)
+		return ctx.Err()
+	}
+}
+
+// StopAndCancel is Stop with the handlers' contexts cancelled at once
+// (cause ErrStopped): handlers that honour their context return early and
+// their events are retried at once.
+func (w *Worker) StopAndCancel(ctx context.Context) error {
+	if !w.stopping(true) {
+		<-w.done
+		return nil
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed once the worker has stopped entirely.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// capacity is the number of free handler slots.
+func (w *Worker) capacity() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.c.s.Concurrency - w.running
+}
+
+// deliver runs a handler for h in a slot of its own.
+func (w *Worker) deliver(h *held) bool {
+	w.mu.Lock()
+	w.running++
+	w.mu.Unlock()
+	w.handlers.Add(1)
+	go w.handle(h)
+	return true
+}
+
+// freeSlot ends a handler's hold on its slot and wakes the fetch loop.
+func (w *Worker) freeSlot() {
+	w.mu.Lock()
+	w.running--
+	w.mu.Unlock()
+	notify(w.c.changed)
+}
+
+// handle runs the handler for h and settles its outcome.
+func (w *Worker) handle(h *held) {
+	defer w.handlers.Done()
+	if w.transactor != nil {
+		w.handleTx(h)
+		return
+	}
+	start := time.Now()
+	err := callHandler(w.c.s.Handler, h.ctx, h.lease)
+	lost := w.c.deactivate(h)
+	w.freeSlot()
+	o := outcomeOf(err)
+	w.handled(h, o, err, lost, time.Since(start))
+	if lost {
+		w.c.release(h)
+		return
+	}
+	w.c.settle(h, o)
+}
+
+// handleTx runs the TxHandler for h inside a transaction that also acks,
+// so the handler's writes and the ack commit or roll back together.
+func (w *Worker) handleTx(h *held) {
+	start := time.Now()
+	var (
+		ran        bool
+		handlerErr error
+		lost       bool
+	)
+	err := w.transactor.InTx(h.ctx, func(ctx context.Context, tx driver.Tx) error {
+		ran = true
+		handlerErr = callTxHandler(w.c.s.TxHandler, ctx, tx, h.lease)
+		lost = w.c.deactivate(h)
+		switch {
+		case handlerErr != nil:
+			return handlerErr
+		case lost:
+			return context.Cause(h.ctx)
+		}
+		return tx.Ack(ctx, h.lease.LeaseID)
+	})
+	w.freeSlot()
+	if !ran {
+		// The transaction did not begin, so the handler did not run.
+		w.c.deactivate(h)
+		if cause := context.Cause(h.ctx); cause != nil {
+			// Stopped or lost before it began: give the event back.
+			w.c.settle(h, outcome{kind: OutcomeRetry, reason: cause.Error()})
+			return
+		}
+		w.c.ackFailed(h, "begin", err)
+		return
+	}
+	o := outcomeOf(handlerErr)
+	w.handled(h, o, handlerErr, lost, time.Since(start))
+	switch {
+	case lost:
+		w.c.release(h)
+	case handlerErr != nil:
+		w.c.settle(h, o)
+	case err != nil:
+		w.c.ackFailed(h, "ack", err)
+	default:
+		w.c.release(h)
+		w.c.acked(h)
+	}
+}
+
+// handled logs a handler's return and tells the hooks.
+func (w *Worker) handled(h *held, o outcome, err error, lost bool, d time.Duration) {
+	if lost {
+		o.kind = OutcomeDiscarded
+	}
+	if p, ok := err.(*PanicError); ok {
+		w.c.log.LogAttrs(w.c.bg, slog.LevelError, "handler panicked", append(leaseAttrs(h.lease),
+			slog.Any(LogKeyError, err), slog.String(LogKeyStack, string(p.Stack)))...)
+	} else if err != nil {
+		w.c.log.LogAttrs(w.c.bg, slog.LevelDebug, "handler failed", append(leaseAttrs(h.lease),
+			slog.Any(LogKeyError, err), slog.String(LogKeyOutcome, string(o.kind)))...)
+	}
+	for _, x := range w.c.s.hooks.handled {
+		x.Handled(w.c.bg, HandleInfo{Lease: h.lease, Outcome: o.kind, Err: err, Duration: d})
+	}
+}
