@@ -1,0 +1,85 @@
+package drivertest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// Benchmark measures the hot paths of the drivers h makes: single
+// appends, batches of 100, and fetch plus ack_batch of 100 leases. Each
+// sub-benchmark reports events/s.
+func Benchmark(b *testing.B, h Harness) {
+	ctx := b.Context()
+	items := make([]rheo.BatchItem, 100)
+	for i := range items {
+		items[i] = rheo.BatchItem{Payload: payload(i), Key: fmt.Sprintf("k%d", i)}
+	}
+	b.Run("append", func(b *testing.B) {
+		d, s := benchStream(b, h)
+		p := payload(1)
+		for b.Loop() {
+			if _, err := d.Append(ctx, s, p, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	})
+
+	b.Run("append_batch_100", func(b *testing.B) {
+		d, s := benchStream(b, h)
+		for b.Loop() {
+			if _, err := d.AppendBatch(ctx, s, items, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*len(items))/b.Elapsed().Seconds(), "events/s")
+	})
+
+	b.Run("fetch_ack_batch_100", func(b *testing.B) {
+		d, s := benchStream(b, h)
+		g := uniqueName("bench")
+		if err := d.CreateGroup(ctx, s, g, nil); err != nil {
+			b.Fatal(err)
+		}
+		opts := &rheo.FetchOptions{MaxCount: len(items), LeaseDuration: time.Hour}
+		ids := make([]string, 0, len(items))
+		for b.Loop() {
+			// Refill outside the measurement: one batch per iteration.
+			b.StopTimer()
+			if _, err := d.AppendBatch(ctx, s, items, nil); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			leases, err := d.Fetch(ctx, s, g, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(leases) != len(items) {
+				b.Fatalf("fetched %d leases, want %d", len(leases), len(items))
+			}
+			ids = ids[:0]
+			for _, l := range leases {
+				ids = append(ids, l.LeaseID)
+			}
+			if _, err := d.AckBatch(ctx, ids); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*len(items))/b.Elapsed().Seconds(), "events/s")
+	})
+}
+
+// benchStream returns a fresh driver and a one-partition stream on it.
+func benchStream(b *testing.B, h Harness) (driver.Driver, string) {
+	b.Helper()
+	d := h.NewDriver(b, NewClock().Now)
+	s := uniqueName("bench")
+	if err := d.CreateStream(b.Context(), s, 1); err != nil {
+		b.Fatal(err)
+	}
+	return d, s
+}

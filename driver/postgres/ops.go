@@ -1,0 +1,576 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// querier is what a pooled connection and a transaction have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ops runs each operation as one call of its SQL function, on a
+// connection of pool or, when tx is set, in tx.
+type ops struct {
+	pool  *pgxpool.Pool
+	tx    pgx.Tx
+	clock driver.Clock
+}
+
+// Operation defaults of the SPEC, for Go zero values.
+const (
+	defaultMaxAttempts   = 5
+	defaultReadCount     = 100
+	defaultFetchCount    = 10
+	defaultLeaseDuration = 30 * time.Second
+	defaultDeadLetters   = 100
+)
+
+// run calls fn with a querier and translates its error. write marks
+// operations that change state.
+func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier) error) error {
+	if o.tx != nil {
+		return interpretError(op, false, fn(o.tx))
+	}
+	// Acquiring first keeps a wait for a free connection apart from a
+	// statement in flight: only the latter can be ambiguous.
+	conn, err := o.pool.Acquire(ctx)
+	if err != nil {
+		return interpretError(op, false, err)
+	}
+	defer conn.Release()
+	return interpretError(op, write, fn(conn))
+}
+
+// now is the clock argument: NULL for the database's now().
+func (o *ops) now() any {
+	if o.clock == nil {
+		return nil
+	}
+	return o.clock()
+}
+
+// CreateStream creates a stream with partitionCount partitions (passed
+// through: below 1 is invalid_partition_count).
+func (o *ops) CreateStream(ctx context.Context, stream string, partitionCount int) error {
+	return o.run(ctx, "create_stream", true, func(q querier) error {
+		_, err := q.Exec(ctx, `SELECT rheo.create_stream(stream => $1, partition_count => $2, clock => $3)`,
+			stream, clampInt32(partitionCount), o.now())
+		return err
+	})
+}
+
+// CreateGroup creates a consumer group. opts may be nil.
+func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
+	if opts == nil {
+		opts = &rheo.CreateGroupOptions{}
+	}
+	maxAttempts := opts.MaxAttempts
+	if maxAttempts == 0 {
+		maxAttempts = defaultMaxAttempts
+	}
+	return o.run(ctx, "create_group", true, func(q querier) error {
+		_, err := q.Exec(ctx, `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
+			start_after => $4, start_at => $5, partitions => $6, clock => $7)`,
+			stream, group, clampInt32(maxAttempts), opts.StartAfter, opts.StartAt,
+			partitionArray(opts.Partitions), o.now())
+		return err
+	})
+}
+
+const eventColumns = `e.stream, e."partition", e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts`
+
+// Append adds one event. opts may be nil.
+func (o *ops) Append(ctx context.Context, stream string, payload json.RawMessage, opts *rheo.AppendOptions) (rheo.Event, error) {
+	if opts == nil {
+		opts = &rheo.AppendOptions{}
+	}
+	if err := checkJSON("payload", payload); err != nil {
+		return rheo.Event{}, err
+	}
+	metadata, err := metadataArg(opts.Metadata)
+	if err != nil {
+		return rheo.Event{}, err
+	}
+	var partition *int32
+	if opts.Partition != nil {
+		p := clampInt32(*opts.Partition)
+		partition = &p
+	}
+	var ev rheo.Event
+	err = o.run(ctx, "append", true, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM rheo.append(stream => $1, payload => $2,
+			key => $3, "partition" => $4, id => $5, metadata => $6, ts => $7, clock => $8) AS e`,
+			stream, payload, textArg(opts.Key), partition, textArg(opts.ID), metadata, opts.TS, o.now())
+		if err != nil {
+			return err
+		}
+		ev, err = pgx.CollectExactlyOneRow(rows, scanEvent)
+		return err
+	})
+	return ev, err
+}
+
+// AppendBatch adds events atomically; the result keeps input order.
+// opts may be nil.
+func (o *ops) AppendBatch(ctx context.Context, stream string, items []rheo.BatchItem, opts *rheo.AppendBatchOptions) ([]rheo.Event, error) {
+	if opts == nil {
+		opts = &rheo.AppendBatchOptions{}
+	}
+	metadata, err := metadataArg(opts.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	payloads := []byte{'['}
+	var keys, ids []pgtype.Text
+	for i, item := range items {
+		if err := checkJSON("payload", item.Payload); err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			payloads = append(payloads, ',')
+		}
+		payloads = append(payloads, item.Payload...)
+		if item.Key != "" && keys == nil {
+			keys = make([]pgtype.Text, len(items))
+		}
+		if item.ID != "" && ids == nil {
+			ids = make([]pgtype.Text, len(items))
+		}
+	}
+	payloads = append(payloads, ']')
+	// keys and ids stay NULL unless some item has one; empty ones are
+	// NULL elements.
+	for i, item := range items {
+		if keys != nil {
+			keys[i] = textArg(item.Key)
+		}
+		if ids != nil {
+			ids[i] = textArg(item.ID)
+		}
+	}
+	var partition *int32
+	if opts.Partition != nil {
+		p := clampInt32(*opts.Partition)
+		partition = &p
+	}
+	var events []rheo.Event
+	err = o.run(ctx, "append_batch", true, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM rheo.append_batch(stream => $1, payloads => $2,
+			keys => $3, ids => $4, "partition" => $5, metadata => $6, clock => $7) WITH ORDINALITY AS e
+			ORDER BY e.ordinality`,
+			stream, json.RawMessage(payloads), keys, ids, partition, metadata, o.now())
+		if err != nil {
+			return err
+		}
+		events, err = pgx.CollectRows(rows, scanEvent)
+		return err
+	})
+	return events, err
+}
+
+// Read returns a page of one partition in sequence order. opts may be nil.
+func (o *ops) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) ([]rheo.Event, error) {
+	if opts == nil {
+		opts = &rheo.ReadOptions{}
+	}
+	maxCount := opts.MaxCount
+	if maxCount == 0 {
+		maxCount = defaultReadCount
+	}
+	var events []rheo.Event
+	err := o.run(ctx, "read", false, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM rheo.read(stream => $1, after => $2,
+			max_count => $3, "partition" => $4) AS e`,
+			stream, opts.After, clampInt32(maxCount), clampInt32(opts.Partition))
+		if err != nil {
+			return err
+		}
+		events, err = pgx.CollectRows(rows, scanEvent)
+		return err
+	})
+	return events, err
+}
+
+// Fetch claims up to MaxCount events for one consumer. opts may be nil.
+func (o *ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
+	if opts == nil {
+		opts = &rheo.FetchOptions{}
+	}
+	maxCount := opts.MaxCount
+	if maxCount == 0 {
+		maxCount = defaultFetchCount
+	}
+	leaseDuration := opts.LeaseDuration
+	if leaseDuration == 0 {
+		leaseDuration = defaultLeaseDuration
+	}
+	leaseMS, err := millis("lease duration", leaseDuration)
+	if err != nil {
+		return nil, err
+	}
+	var leases []rheo.Lease
+	err = o.run(ctx, "fetch", true, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT l.lease_id::text, l.receipt, l.stream, l.group_name, l.consumer_id,
+			l.attempt, l.leased_at, l.expires_at, l.event_id, l."partition", l.sequence, l.key, l.type,
+			l.payload, l.metadata, l.ts
+			FROM rheo.fetch(stream => $1, group_name => $2, max_count => $3, consumer_id => $4,
+				lease_ms => $5, partitions => $6, clock => $7) AS l`,
+			stream, group, clampInt32(maxCount), textArg(opts.ConsumerID), leaseMS,
+			partitionArray(opts.Partitions), o.now())
+		if err != nil {
+			return err
+		}
+		leases, err = pgx.CollectRows(rows, scanLease)
+		return err
+	})
+	return leases, err
+}
+
+// Renew extends a held lease to clock+d and returns the new expiry. d is
+// passed through: below one millisecond is invalid_argument. A lease id
+// that is not a UUID was never issued: stale_lease.
+func (o *ops) Renew(ctx context.Context, leaseID string, d time.Duration) (time.Time, error) {
+	id, err := leaseIDArg(leaseID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	leaseMS, err := millis("lease duration", d)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var expiresAt time.Time
+	err = o.run(ctx, "renew", true, func(q querier) error {
+		return q.QueryRow(ctx, `SELECT rheo.renew(lease_id => $1, lease_ms => $2, clock => $3)`,
+			id, leaseMS, o.now()).Scan(&expiresAt)
+	})
+	return expiresAt, err
+}
+
+// Ack settles a held lease as done. A lease id that is not a UUID was
+// never issued: stale_lease.
+func (o *ops) Ack(ctx context.Context, leaseID string) error {
+	id, err := leaseIDArg(leaseID)
+	if err != nil {
+		return err
+	}
+	return o.run(ctx, "ack", true, func(q querier) error {
+		_, err := q.Exec(ctx, `SELECT rheo.ack(lease_id => $1, clock => $2)`, id, o.now())
+		return err
+	})
+}
+
+// AckBatch acks each lease independently and reports one result per
+// lease presented, in order. Stale leases, repeats of a lease already in
+// the batch and ids that are not UUIDs report OK=false.
+func (o *ops) AckBatch(ctx context.Context, leaseIDs []string) ([]rheo.AckResult, error) {
+	ids := make([]pgtype.UUID, 0, len(leaseIDs))
+	for _, s := range leaseIDs {
+		if id, err := leaseIDArg(s); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	// Settled counts, per lease, the rows that came back ok; each
+	// presentation of the lease, in input order, takes one.
+	settled := make(map[[16]byte]int, len(ids))
+	err := o.run(ctx, "ack_batch", true, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT r.lease_id, r.ok FROM rheo.ack_batch(lease_ids => $1, clock => $2) AS r`,
+			ids, o.now())
+		if err != nil {
+			return err
+		}
+		var id pgtype.UUID
+		var ok bool
+		_, err = pgx.ForEachRow(rows, []any{&id, &ok}, func() error {
+			if ok {
+				settled[id.Bytes]++
+			}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	results := make([]rheo.AckResult, len(leaseIDs))
+	for i, s := range leaseIDs {
+		results[i] = rheo.AckResult{LeaseID: s}
+		if id, err := leaseIDArg(s); err == nil && settled[id.Bytes] > 0 {
+			settled[id.Bytes]--
+			results[i].OK = true
+		}
+	}
+	return results, nil
+}
+
+// Retry makes the event claimable again after the delay, or dead-letters
+// it at the attempt limit. opts may be nil. A lease id that is not a UUID
+// was never issued: stale_lease.
+func (o *ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions) (rheo.RetryOutcome, error) {
+	if opts == nil {
+		opts = &rheo.RetryOptions{}
+	}
+	id, err := leaseIDArg(leaseID)
+	if err != nil {
+		return "", err
+	}
+	delayMS, err := millis("retry delay", opts.Delay)
+	if err != nil {
+		return "", err
+	}
+	var outcome string
+	err = o.run(ctx, "retry", true, func(q querier) error {
+		return q.QueryRow(ctx, `SELECT rheo.retry(lease_id => $1, reason => $2, delay_ms => $3, clock => $4)`,
+			id, textArg(opts.Reason), delayMS, o.now()).Scan(&outcome)
+	})
+	return rheo.RetryOutcome(outcome), err
+}
+
+// Reject dead-letters the event now; an empty reason is stored as
+// "rejected". A lease id that is not a UUID was never issued: stale_lease.
+func (o *ops) Reject(ctx context.Context, leaseID string, reason string) error {
+	id, err := leaseIDArg(leaseID)
+	if err != nil {
+		return err
+	}
+	return o.run(ctx, "reject", true, func(q querier) error {
+		_, err := q.Exec(ctx, `SELECT rheo.reject(lease_id => $1, reason => $2, clock => $3)`,
+			id, textArg(reason), o.now())
+		return err
+	})
+}
+
+// Replay makes events claimable again for a group and returns how many.
+func (o *ops) Replay(ctx context.Context, stream, group string, opts rheo.ReplayOptions) (int64, error) {
+	var n int64
+	err := o.run(ctx, "replay", true, func(q querier) error {
+		return q.QueryRow(ctx, `SELECT rheo.replay(stream => $1, group_name => $2, from_sequence => $3,
+			event_ids => $4, from_ts => $5, partitions => $6, clock => $7)`,
+			stream, group, opts.FromSequence, opts.EventIDs, opts.FromTS,
+			partitionArray(opts.Partitions), o.now()).Scan(&n)
+	})
+	return n, err
+}
+
+// ResetGroup drops a group's deliveries and places its cursors anew.
+func (o *ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error {
+	return o.run(ctx, "reset_group", true, func(q querier) error {
+		_, err := q.Exec(ctx, `SELECT rheo.reset_group(stream => $1, group_name => $2, confirm => $3,
+			start_after => $4, start_at => $5, partitions => $6, clock => $7)`,
+			stream, group, opts.Confirm, opts.StartAfter, opts.StartAt,
+			partitionArray(opts.Partitions), o.now())
+		return err
+	})
+}
+
+// Lag reports the group's progress per partition; nil partitions means
+// all.
+func (o *ops) Lag(ctx context.Context, stream, group string, partitions []int) (rheo.Lag, error) {
+	var lag rheo.Lag
+	err := o.run(ctx, "lag", false, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT l."partition", l.frontier, l.high_watermark, l.lag
+			FROM rheo.lag(stream => $1, group_name => $2, partitions => $3) AS l`,
+			stream, group, partitionArray(partitions))
+		if err != nil {
+			return err
+		}
+		lag.Partitions, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rheo.PartitionLag, error) {
+			var p rheo.PartitionLag
+			err := row.Scan(&p.Partition, &p.Frontier, &p.HighWatermark, &p.Lag)
+			return p, err
+		})
+		return err
+	})
+	for _, p := range lag.Partitions {
+		lag.Total += p.Lag
+	}
+	return lag, err
+}
+
+// ListStreams lists the streams ordered by name.
+func (o *ops) ListStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
+	var streams []rheo.StreamInfo
+	err := o.run(ctx, "list_streams", false, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT s.stream, s.partition_count, s.created_at FROM rheo.list_streams() AS s`)
+		if err != nil {
+			return err
+		}
+		streams, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rheo.StreamInfo, error) {
+			var s rheo.StreamInfo
+			err := row.Scan(&s.Name, &s.PartitionCount, &s.CreatedAt)
+			return s, err
+		})
+		return err
+	})
+	return streams, err
+}
+
+// ListGroups lists a stream's groups ordered by name.
+func (o *ops) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummary, error) {
+	var groups []rheo.GroupSummary
+	err := o.run(ctx, "list_groups", false, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT g.group_name, g.max_attempts, g.created_at
+			FROM rheo.list_groups(stream => $1) AS g`, stream)
+		if err != nil {
+			return err
+		}
+		groups, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rheo.GroupSummary, error) {
+			var g rheo.GroupSummary
+			err := row.Scan(&g.Name, &g.MaxAttempts, &g.CreatedAt)
+			return g, err
+		})
+		return err
+	})
+	return groups, err
+}
+
+// DeadLetters pages through a group's dead letters in (partition,
+// sequence) order. opts may be nil.
+func (o *ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error) {
+	if opts == nil {
+		opts = &rheo.DeadLetterOptions{}
+	}
+	maxCount := opts.MaxCount
+	if maxCount == 0 {
+		maxCount = defaultDeadLetters
+	}
+	var letters []rheo.DeadLetter
+	err := o.run(ctx, "dead_letters", false, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT d.event_id, d."partition", d.sequence, d.attempt, d.reason,
+			d.dead_lettered_at, d.type, d.key, d.payload, d.metadata, d.ts
+			FROM rheo.dead_letters(stream => $1, group_name => $2, max_count => $3, after => $4) AS d`,
+			stream, group, clampInt32(maxCount), textArg(opts.After))
+		if err != nil {
+			return err
+		}
+		letters, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rheo.DeadLetter, error) {
+			d := rheo.DeadLetter{Event: rheo.Event{Stream: stream}}
+			var typ, key *string
+			err := row.Scan(&d.Event.ID, &d.Event.Partition, &d.Event.Sequence, &d.Attempt, &d.Reason,
+				&d.DeadLetteredAt, &typ, &key, &d.Event.Payload, &d.Event.Metadata, &d.Event.TS)
+			d.Event.Type, d.Event.Key = deref(typ), deref(key)
+			return d, err
+		})
+		return err
+	})
+	return letters, err
+}
+
+// GroupInfo summarises a group's state.
+func (o *ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInfo, error) {
+	var info rheo.GroupInfo
+	err := o.run(ctx, "group_info", false, func(q querier) error {
+		return q.QueryRow(ctx, `SELECT g.lag, g.inflight, g.pending_retry, g.dead_letters, g.oldest_unsettled_ts
+			FROM rheo.group_info(stream => $1, group_name => $2, clock => $3) AS g`,
+			stream, group, o.now()).
+			Scan(&info.Lag, &info.Inflight, &info.PendingRetry, &info.DeadLetters, &info.OldestUnsettledTS)
+	})
+	return info, err
+}
+
+func scanEvent(row pgx.CollectableRow) (rheo.Event, error) {
+	var ev rheo.Event
+	var key, typ *string
+	err := row.Scan(&ev.Stream, &ev.Partition, &ev.Sequence, &ev.ID, &key, &typ, &ev.Payload, &ev.Metadata, &ev.TS)
+	ev.Key, ev.Type = deref(key), deref(typ)
+	return ev, err
+}
+
+func scanLease(row pgx.CollectableRow) (rheo.Lease, error) {
+	var l rheo.Lease
+	var key, typ *string
+	err := row.Scan(&l.LeaseID, &l.Receipt, &l.Event.Stream, &l.Group, &l.ConsumerID, &l.Attempt,
+		&l.LeasedAt, &l.ExpiresAt, &l.Event.ID, &l.Event.Partition, &l.Event.Sequence, &key, &typ,
+		&l.Event.Payload, &l.Event.Metadata, &l.Event.TS)
+	l.Event.Key, l.Event.Type = deref(key), deref(typ)
+	return l, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// textArg maps "" to NULL, the SPEC default of the optional text
+// arguments (key, id, consumer_id, reason, after).
+func textArg(s string) pgtype.Text {
+	return pgtype.Text{String: s, Valid: s != ""}
+}
+
+// partitionArray maps nil to NULL (all partitions) and keeps a non-nil
+// empty slice as '{}' (none).
+func partitionArray(partitions []int) []int32 {
+	if partitions == nil {
+		return nil
+	}
+	out := make([]int32, len(partitions))
+	for i, p := range partitions {
+		out[i] = clampInt32(p)
+	}
+	return out
+}
+
+// clampInt32 fits v into an int argument. Values beyond int32 are out of
+// range either way, and clamping lets the SQL function report them in the
+// SPEC's order of checks.
+func clampInt32(v int) int32 {
+	return int32(max(math.MinInt32, min(math.MaxInt32, v)))
+}
+
+// millis converts d to whole milliseconds, rounding down so that a
+// negative duration stays negative and is reported by the SQL function.
+func millis(what string, d time.Duration) (int32, error) {
+	ms := d.Milliseconds()
+	if d < 0 && d%time.Millisecond != 0 {
+		ms--
+	}
+	if ms > math.MaxInt32 || ms < math.MinInt32 {
+		return 0, rheo.Errorf(rheo.ErrInvalidArgument, "%s %s is out of range", what, d)
+	}
+	return int32(ms), nil
+}
+
+// leaseIDArg parses a lease id. A string that is not a UUID cannot have
+// been issued, so it is stale.
+func leaseIDArg(s string) (pgtype.UUID, error) {
+	var id pgtype.UUID
+	if err := id.Scan(s); err != nil || !id.Valid {
+		return id, rheo.Errorf(rheo.ErrStaleLease, "lease %q was never issued", s)
+	}
+	return id, nil
+}
+
+// checkJSON rejects bytes that are not JSON at all; whether the value is
+// an object is for the SQL function to say, after its other checks.
+func checkJSON(what string, v json.RawMessage) error {
+	if !json.Valid(v) {
+		return rheo.Errorf(rheo.ErrInvalidArgument, "%s is not valid JSON", what)
+	}
+	return nil
+}
+
+// metadataArg defaults nil metadata to {}.
+func metadataArg(m json.RawMessage) (json.RawMessage, error) {
+	if m == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	if err := checkJSON("metadata", m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -1,0 +1,167 @@
+// Package postgres is the Rheo driver for PostgreSQL, built on pgx/v5.
+//
+// Every operation is one call of a rheo.* SQL function (installed by
+// package migrate); nothing of the semantics is re-implemented in Go. The
+// driver runs each operation as its own statement on a pool, or inside a
+// transaction of the host's (WithTx, InTx), so that an append or an ack
+// commits or rolls back with the host's own writes.
+//
+// Errors raised by the SQL functions come back as the rheo sentinels
+// (errors.Is(err, rheo.ErrStaleLease)); driver-side failures wrap
+// rheo.ErrBackendUnavailable or are *rheo.AmbiguousError or
+// *rheo.FailedError.
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// Options configure a Driver. A nil *Options means all defaults.
+type Options struct {
+	// Clock, when set, is passed as the clock argument of every SQL
+	// function that reads time, so tests can pin time. Defaults to nil:
+	// the database's now().
+	Clock driver.Clock
+	// Logger receives the wakeup listener's connection problems. Defaults
+	// to slog.Default().
+	Logger *slog.Logger
+}
+
+// Driver runs Rheo operations against PostgreSQL. It implements
+// driver.Driver and driver.Transactor. It is safe for concurrent use.
+type Driver struct {
+	*ops
+	pool      *pgxpool.Pool
+	ownsPool  bool
+	wakeups   *listener
+	closeOnce sync.Once
+}
+
+var (
+	_ driver.Driver     = (*Driver)(nil)
+	_ driver.Transactor = (*Driver)(nil)
+	_ driver.Tx         = (*Tx)(nil)
+)
+
+// New returns a driver on a pool the host owns: Close leaves the pool
+// open. opts may be nil.
+func New(pool *pgxpool.Pool, opts *Options) *Driver {
+	if opts == nil {
+		opts = &Options{}
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Driver{
+		ops:     &ops{pool: pool, clock: opts.Clock},
+		pool:    pool,
+		wakeups: newListener(pool.Config().ConnConfig, logger),
+	}
+}
+
+// Open connects a pool of its own to the database at url (a PostgreSQL
+// URL or keyword/value string, as pgxpool.ParseConfig takes) and checks
+// that the database answers. Close closes the pool. opts may be nil.
+func Open(ctx context.Context, url string, opts *Options) (*Driver, error) {
+	config, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "database url: %v", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		return nil, interpretError("open", false, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, interpretError("open", false, err)
+	}
+	d := New(pool, opts)
+	d.ownsPool = true
+	return d, nil
+}
+
+// Pool returns the pool the driver runs on.
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+
+// Ping checks that the database answers.
+func (d *Driver) Ping(ctx context.Context) error {
+	return interpretError("ping", false, d.pool.Ping(ctx))
+}
+
+// Capabilities declares what the PostgreSQL driver guarantees: all of it.
+func (d *Driver) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Durable:             true,
+		Distributed:         true,
+		Partitions:          true,
+		ContiguousFrontier:  true,
+		Replay:              true,
+		Notifications:       true,
+		TransactionalSettle: true,
+	}
+}
+
+// Wakeups subscribes to appends to stream, by any process, through
+// LISTEN rheo_events on one dedicated connection per Driver. The
+// connection starts with the first subscription and stops with the last
+// one or with Close; when it drops it is reconnected with a backoff from
+// 100 ms doubling to 5 s. Notifications sent while it is not listening
+// are lost, and a subscriber whose buffer is full misses hints: consumers
+// still poll. The returned function ends the subscription and closes the
+// channel; Close closes every channel.
+func (d *Driver) Wakeups(stream string) (<-chan driver.Wakeup, func()) {
+	return d.wakeups.subscribe(stream)
+}
+
+// Close stops the wakeup listener and, when the driver opened the pool
+// itself (Open), closes the pool. It is safe to call more than once.
+func (d *Driver) Close() error {
+	d.closeOnce.Do(func() {
+		d.wakeups.close()
+		if d.ownsPool {
+			d.pool.Close()
+		}
+	})
+	return nil
+}
+
+// WithTx binds the operations to the host's transaction tx: what they
+// write commits or rolls back with it. The host commits or rolls back tx.
+func (d *Driver) WithTx(tx pgx.Tx) driver.Tx {
+	return &Tx{ops: &ops{tx: tx, clock: d.clock}, tx: tx}
+}
+
+// InTx begins a transaction on the driver's pool, calls fn with it, and
+// commits when fn returns nil. When fn returns an error or panics, the
+// transaction is rolled back and the error (or panic) is passed on
+// unchanged. A commit whose outcome is unknown reports *rheo.AmbiguousError.
+func (d *Driver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Tx) error) error {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return interpretError("begin", false, err)
+	}
+	// After a successful commit the rollback is a no-op.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(ctx, d.WithTx(tx)); err != nil {
+		return err
+	}
+	return interpretError("commit", true, tx.Commit(ctx))
+}
+
+// Tx is a host transaction with the Rheo operations bound to it.
+type Tx struct {
+	*ops
+	tx pgx.Tx
+}
+
+// Native returns the pgx.Tx.
+func (t *Tx) Native() any { return t.tx }
