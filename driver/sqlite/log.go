@@ -1,0 +1,306 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// eventColumns are read by scanEvent, from rheo_events aliased e.
+const eventColumns = `e."partition", e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts`
+
+// scanEvent reads eventColumns, plus any extra destinations after them.
+func scanEvent(rows *sql.Rows, stream string, extra ...any) (rheo.Event, error) {
+	ev := rheo.Event{Stream: stream}
+	var key, typ sql.NullString
+	var payload, metadata []byte
+	var ts int64
+	dest := append([]any{&ev.Partition, &ev.Sequence, &ev.ID, &key, &typ, &payload, &metadata, &ts}, extra...)
+	if err := rows.Scan(dest...); err != nil {
+		return ev, err
+	}
+	ev.Key, ev.Type = key.String, typ.String
+	ev.Payload, ev.Metadata = payload, metadata
+	ev.TS = fromMicros(ts)
+	return ev, nil
+}
+
+// appendItem is one input of an append, with its effective id, key and
+// partition.
+type appendItem struct {
+	payload   json.RawMessage
+	id        string
+	generated bool // id was generated, so it cannot be stored yet
+	key       string // "" for no key
+	partition int
+	// first is the index of the first input with the same id, itself
+	// when the id is not repeated in the call.
+	first int
+}
+
+// append is Append and AppendBatch: it stores the items that are new and
+// returns, in input order, each item's event as stored. Ids already
+// stored (or repeated in the call) with the same content are returned as
+// stored and allocate nothing; with other content the whole call fails
+// already_exists. ts is the events' timestamp, nil for the clock.
+func (s *session) append(ctx context.Context, stream string, items []rheo.BatchItem, partition *int,
+	metadata json.RawMessage, ts *time.Time) ([]rheo.Event, error) {
+	count, err := s.stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	if !isObject(metadata) {
+		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "metadata must be a JSON object")
+	}
+	if partition != nil && (*partition < 0 || *partition >= count) {
+		return nil, outOfRange(*partition, count)
+	}
+	if len(items) == 0 {
+		return []rheo.Event{}, nil
+	}
+	for i, item := range items {
+		if !isObject(item.Payload) {
+			if len(items) == 1 {
+				return nil, rheo.Errorf(rheo.ErrInvalidArgument, "payload must be a JSON object")
+			}
+			return nil, rheo.Errorf(rheo.ErrInvalidArgument, "payload %d of the batch is not a JSON object", i)
+		}
+	}
+
+	inputs, err := s.routeItems(items, count, partition)
+	if err != nil {
+		return nil, err
+	}
+	events := make([]rheo.Event, len(inputs))
+	stored, err := s.storedEvents(ctx, stream, inputs, metadata)
+	if err != nil {
+		return nil, err
+	}
+	// New: the first occurrence of an id not stored yet.
+	var fresh []int
+	for i, in := range inputs {
+		if ev, ok := stored[in.id]; ok {
+			events[i] = ev
+		} else if in.first == i {
+			fresh = append(fresh, i)
+		}
+	}
+	if len(fresh) > 0 {
+		when := s.now
+		if ts != nil {
+			when = ts.UnixMicro()
+		}
+		if err := s.insertEvents(ctx, stream, inputs, fresh, metadata, when, events); err != nil {
+			return nil, err
+		}
+	}
+	for i, in := range inputs {
+		if in.first != i {
+			events[i] = events[in.first]
+		}
+	}
+	return events, nil
+}
+
+// routeItems gives each item its id (generated when empty), effective key
+// and partition, and rejects an id repeated with different content.
+func (s *session) routeItems(items []rheo.BatchItem, count int, partition *int) ([]appendItem, error) {
+	inputs := make([]appendItem, len(items))
+	firstByID := make(map[string]int, len(items))
+	for i, item := range items {
+		in := appendItem{payload: item.Payload, id: item.ID, key: item.Key, first: i}
+		if in.key == "" {
+			in.key = payloadKey(item.Payload)
+		}
+		switch {
+		case partition != nil:
+			in.partition = *partition
+		case in.key != "":
+			in.partition = rheo.PartitionForKey(in.key, count)
+		}
+		if in.id == "" {
+			in.id, in.generated = newEventID(s.now), true
+		} else if j, ok := firstByID[in.id]; ok {
+			if inputs[j].key != in.key || !jsonEqual(inputs[j].payload, in.payload) {
+				return nil, rheo.Errorf(rheo.ErrAlreadyExists, "event id %q appears twice in the batch with different content", in.id)
+			}
+			in.first = j
+		} else {
+			firstByID[in.id] = i
+		}
+		inputs[i] = in
+	}
+	return inputs, nil
+}
+
+// storedEvents returns the events already stored under the inputs' ids,
+// failing already_exists when one differs from its input in payload, key
+// or metadata.
+func (s *session) storedEvents(ctx context.Context, stream string, inputs []appendItem, metadata json.RawMessage) (map[string]rheo.Event, error) {
+	var ids []string
+	for _, in := range inputs {
+		if !in.generated {
+			ids = append(ids, in.id)
+		}
+	}
+	stored := map[string]rheo.Event{}
+	if ids == nil {
+		return stored, nil
+	}
+	// CROSS JOIN keeps json_each outside: one probe of the id index per input.
+	rows, err := s.query(ctx, `
+		SELECT `+eventColumns+`
+		  FROM json_each(?2) AS u
+		 CROSS JOIN rheo_events AS e ON e.id = u.value AND e.stream = ?1`, stream, stringsJSON(ids))
+	err = scanAll(rows, err, func(rows *sql.Rows) error {
+		ev, err := scanEvent(rows, stream)
+		stored[ev.ID] = ev
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range inputs {
+		ev, ok := stored[in.id]
+		if ok && (ev.Key != in.key || !jsonEqual(ev.Payload, in.payload) || !jsonEqual(ev.Metadata, metadata)) {
+			return nil, rheo.Errorf(rheo.ErrAlreadyExists, "event id %q already exists on stream %q with other content", in.id, stream)
+		}
+	}
+	return stored, nil
+}
+
+// insertEvents allocates sequences for the inputs listed in fresh and
+// stores them, filling their places in events. Each partition's
+// allocator row is bumped once for all its events, which get contiguous
+// sequences in input order.
+func (s *session) insertEvents(ctx context.Context, stream string, inputs []appendItem, fresh []int,
+	metadata json.RawMessage, ts int64, events []rheo.Event) error {
+	counts := map[int]int64{}
+	for _, i := range fresh {
+		counts[inputs[i].partition]++
+	}
+	parts := make([]int, 0, len(counts))
+	for p := range counts {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	alloc := make([]byte, 0, 16*len(parts))
+	alloc = append(alloc, '[')
+	for i, p := range parts {
+		if i > 0 {
+			alloc = append(alloc, ',')
+		}
+		alloc = append(alloc, '[')
+		alloc = strconv.AppendInt(alloc, int64(p), 10)
+		alloc = append(alloc, ',')
+		alloc = strconv.AppendInt(alloc, counts[p], 10)
+		alloc = append(alloc, ']')
+	}
+	alloc = append(alloc, ']')
+	next := map[int]int64{} // the next sequence to give in each partition
+	rows, err := s.query(ctx, `
+		UPDATE rheo_partitions AS p
+		   SET high_watermark = p.high_watermark + (j.value ->> 1)
+		  FROM json_each(?2) AS j
+		 WHERE p.stream = ?1 AND p."partition" = j.value ->> 0
+		RETURNING "partition", high_watermark`, stream, string(alloc))
+	err = scanAll(rows, err, func(rows *sql.Rows) error {
+		var p int
+		var high int64
+		if err := rows.Scan(&p, &high); err != nil {
+			return err
+		}
+		next[p] = high - counts[p] + 1
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	// One row per new event: [partition, sequence, id, key, payload].
+	batch := []byte{'['}
+	at := map[[2]int64]int{} // (partition, sequence) -> input index
+	for n, i := range fresh {
+		in := inputs[i]
+		seq := next[in.partition]
+		next[in.partition]++
+		at[[2]int64{int64(in.partition), seq}] = i
+		if n > 0 {
+			batch = append(batch, ',')
+		}
+		batch = append(batch, '[')
+		batch = strconv.AppendInt(batch, int64(in.partition), 10)
+		batch = append(batch, ',')
+		batch = strconv.AppendInt(batch, seq, 10)
+		batch = append(batch, ',')
+		batch = appendJSONString(batch, in.id)
+		batch = append(batch, ',')
+		if in.key == "" {
+			batch = append(batch, "null"...)
+		} else {
+			batch = appendJSONString(batch, in.key)
+		}
+		batch = append(batch, ',')
+		batch = append(batch, in.payload...)
+		batch = append(batch, ']')
+	}
+	batch = append(batch, ']')
+	rows, err = s.query(ctx, `
+		INSERT INTO rheo_events (stream, "partition", sequence, id, key, payload, metadata, ts)
+		SELECT ?1, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value -> 4, json(?2), ?3
+		  FROM json_each(?4) AS j
+		RETURNING "partition", sequence, id, key, type, payload, metadata, ts`,
+		stream, string(metadata), ts, string(batch))
+	err = scanAll(rows, err, func(rows *sql.Rows) error {
+		ev, err := scanEvent(rows, stream)
+		if err != nil {
+			return err
+		}
+		events[at[[2]int64{int64(ev.Partition), ev.Sequence}]] = ev
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		s.wakeups = append(s.wakeups, driver.Wakeup{Stream: stream, Partition: p, Sequence: next[p] - 1})
+	}
+	return nil
+}
+
+// appendJSONString appends s, valid UTF-8, as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	quoted, _ := json.Marshal(s) // marshalling a string cannot fail
+	return append(b, quoted...)
+}
+
+func (s *session) read(ctx context.Context, stream string, after int64, maxCount, partition int) ([]rheo.Event, error) {
+	count, err := s.stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	if maxCount < 0 {
+		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", maxCount)
+	}
+	if partition < 0 || partition >= count {
+		return nil, outOfRange(partition, count)
+	}
+	events := []rheo.Event{}
+	rows, err := s.query(ctx, `
+		SELECT `+eventColumns+` FROM rheo_events AS e
+		 WHERE e.stream = ? AND e."partition" = ? AND e.sequence > ?
+		 ORDER BY e.sequence
+		 LIMIT ?`, stream, partition, after, maxCount)
+	err = scanAll(rows, err, func(rows *sql.Rows) error {
+		ev, err := scanEvent(rows, stream)
+		events = append(events, ev)
+		return err
+	})
+	return events, err
+}
