@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// sentBefore is an error that happened before anything reached the
+// server, as pgconn marks its write failures.
+type sentBefore struct{ error }
+
+func (sentBefore) SafeToRetry() bool { return true }
+
+func (e sentBefore) Unwrap() error { return e.error }
+
+func TestInterpretError(t *testing.T) {
+	netDown := &netError{}
+	cases := []struct {
+		name            string
+		err             error
+		ambiguousIfLost bool
+		want            error
+	}{
+		{"every Rheo SQLSTATE is its sentinel", &pgconn.PgError{Code: "RH007", Detail: "partition 9"}, true, rheo.ErrInvalidPartition},
+		{"a data exception is invalid_argument", &pgconn.PgError{Code: "22P05"}, true, rheo.ErrInvalidArgument},
+		{"an administrator shutdown is backend_unavailable", &pgconn.PgError{Code: "57P01"}, true, rheo.ErrBackendUnavailable},
+		{"a connection exception is backend_unavailable", &pgconn.PgError{Code: "08006"}, true, rheo.ErrBackendUnavailable},
+		{"another server error is failed", &pgconn.PgError{Code: "42883"}, true, rheo.ErrFailed},
+		{"a closed pool is backend_unavailable", puddle.ErrClosedPool, true, rheo.ErrBackendUnavailable},
+		{"a failed connect is backend_unavailable", &pgconn.ConnectError{}, true, rheo.ErrBackendUnavailable},
+		{"a network error before sending is backend_unavailable", sentBefore{netDown}, true, rheo.ErrBackendUnavailable},
+		{"a context error before sending is failed", sentBefore{context.Canceled}, true, rheo.ErrFailed},
+		{"a write cut off by its context is ambiguous", fmt.Errorf("timeout: %w", context.DeadlineExceeded), true, rheo.ErrAmbiguous},
+		{"a write whose connection broke is ambiguous", fmt.Errorf("receive: %w", io.ErrUnexpectedEOF), true, rheo.ErrAmbiguous},
+		{"a write whose network failed is ambiguous", netDown, true, rheo.ErrAmbiguous},
+		{"a read cut off by its context is failed", context.DeadlineExceeded, false, rheo.ErrFailed},
+		{"a read whose connection broke is backend_unavailable", io.EOF, false, rheo.ErrBackendUnavailable},
+		{"anything else is failed", errors.New("cannot scan"), true, rheo.ErrFailed},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := interpretError("op", c.ambiguousIfLost, c.err)
+			require.ErrorIs(t, err, c.want)
+			for _, other := range []error{rheo.ErrAmbiguous, rheo.ErrFailed, rheo.ErrBackendUnavailable} {
+				if other != c.want {
+					require.NotErrorIs(t, err, other)
+				}
+			}
+		})
+	}
+
+	t.Run("nil is nil", func(t *testing.T) {
+		require.NoError(t, interpretError("op", true, nil))
+	})
+
+	t.Run("the detail of a SQL error is kept", func(t *testing.T) {
+		err := interpretError("op", true, &pgconn.PgError{Code: "RH004", Message: "stale_lease", Detail: "lease x is no longer held"})
+		require.EqualError(t, err, "stale_lease: lease x is no longer held")
+	})
+
+	t.Run("ambiguous and failed errors name the operation and keep the cause", func(t *testing.T) {
+		var ambiguous *rheo.AmbiguousError
+		require.ErrorAs(t, interpretError("ack", true, context.Canceled), &ambiguous)
+		require.Equal(t, "ack", ambiguous.Op)
+		require.ErrorIs(t, ambiguous, context.Canceled)
+		var failed *rheo.FailedError
+		require.ErrorAs(t, interpretError("lag", false, context.Canceled), &failed)
+		require.Equal(t, "lag", failed.Op)
+	})
+}
+
+type netError struct{}
+
+func (*netError) Error() string   { return "connection reset by peer" }
+func (*netError) Timeout() bool   { return false }
+func (*netError) Temporary() bool { return false }
+
+func TestArguments(t *testing.T) {
+	t.Run("durations round down to milliseconds and stay negative", func(t *testing.T) {
+		for d, want := range map[time.Duration]int32{
+			0:                       0,
+			1500 * time.Microsecond: 1,
+			time.Second:             1000,
+			-time.Millisecond:       -1,
+			-500 * time.Microsecond: -1,
+		} {
+			got, err := millis("d", d)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "%s", d)
+		}
+		_, err := millis("lease duration", 30*24*time.Hour)
+		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
+	})
+
+	t.Run("counts beyond int32 are clamped", func(t *testing.T) {
+		require.Equal(t, int32(math.MaxInt32), clampInt32(math.MaxInt64))
+		require.Equal(t, int32(math.MinInt32), clampInt32(math.MinInt64))
+		require.Equal(t, int32(-3), clampInt32(-3))
+	})
+
+	t.Run("partitions keep nil apart from empty", func(t *testing.T) {
+		require.Nil(t, partitionArray(nil))
+		require.Equal(t, []int32{}, partitionArray([]int{}))
+		require.Equal(t, []int32{0, 2}, partitionArray([]int{0, 2}))
+	})
+
+	t.Run("a lease id that is not a uuid is stale", func(t *testing.T) {
+		_, err := leaseIDArg("not-a-uuid")
+		require.ErrorIs(t, err, rheo.ErrStaleLease)
+		id, err := leaseIDArg("0190A1B2-C3D4-7E5F-8A6B-7C8D9E0F1A2B")
+		require.NoError(t, err)
+		require.True(t, id.Valid)
+	})
+}
+
+func TestListenerDropsWhenFull(t *testing.T) {
+	l := newListener(nil, nil)
+	ch := make(chan driver.Wakeup, wakeupBuffer)
+	l.subs["s"] = map[chan driver.Wakeup]struct{}{ch: {}}
+	for i := range 2 * wakeupBuffer {
+		l.publish(driver.Wakeup{Stream: "s", Sequence: int64(i + 1)})
+	}
+	l.publish(driver.Wakeup{Stream: "other"})
+	require.Len(t, ch, wakeupBuffer)
+	require.Equal(t, int64(1), (<-ch).Sequence, "the oldest hints are kept")
+}
