@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +15,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/migrate"
 )
@@ -23,6 +25,9 @@ import (
 func TestConformance(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		drivertest.Exercise(t, postgresHarness(t))
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		drivertest.Exercise(t, sqliteHarness())
 	})
 }
 
@@ -81,3 +86,33 @@ func postgresVocabulary(err error) error {
 	return err
 }
 
+// sqliteHarness gives every case a private in-memory database.
+func sqliteHarness() drivertest.Harness {
+	return drivertest.Harness{
+		NewDriver: func(tb testing.TB, clock driver.Clock) driver.Driver {
+			ctx := context.Background()
+			d, err := sqlite.Open(ctx, ":memory:", &sqlite.Options{Clock: clock})
+			require.NoError(tb, err)
+			tb.Cleanup(func() { _ = d.Close() })
+			require.NoError(tb, migrate.SQLite(ctx, d.DB()))
+			return d
+		},
+		// SQLite's triggers refuse UPDATE and DELETE; it has no TRUNCATE,
+		// and cannot tell the driver's INSERTs from others.
+		RawWrites: func(ctx context.Context, tb testing.TB, d driver.Driver, stream string) map[string]error {
+			db := d.(*sqlite.Driver).DB()
+			errs := map[string]error{}
+			for kind, sql := range map[string]string{
+				"update": `UPDATE rheo_events SET payload = '{}' WHERE stream = ?`,
+				"delete": `DELETE FROM rheo_events WHERE stream = ?`,
+			} {
+				_, err := db.ExecContext(ctx, sql, stream)
+				if err != nil && strings.Contains(err.Error(), rheo.ErrImmutableEvent.Reason) {
+					err = rheo.Errorf(rheo.ErrImmutableEvent, "%s", err)
+				}
+				errs[kind] = err
+			}
+			return errs
+		},
+	}
+}

@@ -1,0 +1,18 @@
+package tests
+
+import (
+	"testing"
+
+	"github.com/rheo-go/rheo/driver/drivertest"
+)
+
+// BenchmarkDriver measures the drivers' hot paths with the conformance
+// harnesses: go test -run '^$' -bench BenchmarkDriver ./tests/go
+func BenchmarkDriver(b *testing.B) {
+	b.Run("postgres", func(b *testing.B) {
+		drivertest.Benchmark(b, postgresHarness(b))
+	})
+	b.Run("sqlite", func(b *testing.B) {
+		drivertest.Benchmark(b, sqliteHarness())
+	})
+}
