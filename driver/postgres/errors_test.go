@@ -61,6 +61,15 @@ func TestInterpretError(t *testing.T) {
 		})
 	}
 
+	t.Run("every Rheo SQLSTATE maps to its sentinel", func(t *testing.T) {
+		for i := 1; i <= 12; i++ {
+			code := fmt.Sprintf("RH%03d", i)
+			sentinel := rheo.ErrorForSQLState(code)
+			require.NotNil(t, sentinel, code)
+			require.ErrorIs(t, interpretError("op", true, &pgconn.PgError{Code: code}), sentinel, code)
+		}
+	})
+
 	t.Run("nil is nil", func(t *testing.T) {
 		require.NoError(t, interpretError("op", true, nil))
 	})

@@ -6,10 +6,34 @@
 // transaction of the host's (WithTx, InTx), so that an append or an ack
 // commits or rolls back with the host's own writes.
 //
+// Go zero values of the option structs stand for the SPEC defaults (see
+// package rheo); other values, negative ones included, are passed to SQL
+// as they are, so the functions report invalid_argument in their order of
+// checks. Counts beyond int32 are clamped (still out of range), and
+// durations are whole milliseconds, rounded down.
+//
+// # Errors
+//
 // Errors raised by the SQL functions come back as the rheo sentinels
-// (errors.Is(err, rheo.ErrStaleLease)); driver-side failures wrap
-// rheo.ErrBackendUnavailable or are *rheo.AmbiguousError or
-// *rheo.FailedError.
+// (errors.Is(err, rheo.ErrStaleLease)) wrapped with the SQL DETAIL.
+// Besides:
+//
+//   - input PostgreSQL cannot store (a data exception, SQLSTATE class 22,
+//     such as a NUL character in text), payload or metadata bytes that are
+//     not JSON, and durations beyond int32 milliseconds are
+//     invalid_argument; the last two are found before the database is
+//     asked, so they precede stream_not_found;
+//   - a lease id that is not a UUID was never issued: settling it is
+//     stale_lease, and AckBatch reports it with OK=false;
+//   - a database that cannot be reached, a closed pool, a connection
+//     lost before the statement was sent, or lost during a read, wraps
+//     rheo.ErrBackendUnavailable;
+//   - a write that may have committed before its answer was lost (a
+//     context that ended, or a connection that broke, after the statement
+//     was sent) is *rheo.AmbiguousError. Operations that only read, and
+//     operations inside a transaction (which cannot commit without its
+//     connection), are never ambiguous; the commit of InTx can be;
+//   - anything else is *rheo.FailedError.
 package postgres
 
 import (
