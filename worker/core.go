@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rheo-go/rheo"
@@ -38,7 +39,8 @@ type core struct {
 	// fetched leases, so that a stop can wait out a fetch in flight.
 	fetchMu sync.Mutex
 
-	changed   chan struct{} // demand may have grown
+	changed   chan struct{} // demand may have grown, or claimable is set
+	claimable atomic.Bool   // an event was retried without delay
 	renewKick chan struct{} // the renewal schedule changed
 	emptied   chan struct{} // the last held lease was released
 
@@ -175,8 +177,8 @@ func (c *core) wants(partition int) bool {
 // fetch error.
 //
 // It fetches again at once after a full batch or when demand grows after
-// one; after a short batch it waits for a wakeup of its partitions or for
-// the poll interval. Fetch errors back off from 100ms, doubling to 5s.
+// one; after a short batch it waits for a wakeup of its partitions, an
+// event retried without delay, or the poll interval. Fetch errors back off from 100ms, doubling to 5s.
 func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, capacity func() int, deliver func(*held) bool, failed func(error) bool) {
 	wake, unsubscribe := c.drv.Wakeups(c.s.Stream)
 	defer unsubscribe()
@@ -229,6 +231,9 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, capacity fun
 		case <-ctx.Done():
 			return
 		case <-c.changed:
+			if c.claimable.Swap(false) {
+				ready = true
+			}
 		case w, ok := <-wake:
 			if !ok {
 				wake = nil
@@ -438,6 +443,12 @@ func (c *core) retry(ctx context.Context, h *held, delay time.Duration, reason s
 	if out == rheo.DeadLettered {
 		c.deadLettered(h, reason)
 		return out, nil
+	}
+	if delay == 0 {
+		// No wakeup announces a retried event: fetch it without waiting
+		// for the poll.
+		c.claimable.Store(true)
+		notify(c.changed)
 	}
 	for _, x := range c.s.hooks.retried {
 		x.Retried(c.bg, RetryInfo{Lease: h.lease, Delay: delay, Reason: reason})

@@ -1,0 +1,391 @@
+package worker_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/worker"
+)
+
+// The child process of TestWorkerSurvivesSIGKILL is this test binary run
+// with these variables set; TestMain hands it to runChild.
+const (
+	childEnv        = "RHEO_WORKER_CHILD" // "postgres" or "sqlite"
+	childDSNEnv     = "RHEO_WORKER_CHILD_DSN"
+	childStreamEnv  = "RHEO_WORKER_CHILD_STREAM"
+	childClockEnv   = "RHEO_WORKER_CHILD_CLOCK"
+	childAcksEnv    = "RHEO_WORKER_CHILD_ACKS"
+	childConcurrent = 4
+)
+
+// runChild consumes the stream named by the environment: it acks the
+// first RHEO_WORKER_CHILD_ACKS events it handles, printing "acked <id>"
+// once each ack is committed, then blocks in every handler, printing
+// "blocked <id>", until the parent kills it.
+func runChild() int {
+	ctx := context.Background()
+	at, err := time.Parse(time.RFC3339Nano, os.Getenv(childClockEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	acks, err := strconv.Atoi(os.Getenv(childAcksEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	clock := &fakeClock{now: at}
+	var drv driver.Driver
+	if os.Getenv(childEnv) == "postgres" {
+		drv, err = postgres.Open(ctx, os.Getenv(childDSNEnv), &postgres.Options{Clock: clock.Now})
+	} else {
+		drv, err = sqlite.Open(ctx, os.Getenv(childDSNEnv), &sqlite.Options{Clock: clock.Now})
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	out := &lineWriter{w: os.Stdout}
+	var mu sync.Mutex
+	handled := 0
+	w, err := worker.New(drv, &worker.Config{
+		Stream:        os.Getenv(childStreamEnv),
+		Group:         "g",
+		Concurrency:   childConcurrent,
+		LeaseDuration: leaseDuration,
+		Clock:         clock,
+		Hooks:         []any{ackPrinter{out}},
+		Handler: func(ctx context.Context, l rheo.Lease) error {
+			mu.Lock()
+			handled++
+			n := handled
+			mu.Unlock()
+			if n <= acks {
+				return nil
+			}
+			out.println("blocked " + l.Event.ID)
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	})
+	if err == nil {
+		err = w.Start(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	// Wait to be killed.
+	time.Sleep(time.Hour)
+	return 1
+}
+
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) println(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintln(l.w, s)
+}
+
+type ackPrinter struct{ out *lineWriter }
+
+func (p ackPrinter) Acked(_ context.Context, i worker.AckInfo) { p.out.println("acked " + i.Lease.Event.ID) }
+
+func TestWorkerSurvivesSIGKILL(t *testing.T) {
+	const events, childAcks = 200, 50
+	for _, b := range backends(t) {
+		t.Run(b.name+": a worker killed mid-batch loses nothing", func(t *testing.T) {
+			clock := newFakeClock()
+			drv := b.open(t, b.dsn, clock.Now)
+			stream, group := newStream(t, drv, 2, 5)
+			appended := appendSpread(t, drv, stream, events)
+
+			exe, err := os.Executable()
+			require.NoError(t, err)
+			cmd := exec.Command(exe)
+			cmd.Env = append(os.Environ(),
+				childEnv+"="+b.name, childDSNEnv+"="+b.dsn, childStreamEnv+"="+stream,
+				childClockEnv+"="+clock.Now().Format(time.RFC3339Nano), childAcksEnv+"="+strconv.Itoa(childAcks))
+			cmd.Stderr = os.Stderr
+			stdout, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			require.NoError(t, cmd.Start())
+			t.Cleanup(func() {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			})
+
+			// Kill the child once its acks are committed and every one of
+			// its handlers holds a lease.
+			childAcked, blocked := map[string]bool{}, map[string]bool{}
+			lines := bufio.NewScanner(stdout)
+			for len(childAcked) < childAcks || len(blocked) < childConcurrent {
+				require.True(t, lines.Scan(), "child output ended: %v", lines.Err())
+				word, id, _ := strings.Cut(lines.Text(), " ")
+				switch word {
+				case "acked":
+					childAcked[id] = true
+				case "blocked":
+					blocked[id] = true
+				}
+			}
+			require.NoError(t, cmd.Process.Kill())
+			_ = cmd.Wait()
+
+			// The child's leases expire without anyone waiting for them.
+			clock.Advance(leaseDuration + time.Second)
+			rec := &recorder{}
+			var mu sync.Mutex
+			handled := map[string]int{}
+			startWorker(t, drv, &worker.Config{
+				Stream: stream, Group: group, Concurrency: 8, LeaseDuration: leaseDuration,
+				Clock: clock, Hooks: []any{rec},
+				Handler: func(ctx context.Context, l rheo.Lease) error {
+					mu.Lock()
+					defer mu.Unlock()
+					handled[l.Event.ID]++
+					return nil
+				},
+			})
+			rec.waitFor(t, "every event the child did not ack", func(s recorded) bool {
+				return len(s.acked) == events-childAcks
+			})
+
+			mu.Lock()
+			defer mu.Unlock()
+			for _, e := range appended {
+				if childAcked[e.ID] {
+					assert.Zero(t, handled[e.ID], "event %s was acked by the child", e.ID)
+				} else {
+					assert.Equal(t, 1, handled[e.ID], "event %s", e.ID)
+				}
+			}
+			s := rec.snapshot()
+			require.Len(t, s.redelivered, childConcurrent, "the child's leases are delivered again")
+			for _, r := range s.redelivered {
+				assert.True(t, blocked[r.Lease.Event.ID])
+				assert.Equal(t, 2, r.Lease.Attempt)
+			}
+			assert.Equal(t, int64(0), groupInfo(t, drv, stream, group).Lag)
+			assert.Empty(t, deadLetters(t, drv, stream, group))
+		})
+	}
+}
+
+// proxy forwards TCP connections to a target until it is cut: Cut closes
+// every connection and refuses new ones until Restore.
+type proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+func newProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.Cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = true, true
+		p.wg.Add(2)
+		p.mu.Unlock()
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+}
+
+// Cut drops every connection and refuses new ones.
+func (p *proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
+}
+
+// Restore accepts connections again.
+func (p *proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
+// URL returns dsn pointed at the proxy.
+func (p *proxy) URL(t testing.TB, dsn string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	u.Host = p.ln.Addr().String()
+	return u.String()
+}
+
+func TestWorkerSurvivesConnectionLoss(t *testing.T) {
+	const events, concurrency = 300, 8
+	b := newPostgresBackend(t)
+	u, err := url.Parse(b.dsn)
+	require.NoError(t, err)
+	p := newProxy(t, u.Host)
+
+	clock := newFakeClock()
+	admin := openPostgres(t, b.dsn, clock.Now)
+	drv := openPostgres(t, p.URL(t, b.dsn), clock.Now)
+	stream, group := newStream(t, admin, 4, 5)
+	appended := appendSpread(t, admin, stream, events)
+
+	rec := &recorder{}
+	var mu sync.Mutex
+	handled := map[string]int{}
+	cut := make(chan struct{})
+	startWorker(t, drv, &worker.Config{
+		Stream: stream, Group: group, Concurrency: concurrency, LeaseDuration: leaseDuration,
+		Clock: clock, Hooks: []any{rec},
+		Handler: func(ctx context.Context, l rheo.Lease) error {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[l.Event.ID]++
+			if len(handled) == events/3 {
+				close(cut)
+			}
+			return nil
+		},
+	})
+
+	receive(t, "a third of the events", cut)
+	p.Cut()
+	rec.waitFor(t, "fetch errors", func(s recorded) bool { return len(s.fetchFailed) >= 2 })
+	for _, f := range rec.snapshot().fetchFailed {
+		assert.True(t, rheo.IsVocabulary(f.Err), "fetch error %v is in the SPEC vocabulary", f.Err)
+	}
+	p.Restore()
+
+	// Leases whose settle was lost with the connection are left to expire:
+	// move the clock on whenever the worker makes no progress.
+	last := -1
+	eventually(t, "every event is terminal", func() bool {
+		if groupInfo(t, admin, stream, group).Lag == 0 {
+			return true
+		}
+		if n := len(rec.snapshot().acked); n == last {
+			clock.Advance(time.Second)
+		} else {
+			last = n
+		}
+		time.Sleep(20 * time.Millisecond)
+		return false
+	})
+
+	mu.Lock()
+	defer mu.Unlock()
+	duplicates := 0
+	for _, e := range appended {
+		require.GreaterOrEqual(t, handled[e.ID], 1, "event %s was never handled", e.ID)
+		duplicates += handled[e.ID] - 1
+	}
+	assert.LessOrEqual(t, duplicates, 2*concurrency, "only leases held at the cut are delivered again")
+	assert.Empty(t, deadLetters(t, admin, stream, group))
+	t.Logf("%d events handled again after the cut; %d fetch errors", duplicates, len(rec.snapshot().fetchFailed))
+}
+
+func TestCompetingWorkers(t *testing.T) {
+	const events, workers = 10000, 8
+	for _, b := range backends(t) {
+		t.Run(b.name+": 8 workers handle every event exactly once", func(t *testing.T) {
+			admin := b.open(t, b.dsn, nil)
+			stream, group := newStream(t, admin, 4, 5)
+			appended := appendSpread(t, admin, stream, events)
+
+			var mu sync.Mutex
+			handled := map[string]int{}
+			total := 0
+			start := time.Now()
+			for range workers {
+				drv := b.open(t, b.dsn, nil)
+				startWorker(t, drv, &worker.Config{
+					Stream: stream, Group: group, Concurrency: 16,
+					Handler: func(ctx context.Context, l rheo.Lease) error {
+						mu.Lock()
+						defer mu.Unlock()
+						handled[l.Event.ID]++
+						total++
+						return nil
+					},
+				})
+			}
+			eventually(t, "every event is terminal", func() bool {
+				return groupInfo(t, admin, stream, group).Lag == 0
+			})
+			t.Logf("%d events drained by %d workers in %s", events, workers, time.Since(start))
+
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, events, total, "no faults, so no duplicates")
+			for _, e := range appended {
+				assert.Equal(t, 1, handled[e.ID], "event %s", e.ID)
+			}
+			assert.Empty(t, deadLetters(t, admin, stream, group))
+		})
+	}
+}

@@ -1,0 +1,391 @@
+package worker_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/migrate"
+	"github.com/rheo-go/rheo/worker"
+)
+
+// waitTimeout bounds every wait for something the test expects to happen.
+const waitTimeout = 30 * time.Second
+
+// backend is a migrated database of one kind that tests open drivers on.
+type backend struct {
+	name string
+	// dsn is the database's URL (PostgreSQL) or file path (SQLite).
+	dsn string
+	// open returns a new driver on the database, closed when t ends.
+	open func(t testing.TB, dsn string, clock driver.Clock) driver.Driver
+	// placeholder is the first positional parameter of plain SQL.
+	placeholder string
+}
+
+// backends prepares one database of each kind for t.
+func backends(t *testing.T) []*backend {
+	t.Helper()
+	return []*backend{newPostgresBackend(t), newSQLiteBackend(t)}
+}
+
+func newPostgresBackend(t testing.TB) *backend {
+	t.Helper()
+	url := testdb.NewDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.NoError(t, migrate.Postgres(ctx, conn, nil))
+	return &backend{name: "postgres", dsn: url, open: openPostgres, placeholder: "$1"}
+}
+
+func openPostgres(t testing.TB, dsn string, clock driver.Clock) driver.Driver {
+	t.Helper()
+	d, err := postgres.Open(context.Background(), dsn, &postgres.Options{Clock: clock})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func newSQLiteBackend(t testing.TB) *backend {
+	t.Helper()
+	return &backend{name: "sqlite", dsn: filepath.Join(t.TempDir(), "rheo.db"), open: openSQLite, placeholder: "?"}
+}
+
+func openSQLite(t testing.TB, dsn string, clock driver.Clock) driver.Driver {
+	t.Helper()
+	d, err := sqlite.Open(context.Background(), dsn, &sqlite.Options{Clock: clock, Migrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// streamSeq makes stream names unique within a test binary run.
+var streamSeq atomic.Int64
+
+// newStream creates a stream with a group on drv and returns their names.
+func newStream(t testing.TB, drv driver.Driver, partitions, maxAttempts int) (stream, group string) {
+	t.Helper()
+	ctx := context.Background()
+	stream = fmt.Sprintf("s%d", streamSeq.Add(1))
+	group = "g"
+	require.NoError(t, drv.CreateStream(ctx, stream, partitions))
+	require.NoError(t, drv.CreateGroup(ctx, stream, group, &rheo.CreateGroupOptions{MaxAttempts: maxAttempts}))
+	return stream, group
+}
+
+// appendN appends n events {"n": i} (i from 0) to partition 0 of stream
+// and returns them.
+func appendN(t testing.TB, drv driver.Driver, stream string, n int) []rheo.Event {
+	t.Helper()
+	items := make([]rheo.BatchItem, n)
+	for i := range items {
+		items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))}
+	}
+	var events []rheo.Event
+	for len(items) > 0 {
+		k := min(len(items), 1000)
+		got, err := drv.AppendBatch(context.Background(), stream, items[:k], nil)
+		require.NoError(t, err)
+		events = append(events, got...)
+		items = items[k:]
+	}
+	return events
+}
+
+// appendSpread appends n events routed by distinct keys over the stream's
+// partitions.
+func appendSpread(t testing.TB, drv driver.Driver, stream string, n int) []rheo.Event {
+	t.Helper()
+	var events []rheo.Event
+	for start := 0; start < n; start += 1000 {
+		items := make([]rheo.BatchItem, min(1000, n-start))
+		for i := range items {
+			items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, start+i)), Key: fmt.Sprintf("k%d", start+i)}
+		}
+		got, err := drv.AppendBatch(context.Background(), stream, items, nil)
+		require.NoError(t, err)
+		events = append(events, got...)
+	}
+	return events
+}
+
+func groupInfo(t testing.TB, drv driver.Driver, stream, group string) rheo.GroupInfo {
+	t.Helper()
+	info, err := drv.GroupInfo(context.Background(), stream, group)
+	require.NoError(t, err)
+	return info
+}
+
+func deadLetters(t testing.TB, drv driver.Driver, stream, group string) []rheo.DeadLetter {
+	t.Helper()
+	dls, err := drv.DeadLetters(context.Background(), stream, group, nil)
+	require.NoError(t, err)
+	return dls
+}
+
+// eventually waits until cond holds, checking every few milliseconds.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// receive waits for a value from ch.
+func receive[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// startWorker starts a worker and stops it when t ends.
+func startWorker(t testing.TB, drv driver.Driver, cfg *worker.Config) *worker.Worker {
+	t.Helper()
+	w, err := worker.New(drv, cfg)
+	require.NoError(t, err)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = w.StopAndCancel(ctx)
+	})
+	return w
+}
+
+// fakeClock is a Clock (and driver.Clock) that moves only when the test
+// advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) At(t time.Time) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ft := &fakeTimer{at: t, ch: make(chan time.Time, 1)}
+	if !t.After(c.now) {
+		ft.ch <- c.now
+		return ft.ch, func() {}
+	}
+	c.timers = append(c.timers, ft)
+	return ft.ch, func() { c.remove(ft) }
+}
+
+func (c *fakeClock) remove(ft *fakeTimer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.timers {
+		if x == ft {
+			c.timers = append(c.timers[:i], c.timers[i+1:]...)
+			return
+		}
+	}
+}
+
+// Advance moves the clock by d and fires the timers that fall due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timers[:0]
+	for _, ft := range c.timers {
+		if ft.at.After(c.now) {
+			kept = append(kept, ft)
+			continue
+		}
+		ft.ch <- c.now
+	}
+	c.timers = kept
+}
+
+// recorded is what a recorder was told.
+type recorded struct {
+	fetched      []worker.FetchInfo
+	fetchFailed  []worker.FetchErrorInfo
+	handled      []worker.HandleInfo
+	acked        []worker.AckInfo
+	retried      []worker.RetryInfo
+	deadLettered []worker.DeadLetterInfo
+	redelivered  []worker.RedeliveryInfo
+	renewed      []worker.RenewInfo
+	leaseLost    []worker.LeaseLostInfo
+	settleFailed []worker.SettleErrorInfo
+}
+
+// recorder is a hook that records every event it is told of.
+type recorder struct {
+	mu sync.Mutex
+	r  recorded
+}
+
+func (r *recorder) Fetched(_ context.Context, i worker.FetchInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.fetched = append(r.r.fetched, i)
+}
+
+func (r *recorder) FetchFailed(_ context.Context, i worker.FetchErrorInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.fetchFailed = append(r.r.fetchFailed, i)
+}
+
+func (r *recorder) Handled(_ context.Context, i worker.HandleInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.handled = append(r.r.handled, i)
+}
+
+func (r *recorder) Acked(_ context.Context, i worker.AckInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.acked = append(r.r.acked, i)
+}
+
+func (r *recorder) Retried(_ context.Context, i worker.RetryInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.retried = append(r.r.retried, i)
+}
+
+func (r *recorder) DeadLettered(_ context.Context, i worker.DeadLetterInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.deadLettered = append(r.r.deadLettered, i)
+}
+
+func (r *recorder) Redelivered(_ context.Context, i worker.RedeliveryInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.redelivered = append(r.r.redelivered, i)
+}
+
+func (r *recorder) Renewed(_ context.Context, i worker.RenewInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.renewed = append(r.r.renewed, i)
+}
+
+func (r *recorder) LeaseLost(_ context.Context, i worker.LeaseLostInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.leaseLost = append(r.r.leaseLost, i)
+}
+
+func (r *recorder) SettleFailed(_ context.Context, i worker.SettleErrorInfo) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.settleFailed = append(r.r.settleFailed, i)
+}
+
+// snapshot returns a copy of what the recorder was told.
+func (r *recorder) snapshot() recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return recorded{
+		fetched:      slices.Clone(r.r.fetched),
+		fetchFailed:  slices.Clone(r.r.fetchFailed),
+		handled:      slices.Clone(r.r.handled),
+		acked:        slices.Clone(r.r.acked),
+		retried:      slices.Clone(r.r.retried),
+		deadLettered: slices.Clone(r.r.deadLettered),
+		redelivered:  slices.Clone(r.r.redelivered),
+		renewed:      slices.Clone(r.r.renewed),
+		leaseLost:    slices.Clone(r.r.leaseLost),
+		settleFailed: slices.Clone(r.r.settleFailed),
+	}
+}
+
+// waitFor waits until cond holds for what the recorder was told, and
+// returns that.
+func (r *recorder) waitFor(t testing.TB, what string, cond func(s recorded) bool) recorded {
+	t.Helper()
+	var s recorded
+	eventually(t, what, func() bool {
+		s = r.snapshot()
+		return cond(s)
+	})
+	return s
+}
+
+// sideTable is a table of the host's that transactional handlers write.
+func createSideTable(t testing.TB, drv driver.Driver) {
+	t.Helper()
+	require.NoError(t, drv.(driver.Transactor).InTx(context.Background(), func(ctx context.Context, tx driver.Tx) error {
+		return execTx(ctx, tx, "CREATE TABLE IF NOT EXISTS side (event_id text NOT NULL)")
+	}))
+}
+
+// execTx runs a statement in a host transaction of either kind.
+func execTx(ctx context.Context, tx driver.Tx, query string, args ...any) error {
+	switch native := tx.Native().(type) {
+	case pgx.Tx:
+		_, err := native.Exec(ctx, query, args...)
+		return err
+	case *sql.Tx:
+		_, err := native.ExecContext(ctx, query, args...)
+		return err
+	default:
+		return fmt.Errorf("unknown transaction type %T", native)
+	}
+}
+
+// sideRows counts the side table's rows for an event.
+func sideRows(t testing.TB, b *backend, drv driver.Driver, eventID string) int {
+	t.Helper()
+	var n int
+	query := "SELECT count(*) FROM side WHERE event_id = " + b.placeholder
+	require.NoError(t, drv.(driver.Transactor).InTx(context.Background(), func(ctx context.Context, tx driver.Tx) error {
+		switch native := tx.Native().(type) {
+		case pgx.Tx:
+			return native.QueryRow(ctx, query, eventID).Scan(&n)
+		case *sql.Tx:
+			return native.QueryRowContext(ctx, query, eventID).Scan(&n)
+		default:
+			return fmt.Errorf("unknown transaction type %T", native)
+		}
+	}))
+	return n
+}
