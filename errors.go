@@ -114,8 +114,9 @@ func (e *FailedError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrFailed) true.
 func (e *FailedError) Is(target error) bool { return target == ErrFailed }
 
-// IsVocabulary reports whether err carries one of the SPEC's words.
+// IsVocabulary reports whether err carries one of the SPEC's words: a
+// sentinel of this package, an *AmbiguousError or a *FailedError.
 func IsVocabulary(err error) bool {
 	var e *Error
-	return errors.As(err, &e)
+	return errors.As(err, &e) || errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrFailed)
 }
