@@ -1,0 +1,380 @@
+// Package cli is the rheo command: a demo of Rheo, and the operations an
+// operator runs against a PostgreSQL or SQLite database (streams, groups,
+// lag, dead letters, replay, reset, append, query, tail).
+//
+// Run executes one command line in-process, which is how cmd/rheo calls
+// it and how the tests drive it.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/connect"
+	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/dburl"
+)
+
+// The exit statuses of Run.
+const (
+	// ExitOK: the command did what it was asked.
+	ExitOK = 0
+	// ExitFailure: the command failed or refused; one line on stderr says
+	// why and what to do.
+	ExitFailure = 1
+	// ExitUsage: the command line is malformed; stderr says how to call
+	// the command.
+	ExitUsage = 2
+)
+
+// EnvDatabaseURL names the variable read when --database-url is not given.
+const EnvDatabaseURL = "DATABASE_URL"
+
+// command is one subcommand: its synopsis, its flags and what it does.
+type command struct {
+	name string
+	// synopsis is the argument part of the usage line.
+	synopsis string
+	summary  string
+	// details is printed by "rheo help CMD" after the flags.
+	details string
+	// args names the positional arguments; a trailing "..." entry takes
+	// any number of further arguments.
+	args []string
+	// noDB: the command opens no database, so it takes no --database-url.
+	noDB bool
+	// noOutput: the command takes no --output flag.
+	noOutput bool
+	// define registers the command's own flags and returns what runs it.
+	define func(fs *flag.FlagSet) func(c *call) error
+}
+
+// commands lists the subcommands in the order help shows them.
+func commands() []*command {
+	return []*command{
+		demoCommand(),
+		streamsCommand(), groupsCommand(), lagCommand(), infoCommand(), deadLettersCommand(),
+		replayCommand(), resetCommand(),
+		appendCommand(),
+		createStreamCommand(), createGroupCommand(),
+	}
+}
+
+func findCommand(name string) *command {
+	for _, cmd := range commands() {
+		if cmd.name == name {
+			return cmd
+		}
+	}
+	return nil
+}
+
+// call is one run of a command: its arguments, its streams, and the
+// database it works on.
+type call struct {
+	ctx    context.Context
+	cmd    *command
+	args   []string
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	// json is set by --output json.
+	json bool
+	// databaseURL is --database-url, else $DATABASE_URL.
+	databaseURL string
+	// target is databaseURL parsed, once open has been called.
+	target dburl.Target
+	// stream and group are the names the command works on, for messages.
+	stream, group string
+}
+
+// Run executes one command line (the arguments after the program name)
+// and returns the exit status: ExitOK, ExitFailure with one line on
+// stderr, or ExitUsage with the usage on stderr.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		writeUsage(stderr)
+		return ExitUsage
+	}
+	name, args := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		return runHelp(args, stdout, stderr)
+	}
+	cmd := findCommand(name)
+	if cmd == nil {
+		fmt.Fprintf(stderr, "rheo: unknown command %q; list the commands with: rheo help\n", name)
+		return ExitUsage
+	}
+
+	c := &call{ctx: ctx, cmd: cmd, stdin: stdin, stdout: stdout, stderr: stderr}
+	fs := newFlagSet(cmd, c)
+	fs.SetOutput(io.Discard)
+	runCmd := cmd.define(fs)
+	positional, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		writeCommandHelp(stdout, cmd)
+		return ExitOK
+	}
+	if err == nil {
+		err = checkArgs(cmd, positional)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "rheo %s: %v\nusage: %s\nsee: rheo %s -h\n", cmd.name, err, usageLine(cmd), cmd.name)
+		return ExitUsage
+	}
+	c.args = positional
+	if err := runCmd(c); err != nil {
+		var usage *usageError
+		if errors.As(err, &usage) {
+			fmt.Fprintf(stderr, "rheo %s: %s\nusage: %s\nsee: rheo %s -h\n", cmd.name, usage.msg, usageLine(cmd), cmd.name)
+			return ExitUsage
+		}
+		fmt.Fprintf(stderr, "rheo: %s\n", oneLine(c.describe(err)))
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// newFlagSet returns the flag set of cmd with the flags every database
+// command shares.
+func newFlagSet(cmd *command, c *call) *flag.FlagSet {
+	fs := flag.NewFlagSet("rheo "+cmd.name, flag.ContinueOnError)
+	if !cmd.noDB {
+		fs.Func("database-url", "database `URL`: "+dburl.Forms+"; defaults to $"+EnvDatabaseURL, func(s string) error {
+			c.databaseURL = s
+			return nil
+		})
+	}
+	if !cmd.noOutput {
+		fs.Func("output", "output `format`: table or json; defaults to table", func(s string) error {
+			switch s {
+			case "table":
+				c.json = false
+			case "json":
+				c.json = true
+			default:
+				return fmt.Errorf("want table or json, got %q", s)
+			}
+			return nil
+		})
+	}
+	return fs
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// the positional arguments, which the flag package alone stops at. After
+// "--" everything is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+func checkArgs(cmd *command, got []string) error {
+	want := cmd.args
+	variadic := len(want) > 0 && want[len(want)-1] == "..."
+	if variadic {
+		want = want[:len(want)-1]
+	}
+	switch {
+	case len(got) < len(want):
+		return fmt.Errorf("missing %s", strings.Join(want[len(got):], " "))
+	case len(got) > len(want) && !variadic:
+		return fmt.Errorf("unexpected argument %q", got[len(want)])
+	}
+	return nil
+}
+
+// usageError is a command line that parses but makes no sense, such as
+// two exclusive flags together. Run prints it with the usage line.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// failure is an error whose message is already what a person should read.
+type failure struct{ msg string }
+
+func (e *failure) Error() string { return e.msg }
+
+func failf(format string, args ...any) error {
+	return &failure{msg: fmt.Sprintf(format, args...)}
+}
+
+// open connects to the database named by --database-url or
+// $DATABASE_URL, running no migration. The caller closes the driver.
+func (c *call) open() (driver.Driver, error) {
+	raw := c.databaseURL
+	if raw == "" {
+		raw = os.Getenv(EnvDatabaseURL)
+	}
+	if raw == "" {
+		return nil, usagef("no database given: pass --database-url URL or set %s (%s)", EnvDatabaseURL, dburl.Forms)
+	}
+	target, err := dburl.Parse(raw)
+	if err != nil {
+		return nil, &connect.URLError{Err: err}
+	}
+	c.target = target
+	return connect.Open(c.ctx, raw, nil)
+}
+
+// describe turns err into the line a person reads: what went wrong and
+// what to do about it.
+func (c *call) describe(err error) string {
+	var (
+		msg       *failure
+		urlErr    *connect.URLError
+		schemaErr *connect.SchemaError
+	)
+	switch {
+	case errors.As(err, &msg):
+		return msg.msg
+	case errors.As(err, &urlErr):
+		return fmt.Sprintf("bad database URL: %v", urlErr.Err)
+	case errors.As(err, &schemaErr):
+		return fmt.Sprintf("%v: rheo-migrate up --database-url %s", schemaErr, c.target.Redacted())
+	case errors.Is(err, rheo.ErrBackendUnavailable):
+		return fmt.Sprintf("cannot reach the database %s: %v; check --database-url or $%s, and that the database is up",
+			c.target.Redacted(), rootCause(err), EnvDatabaseURL)
+	case errors.Is(err, rheo.ErrStreamNotFound):
+		return fmt.Sprintf("stream %q not found; list streams with: rheo streams", c.stream)
+	case errors.Is(err, rheo.ErrGroupNotFound):
+		return fmt.Sprintf("group %q not found on stream %q; list groups with: rheo groups %s", c.group, c.stream, c.stream)
+	case errors.Is(err, context.Canceled):
+		return "interrupted"
+	}
+	return err.Error()
+}
+
+// rootCause follows err's chain to the error that wraps nothing, such as
+// "connection refused", or to the last one before a vocabulary word.
+func rootCause(err error) error {
+	for {
+		var next error
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			next = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			// The drivers wrap as fmt.Errorf("%w: %w", word, cause): the
+			// cause comes last.
+			if errs := e.Unwrap(); len(errs) > 0 {
+				next = errs[len(errs)-1]
+			}
+		}
+		if _, isWord := next.(*rheo.Error); next == nil || isWord {
+			return err
+		}
+		err = next
+	}
+}
+
+// oneLine joins a message's lines and spaces into one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// intList is a flag that collects integers, repeated or comma-separated.
+type intList []int
+
+func (l *intList) String() string { return fmt.Sprint([]int(*l)) }
+
+func (l *intList) Set(s string) error {
+	for part := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil {
+			return fmt.Errorf("not an integer: %q", part)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// sorted returns the list in ascending order without repeats, or nil when
+// it is empty (which the drivers read as all partitions).
+func (l intList) sorted() []int {
+	if len(l) == 0 {
+		return nil
+	}
+	s := slices.Clone([]int(l))
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// stringList is a flag that collects strings, one per use.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+// optionalInt64 is an integer flag that records whether it was given.
+type optionalInt64 struct {
+	value *int64
+}
+
+func (o *optionalInt64) String() string {
+	if o.value == nil {
+		return ""
+	}
+	return strconv.FormatInt(*o.value, 10)
+}
+
+func (o *optionalInt64) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("not an integer: %q", s)
+	}
+	o.value = &n
+	return nil
+}
+
+// optionalTime is a timestamp flag in RFC 3339 that records whether it
+// was given.
+type optionalTime struct {
+	value *time.Time
+}
+
+func (o *optionalTime) String() string {
+	if o.value == nil {
+		return ""
+	}
+	return o.value.Format(time.RFC3339Nano)
+}
+
+func (o *optionalTime) Set(s string) error {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return fmt.Errorf("not an RFC 3339 time such as 2026-01-02T15:04:05Z: %q", s)
+	}
+	o.value = &t
+	return nil
+}

@@ -1,0 +1,217 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// errDryRun rolls back the transaction of a dry run.
+var errDryRun = errors.New("dry run")
+
+// partitionCount is how many events an operation touched in a partition.
+type partitionCount struct {
+	Partition int   `json:"partition"`
+	Events    int64 `json:"events"`
+}
+
+func replayCommand() *command {
+	return &command{
+		name:     "replay",
+		synopsis: "STREAM GROUP (--from-sequence N | --event-id ID... | --from-time TIME) [--partition P]... [--dry-run]",
+		summary:  "make events claimable again for a group (rewind, or reopen acked and dead-lettered events)",
+		args:     []string{"STREAM", "GROUP"},
+		details: `Exactly one selector:
+  --from-sequence N  every event after sequence N is delivered again, from attempt 1
+  --event-id ID      these acked or dead-lettered events are delivered again (repeat the flag)
+  --from-time TIME   per partition, from the first event with ts >= TIME (RFC 3339)
+Leases held on replayed events become stale; their dead letters are cleared.
+Events are never copied: the group's cursors move back.
+
+The replay runs partition by partition in one transaction and prints how
+many events each partition made claimable again. --dry-run runs the same
+replay and rolls the transaction back, so the counts are exact and nothing
+changes (fetches of the group wait for it meanwhile, as for a replay).`,
+		define: func(fs *flag.FlagSet) func(c *call) error {
+			var (
+				fromSequence optionalInt64
+				eventIDs     stringList
+				fromTime     optionalTime
+				partitions   intList
+			)
+			fs.Var(&fromSequence, "from-sequence", "replay the events after `SEQUENCE`")
+			fs.Var(&eventIDs, "event-id", "replay the acked or dead-lettered event with this `ID` (repeat for more)")
+			fs.Var(&fromTime, "from-time", "replay from the first event with ts >= `TIME` in each partition")
+			fs.Var(&partitions, "partition", "replay in this `partition` only (repeat, or separate with commas)")
+			dryRun := fs.Bool("dry-run", false, "count what would be replayed, changing nothing")
+			return func(c *call) error {
+				c.stream, c.group = c.args[0], c.args[1]
+				selectors := 0
+				for _, given := range []bool{fromSequence.value != nil, len(eventIDs) > 0, fromTime.value != nil} {
+					if given {
+						selectors++
+					}
+				}
+				if selectors != 1 {
+					return usagef("give exactly one of --from-sequence, --event-id and --from-time")
+				}
+				opts := rheo.ReplayOptions{FromSequence: fromSequence.value, EventIDs: eventIDs, FromTS: fromTime.value}
+				return c.withDriver(func(drv driver.Driver) error {
+					counts, err := c.replay(drv, opts, partitions.sorted(), *dryRun)
+					if err != nil {
+						return err
+					}
+					var total int64
+					for _, pc := range counts {
+						total += pc.Events
+					}
+					out := struct {
+						Stream     string           `json:"stream"`
+						Group      string           `json:"group"`
+						DryRun     bool             `json:"dry_run"`
+						Partitions []partitionCount `json:"partitions"`
+						Total      int64            `json:"total"`
+					}{c.stream, c.group, *dryRun, counts, total}
+					return c.emit(out, func(w io.Writer) error {
+						header := "REPLAYED"
+						if *dryRun {
+							header = "WOULD_REPLAY"
+						}
+						t := newTable("PARTITION", header)
+						for _, pc := range counts {
+							t.add(pc.Partition, pc.Events)
+						}
+						t.add("total", total)
+						if err := t.write(w); err != nil {
+							return err
+						}
+						if *dryRun {
+							_, err := fmt.Fprintln(w, "dry run: nothing was changed")
+							return err
+						}
+						_, err := fmt.Fprintf(w, "see the group's lag with: rheo lag %s %s\n", c.stream, c.group)
+						return err
+					})
+				})
+			}
+		},
+	}
+}
+
+// replay replays partition by partition, in one transaction that a dry
+// run rolls back, and returns the count of each partition. partitions nil
+// means all the stream's partitions.
+func (c *call) replay(drv driver.Driver, opts rheo.ReplayOptions, partitions []int, dryRun bool) ([]partitionCount, error) {
+	tr, ok := drv.(driver.Transactor)
+	if !ok {
+		return nil, failf("the %s driver cannot run a replay in a transaction", c.target.Kind)
+	}
+	if partitions == nil {
+		n, err := c.partitionCount(drv)
+		if err != nil {
+			return nil, err
+		}
+		for p := range n {
+			partitions = append(partitions, p)
+		}
+	}
+	var counts []partitionCount
+	prog := c.newProgress()
+	err := tr.InTx(c.ctx, func(ctx context.Context, tx driver.Tx) error {
+		counts = counts[:0]
+		for i, p := range partitions {
+			prog.show("replay: partition %d (%d of %d)", p, i+1, len(partitions))
+			opts.Partitions = []int{p}
+			n, err := tx.Replay(ctx, c.stream, c.group, opts)
+			if err != nil {
+				return err
+			}
+			counts = append(counts, partitionCount{Partition: p, Events: n})
+		}
+		if dryRun {
+			return errDryRun
+		}
+		return nil
+	})
+	prog.done()
+	if err != nil && !errors.Is(err, errDryRun) {
+		return nil, err
+	}
+	return counts, nil
+}
+
+// partitionCount returns the number of partitions of c.stream.
+func (c *call) partitionCount(ops driver.Ops) (int, error) {
+	streams, err := ops.ListStreams(c.ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range streams {
+		if s.Name == c.stream {
+			return s.PartitionCount, nil
+		}
+	}
+	return 0, rheo.Errorf(rheo.ErrStreamNotFound, "stream %q does not exist", c.stream)
+}
+
+func resetCommand() *command {
+	return &command{
+		name:     "reset",
+		synopsis: "STREAM GROUP --confirm [--start-after N | --start-at TIME] [--partition P]...",
+		summary:  "drop a group's leases, pending retries and dead letters, and move its cursors",
+		args:     []string{"STREAM", "GROUP"},
+		details: `In the partitions reset (--partition, or all), the group forgets its
+progress: held leases become stale, retries and dead letters are dropped,
+and the cursor moves to the beginning, after --start-after SEQUENCE, or to
+the first event with ts >= --start-at TIME. Other partitions keep their
+state. Prints the group's lag afterwards.`,
+		define: func(fs *flag.FlagSet) func(c *call) error {
+			confirm := fs.Bool("confirm", false, "really reset the group")
+			var startAfter optionalInt64
+			var startAt optionalTime
+			var partitions intList
+			fs.Var(&startAfter, "start-after", "start after `SEQUENCE`: the events up to it are never delivered")
+			fs.Var(&startAt, "start-at", "start at the first event with ts >= `TIME`")
+			fs.Var(&partitions, "partition", "reset this `partition` only (repeat, or separate with commas)")
+			return func(c *call) error {
+				c.stream, c.group = c.args[0], c.args[1]
+				if !*confirm {
+					return failf("reset needs --confirm: it drops the group's leases, pending retries and dead letters and moves its cursors; nothing was changed")
+				}
+				if startAfter.value != nil && startAt.value != nil {
+					return usagef("--start-after and --start-at are exclusive")
+				}
+				return c.withDriver(func(drv driver.Driver) error {
+					err := drv.ResetGroup(c.ctx, c.stream, c.group, rheo.ResetOptions{
+						Confirm:    true,
+						StartAfter: startAfter.value,
+						StartAt:    startAt.value,
+						Partitions: partitions.sorted(),
+					})
+					if err != nil {
+						return err
+					}
+					lag, err := drv.Lag(c.ctx, c.stream, c.group, nil)
+					if err != nil {
+						return err
+					}
+					lag.Partitions = nonNil(lag.Partitions)
+					out := struct {
+						Stream string   `json:"stream"`
+						Group  string   `json:"group"`
+						Lag    rheo.Lag `json:"lag"`
+					}{c.stream, c.group, lag}
+					return c.emit(out, func(w io.Writer) error {
+						fmt.Fprintf(w, "reset group %q on stream %q; its lag is now:\n", c.group, c.stream)
+						return lagTable(lag).write(w)
+					})
+				})
+			}
+		},
+	}
+}

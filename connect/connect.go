@@ -1,0 +1,169 @@
+// Package connect opens a Rheo driver from a database URL, so that a
+// program can be pointed at PostgreSQL or SQLite by configuration alone:
+//
+//	drv, err := connect.Open(ctx, os.Getenv("DATABASE_URL"), nil)
+//
+// The accepted URLs are postgres://… and postgresql://… (PostgreSQL,
+// through driver/postgres), sqlite:///abs/path.db, sqlite://relative.db
+// or sqlite:relative.db (an SQLite file, through driver/sqlite), and
+// sqlite::memory: (a private in-memory SQLite database).
+//
+// Open runs no migration unless Options.Migrate is set. Without it, Open
+// checks that the database already holds this build's schema, so a
+// missing install is reported once, at startup, rather than by the first
+// operation.
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/dburl"
+	"github.com/rheo-go/rheo/migrate"
+)
+
+// Options are the optional settings of Open. A nil *Options means the
+// defaults.
+type Options struct {
+	// Clock is given to the driver: every operation reads time from it.
+	// Defaults to nil: the database's clock on PostgreSQL, the system
+	// clock on SQLite.
+	Clock driver.Clock
+	// Migrate installs or upgrades Rheo's schema before Open returns
+	// (package migrate), and lets Open create a missing SQLite file.
+	// Defaults to false: Open changes nothing in the database, and fails
+	// with a *SchemaError when the schema is missing or out of date.
+	Migrate bool
+}
+
+// URLError reports a database URL that Open cannot use: an unknown
+// scheme, a malformed URL, an SQLite URL without a file. It matches
+// rheo.ErrInvalidArgument with errors.Is. Its message never repeats a
+// password.
+type URLError struct {
+	// Err says what is wrong with the URL.
+	Err error
+}
+
+func (e *URLError) Error() string { return "database URL: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *URLError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, rheo.ErrInvalidArgument) true.
+func (e *URLError) Is(target error) bool { return target == rheo.ErrInvalidArgument }
+
+// SchemaError reports a database that does not hold this build's schema
+// (Rheo was never installed, or a migration is pending) while
+// Options.Migrate was not set. Open returns it inside a
+// *rheo.FailedError; find it with errors.As.
+type SchemaError struct {
+	// Database names the database: the URL without its password, or the
+	// SQLite path.
+	Database string
+	// Applied is the last schema migration applied, 0 when none is.
+	Applied int32
+	// Latest is the last schema migration this build carries.
+	Latest int32
+}
+
+func (e *SchemaError) Error() string {
+	if e.Applied == 0 {
+		return fmt.Sprintf("the database %s has no Rheo schema; install it with rheo-migrate up", e.Database)
+	}
+	return fmt.Sprintf("the database %s is at Rheo schema version %d of %d; upgrade it with rheo-migrate up",
+		e.Database, e.Applied, e.Latest)
+}
+
+// Open returns a driver for the database at url. The caller closes it.
+//
+// Errors are a *URLError (errors.Is rheo.ErrInvalidArgument) for a URL it
+// cannot use, an error wrapping rheo.ErrBackendUnavailable when the
+// database cannot be reached (for SQLite without Options.Migrate: when
+// the file does not exist, which Open then does not create), and a
+// *rheo.FailedError wrapping a *SchemaError when the schema is missing or
+// out of date. opts may be nil.
+func Open(ctx context.Context, url string, opts *Options) (driver.Driver, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	target, err := dburl.Parse(url)
+	if err != nil {
+		return nil, &URLError{Err: err}
+	}
+	if target.Kind == dburl.Postgres {
+		return openPostgres(ctx, target, opts)
+	}
+	return openSQLite(ctx, target, opts)
+}
+
+func openPostgres(ctx context.Context, target dburl.Target, opts *Options) (driver.Driver, error) {
+	d, err := postgres.Open(ctx, target.DSN, &postgres.Options{Clock: opts.Clock})
+	if err != nil {
+		if errors.Is(err, rheo.ErrInvalidArgument) {
+			// pgx rejected the connection settings the URL carries.
+			return nil, &URLError{Err: err}
+		}
+		return nil, err
+	}
+	if err := preparePostgres(ctx, d, target, opts.Migrate); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// preparePostgres migrates the database, or checks that it needs no
+// migration, on a connection of d's pool.
+func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Target, doMigrate bool) error {
+	conn, err := d.Pool().Acquire(ctx)
+	if err != nil {
+		return rheo.Errorf(rheo.ErrBackendUnavailable, "open %s: %v", target.Redacted(), err)
+	}
+	defer conn.Release()
+	if doMigrate {
+		return migrate.Postgres(ctx, conn.Conn(), nil)
+	}
+	applied, latest, err := migrate.PostgresStatus(ctx, conn.Conn())
+	if err != nil {
+		return err
+	}
+	if applied < latest {
+		return &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+	}
+	return nil
+}
+
+func openSQLite(ctx context.Context, target dburl.Target, opts *Options) (driver.Driver, error) {
+	dsn := ":memory:"
+	if !target.Memory {
+		if !opts.Migrate {
+			// Opening a missing file would create an empty database.
+			if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
+				return nil, rheo.Errorf(rheo.ErrBackendUnavailable, "no SQLite database file at %s", target.Path)
+			}
+		}
+		dsn = target.SQLiteDSN()
+	}
+	d, err := sqlite.Open(ctx, dsn, &sqlite.Options{Clock: opts.Clock, Migrate: opts.Migrate})
+	if err != nil {
+		return nil, err
+	}
+	if !opts.Migrate {
+		applied, latest, err := migrate.SQLiteStatus(ctx, d.DB())
+		if err == nil && applied < latest {
+			err = &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+		}
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	return d, nil
+}

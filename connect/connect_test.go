@@ -1,0 +1,160 @@
+package connect_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/connect"
+	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/testdb"
+)
+
+// pinned is the clock every driver opened here is given.
+var pinned = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+
+func pinnedClock() time.Time { return pinned }
+
+// useDriver checks that drv works and reads the pinned clock.
+func useDriver(t *testing.T, drv driver.Driver) {
+	t.Helper()
+	ctx := context.Background()
+	if err := drv.CreateStream(ctx, "orders", 2); err != nil {
+		t.Fatalf("CreateStream: %v", err)
+	}
+	ev, err := drv.Append(ctx, "orders", json.RawMessage(`{"type":"placed"}`), nil)
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if !ev.TS.Equal(pinned) {
+		t.Fatalf("event ts = %s, want the clock's %s", ev.TS, pinned)
+	}
+}
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	sqliteFile := func(t *testing.T) string { return filepath.Join(t.TempDir(), "rheo.db") }
+	pgDatabase := func(t *testing.T) string { return testdb.NewDatabase(t) }
+
+	tests := []struct {
+		name    string
+		url     func(t *testing.T) string
+		migrate bool
+		// prepare opens the database once with Migrate first.
+		prepare bool
+		// wantErr is what the error must match; nil means Open succeeds.
+		wantErr error
+		// wantSchema asks for a *SchemaError inside the error.
+		wantSchema bool
+	}{
+		{name: "a postgres URL with Migrate installs the schema",
+			url: pgDatabase, migrate: true},
+		{name: "a postgresql URL is accepted",
+			url: func(t *testing.T) string {
+				return strings.Replace(pgDatabase(t), "postgres://", "postgresql://", 1)
+			}, migrate: true},
+		{name: "a migrated postgres database opens without Migrate",
+			url: pgDatabase, prepare: true},
+		{name: "an empty postgres database without Migrate is a schema error",
+			url: pgDatabase, wantErr: rheo.ErrFailed, wantSchema: true},
+		{name: "a new SQLite file with Migrate is created and installed",
+			url: func(t *testing.T) string { return "sqlite://" + sqliteFile(t) }, migrate: true},
+		{name: "a migrated SQLite file opens without Migrate",
+			url: func(t *testing.T) string { return "sqlite://" + sqliteFile(t) }, prepare: true},
+		{name: "an SQLite file without the schema is a schema error",
+			url: func(t *testing.T) string {
+				path := sqliteFile(t)
+				if err := os.WriteFile(path, nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				return "sqlite:" + path
+			}, wantErr: rheo.ErrFailed, wantSchema: true},
+		{name: "in-memory SQLite with Migrate works",
+			url: func(*testing.T) string { return "sqlite::memory:" }, migrate: true},
+		{name: "in-memory SQLite without Migrate is a schema error",
+			url: func(*testing.T) string { return "sqlite::memory:" }, wantErr: rheo.ErrFailed, wantSchema: true},
+		{name: "an unreachable postgres server is backend_unavailable",
+			url:     func(*testing.T) string { return "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2" },
+			wantErr: rheo.ErrBackendUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			url := tt.url(t)
+			if tt.prepare {
+				drv, err := connect.Open(ctx, url, &connect.Options{Migrate: true})
+				if err != nil {
+					t.Fatalf("prepare: %v", err)
+				}
+				drv.Close()
+			}
+			drv, err := connect.Open(ctx, url, &connect.Options{Clock: pinnedClock, Migrate: tt.migrate})
+			if tt.wantErr != nil {
+				if err == nil {
+					drv.Close()
+					t.Fatalf("Open(%q) succeeded, want %v", url, tt.wantErr)
+				}
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Open(%q) = %v, want %v", url, err, tt.wantErr)
+				}
+				var schemaErr *connect.SchemaError
+				if got := errors.As(err, &schemaErr); got != tt.wantSchema {
+					t.Fatalf("Open(%q) = %v; schema error %v, want %v", url, err, got, tt.wantSchema)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Open(%q): %v", url, err)
+			}
+			defer drv.Close()
+			useDriver(t, drv)
+		})
+	}
+}
+
+func TestOpenMissingSQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.db")
+	_, err := connect.Open(context.Background(), "sqlite://"+path, nil)
+	if !errors.Is(err, rheo.ErrBackendUnavailable) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Open = %v, want backend_unavailable naming %s", err, path)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Open created %s (stat: %v), want it left absent", path, err)
+	}
+}
+
+func TestOpenRejectsURL(t *testing.T) {
+	tests := []struct {
+		name string
+		url  string
+		want string // a fragment of the message
+	}{
+		{"an empty URL", "", "no database URL given"},
+		{"a MySQL URL", "mysql://app:secret@db/app", `unsupported database URL scheme "mysql"`},
+		{"a bare path", "/var/lib/rheo.db", "has no scheme"},
+		{"an SQLite URL without a file", "sqlite:", "names no database file"},
+		{"a postgres URL with a bad port", "postgres://app:secret@db:port/app", "invalid PostgreSQL URL"},
+		{"a postgres URL with a bad setting", "postgres://app:secret@db/app?sslmode=sometimes", "sslmode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			drv, err := connect.Open(context.Background(), tt.url, nil)
+			if err == nil {
+				drv.Close()
+				t.Fatalf("Open(%q) succeeded, want an error", tt.url)
+			}
+			var urlErr *connect.URLError
+			if !errors.As(err, &urlErr) || !errors.Is(err, rheo.ErrInvalidArgument) {
+				t.Fatalf("Open(%q) = %v (%T), want a *URLError matching invalid_argument", tt.url, err, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "secret") {
+				t.Fatalf("Open(%q) error %q: want it to contain %q and no password", tt.url, msg, tt.want)
+			}
+		})
+	}
+}
