@@ -101,12 +101,20 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 		fresh[i].leaseID = newLeaseID()
 	}
 	if len(again) > 0 {
+		// A batched UPDATE written as an upsert: SQLite runs UPDATE … FROM
+		// with the updated table as the outer loop, reading every delivery
+		// of the group for each claim, while INSERT … SELECT drives from
+		// the claims and updates each one's row through the primary key.
+		// The rows exist, so every claim takes the DO UPDATE branch.
 		if _, err := s.exec(ctx, `
-			UPDATE rheo_deliveries AS d
-			   SET state = 'leased', lease_id = j.value ->> 2, consumer_id = ?2,
-			       attempt = d.attempt + 1, leased_at = ?3, expires_at = ?4
+			INSERT INTO rheo_deliveries
+			       (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at)
+			SELECT ?1, j.value ->> 0, j.value ->> 1, 'leased', j.value ->> 2, ?2, 1, ?3, ?4
 			  FROM json_each(?5) AS j
-			 WHERE d.group_id = ?1 AND d."partition" = j.value ->> 0 AND d.sequence = j.value ->> 1`,
+			 WHERE true -- the parser needs it before ON CONFLICT
+			    ON CONFLICT (group_id, "partition", sequence) DO UPDATE
+			   SET state = 'leased', lease_id = excluded.lease_id, consumer_id = excluded.consumer_id,
+			       attempt = attempt + 1, leased_at = excluded.leased_at, expires_at = excluded.expires_at`,
 			g.id, consumer, s.now, expires, claimsJSON(again)); err != nil {
 			return nil, err
 		}
@@ -120,11 +128,13 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 			g.id, consumer, s.now, expires, claimsJSON(fresh)); err != nil {
 			return nil, err
 		}
+		// The cursor rows exist: a batched UPDATE, as above.
 		if _, err := s.exec(ctx, `
-			UPDATE rheo_cursors AS c
-			   SET next_sequence = j.value ->> 1
+			INSERT INTO rheo_cursors (group_id, "partition", next_sequence)
+			SELECT ?1, j.value ->> 0, j.value ->> 1
 			  FROM json_each(?2) AS j
-			 WHERE c.group_id = ?1 AND c."partition" = j.value ->> 0`,
+			 WHERE true
+			    ON CONFLICT (group_id, "partition") DO UPDATE SET next_sequence = excluded.next_sequence`,
 			g.id, "["+string(cursors)+"]"); err != nil {
 			return nil, err
 		}
@@ -166,20 +176,23 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 // deadLetterExpired dead-letters, in the partitions of scopeJSON, the
 // leases that expired at the group's attempt limit.
 func (s *session) deadLetterExpired(ctx context.Context, g groupRow, scopeJSON string) error {
-	const expired = `d.group_id = ?1 AND d."partition" IN (SELECT value FROM json_each(?2))
-		AND d.expires_at <= ?3 AND d.state = 'leased' AND d.attempt >= ?4`
+	// INDEXED BY: the planner, without statistics, prefers the primary
+	// key, which reads every delivery in progress instead of the expired
+	// ones only.
+	const expired = `rheo_deliveries AS d INDEXED BY rheo_deliveries_due
+		WHERE d.group_id = ?1 AND d."partition" IN (SELECT value FROM json_each(?2))
+		  AND d.expires_at <= ?3 AND d.state = 'leased' AND d.attempt >= ?4`
 	res, err := s.exec(ctx, `
 		INSERT INTO rheo_dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
 		SELECT d.group_id, d."partition", d.sequence, d.attempt, 'lease_expired', ?3
-		  FROM rheo_deliveries AS d
-		 WHERE `+expired, g.id, scopeJSON, s.now, g.maxAttempts)
+		  FROM `+expired, g.id, scopeJSON, s.now, g.maxAttempts)
 	if err != nil {
 		return err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return err
 	}
-	_, err = s.exec(ctx, `DELETE FROM rheo_deliveries AS d WHERE `+expired, g.id, scopeJSON, s.now, g.maxAttempts)
+	_, err = s.exec(ctx, `DELETE FROM `+expired, g.id, scopeJSON, s.now, g.maxAttempts)
 	return err
 }
 
@@ -188,11 +201,12 @@ func (s *session) deadLetterExpired(ctx context.Context, g groupRow, scopeJSON s
 // again each and their count of events past the cursor.
 func (s *session) fetchableWork(ctx context.Context, stream string, g groupRow, scopeJSON string, maxCount int) ([]partitionWork, error) {
 	due := map[int][]claim{}
+	// INDEXED BY, as in deadLetterExpired: read only what is due.
 	rows, err := s.query(ctx, `
 		SELECT "partition", sequence, attempt
 		  FROM (SELECT d."partition", d.sequence, d.attempt,
 		               row_number() OVER (PARTITION BY d."partition" ORDER BY d.sequence) AS n
-		          FROM rheo_deliveries AS d
+		          FROM rheo_deliveries AS d INDEXED BY rheo_deliveries_due
 		         WHERE d.group_id = ?1 AND d."partition" IN (SELECT value FROM json_each(?2))
 		           AND d.expires_at <= ?3)
 		 WHERE n <= ?4

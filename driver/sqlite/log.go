@@ -36,7 +36,7 @@ func scanEvent(rows *sql.Rows, stream string, extra ...any) (rheo.Event, error) 
 type appendItem struct {
 	payload   json.RawMessage
 	id        string
-	generated bool // id was generated, so it cannot be stored yet
+	generated bool   // id was generated, so it cannot be stored yet
 	key       string // "" for no key
 	partition int
 	// first is the index of the first input with the same id, itself
@@ -190,37 +190,16 @@ func (s *session) insertEvents(ctx context.Context, stream string, inputs []appe
 		parts = append(parts, p)
 	}
 	slices.Sort(parts)
-	alloc := make([]byte, 0, 16*len(parts))
-	alloc = append(alloc, '[')
-	for i, p := range parts {
-		if i > 0 {
-			alloc = append(alloc, ',')
-		}
-		alloc = append(alloc, '[')
-		alloc = strconv.AppendInt(alloc, int64(p), 10)
-		alloc = append(alloc, ',')
-		alloc = strconv.AppendInt(alloc, counts[p], 10)
-		alloc = append(alloc, ']')
-	}
-	alloc = append(alloc, ']')
 	next := map[int]int64{} // the next sequence to give in each partition
-	rows, err := s.query(ctx, `
-		UPDATE rheo_partitions AS p
-		   SET high_watermark = p.high_watermark + (j.value ->> 1)
-		  FROM json_each(?2) AS j
-		 WHERE p.stream = ?1 AND p."partition" = j.value ->> 0
-		RETURNING "partition", high_watermark`, stream, string(alloc))
-	err = scanAll(rows, err, func(rows *sql.Rows) error {
-		var p int
+	for _, p := range parts {
 		var high int64
-		if err := rows.Scan(&p, &high); err != nil {
+		if err := s.queryRow(ctx, `
+			UPDATE rheo_partitions SET high_watermark = high_watermark + ?3
+			 WHERE stream = ?1 AND "partition" = ?2
+			RETURNING high_watermark`, stream, p, counts[p]).Scan(&high); err != nil {
 			return err
 		}
 		next[p] = high - counts[p] + 1
-		return nil
-	})
-	if err != nil {
-		return err
 	}
 
 	// One row per new event: [partition, sequence, id, key, payload].
@@ -251,7 +230,7 @@ func (s *session) insertEvents(ctx context.Context, stream string, inputs []appe
 		batch = append(batch, ']')
 	}
 	batch = append(batch, ']')
-	rows, err = s.query(ctx, `
+	rows, err := s.query(ctx, `
 		INSERT INTO rheo_events (stream, "partition", sequence, id, key, payload, metadata, ts)
 		SELECT ?1, j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value -> 4, json(?2), ?3
 		  FROM json_each(?4) AS j

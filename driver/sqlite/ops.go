@@ -17,6 +17,18 @@ type ops struct {
 	run func(ctx context.Context, op string, fn func(s *session) error) error
 }
 
+// runChecked is run for operations with text arguments: texts that
+// PostgreSQL cannot receive (checkText) fail invalid_argument first, as
+// they do there, whatever else is wrong.
+func (o ops) runChecked(ctx context.Context, op string, texts []string, fn func(s *session) error) error {
+	for _, text := range texts {
+		if err := checkText("text argument", text); err != nil {
+			return err
+		}
+	}
+	return o.run(ctx, op, fn)
+}
+
 // Operation defaults of the SPEC, for Go zero values.
 const (
 	defaultMaxAttempts   = 5
@@ -28,7 +40,7 @@ const (
 
 // CreateStream creates a stream with partitionCount partitions.
 func (o ops) CreateStream(ctx context.Context, stream string, partitionCount int) error {
-	return o.run(ctx, "create_stream", func(s *session) error {
+	return o.runChecked(ctx, "create_stream", []string{stream}, func(s *session) error {
 		return s.createStream(ctx, stream, partitionCount)
 	})
 }
@@ -42,7 +54,7 @@ func (o ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.C
 	if maxAttempts == 0 {
 		maxAttempts = defaultMaxAttempts
 	}
-	return o.run(ctx, "create_group", func(s *session) error {
+	return o.runChecked(ctx, "create_group", []string{stream, group}, func(s *session) error {
 		return s.createGroup(ctx, stream, group, maxAttempts, start{after: opts.StartAfter, at: opts.StartAt}, opts.Partitions)
 	})
 }
@@ -60,7 +72,7 @@ func (o ops) Append(ctx context.Context, stream string, payload json.RawMessage,
 		return rheo.Event{}, err
 	}
 	var events []rheo.Event
-	err = o.run(ctx, "append", func(s *session) error {
+	err = o.runChecked(ctx, "append", []string{stream}, func(s *session) error {
 		items := []rheo.BatchItem{{Payload: payload, Key: opts.Key, ID: opts.ID}}
 		var err error
 		events, err = s.append(ctx, stream, items, opts.Partition, metadata, opts.TS)
@@ -88,7 +100,7 @@ func (o ops) AppendBatch(ctx context.Context, stream string, items []rheo.BatchI
 		}
 	}
 	var events []rheo.Event
-	err = o.run(ctx, "append_batch", func(s *session) error {
+	err = o.runChecked(ctx, "append_batch", []string{stream}, func(s *session) error {
 		var err error
 		events, err = s.append(ctx, stream, items, opts.Partition, metadata, nil)
 		return err
@@ -106,7 +118,7 @@ func (o ops) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) ([
 		maxCount = defaultReadCount
 	}
 	var events []rheo.Event
-	err := o.run(ctx, "read", func(s *session) error {
+	err := o.runChecked(ctx, "read", []string{stream}, func(s *session) error {
 		var err error
 		events, err = s.read(ctx, stream, opts.After, maxCount, opts.Partition)
 		return err
@@ -132,7 +144,7 @@ func (o ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOp
 		return nil, err
 	}
 	var leases []rheo.Lease
-	err = o.run(ctx, "fetch", func(s *session) error {
+	err = o.runChecked(ctx, "fetch", []string{stream, group, opts.ConsumerID}, func(s *session) error {
 		var err error
 		leases, err = s.fetch(ctx, stream, group, fetchArgs{
 			maxCount:   maxCount,
@@ -219,7 +231,7 @@ func (o ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions)
 		return "", err
 	}
 	var outcome rheo.RetryOutcome
-	err = o.run(ctx, "retry", func(s *session) error {
+	err = o.runChecked(ctx, "retry", []string{opts.Reason}, func(s *session) error {
 		var err error
 		outcome, err = s.retry(ctx, id, opts.Reason, delayMS)
 		return err
@@ -234,18 +246,13 @@ func (o ops) Reject(ctx context.Context, leaseID string, reason string) error {
 	if err != nil {
 		return err
 	}
-	return o.run(ctx, "reject", func(s *session) error { return s.reject(ctx, id, reason) })
+	return o.runChecked(ctx, "reject", []string{reason}, func(s *session) error { return s.reject(ctx, id, reason) })
 }
 
 // Replay makes events claimable again for a group and returns how many.
 func (o ops) Replay(ctx context.Context, stream, group string, opts rheo.ReplayOptions) (int64, error) {
-	for _, id := range opts.EventIDs {
-		if err := checkText("event id", id); err != nil {
-			return 0, err
-		}
-	}
 	var n int64
-	err := o.run(ctx, "replay", func(s *session) error {
+	err := o.runChecked(ctx, "replay", append([]string{stream, group}, opts.EventIDs...), func(s *session) error {
 		var err error
 		n, err = s.replay(ctx, stream, group, opts)
 		return err
@@ -255,7 +262,7 @@ func (o ops) Replay(ctx context.Context, stream, group string, opts rheo.ReplayO
 
 // ResetGroup drops a group's deliveries and places its cursors anew.
 func (o ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error {
-	return o.run(ctx, "reset_group", func(s *session) error {
+	return o.runChecked(ctx, "reset_group", []string{stream, group}, func(s *session) error {
 		return s.resetGroup(ctx, stream, group, opts)
 	})
 }
@@ -264,7 +271,7 @@ func (o ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.Res
 // all.
 func (o ops) Lag(ctx context.Context, stream, group string, partitions []int) (rheo.Lag, error) {
 	var lag rheo.Lag
-	err := o.run(ctx, "lag", func(s *session) error {
+	err := o.runChecked(ctx, "lag", []string{stream, group}, func(s *session) error {
 		g, err := s.group(ctx, stream, group)
 		if err != nil {
 			return err
@@ -293,7 +300,7 @@ func (o ops) ListStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
 // ListGroups lists a stream's groups ordered by name.
 func (o ops) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummary, error) {
 	var groups []rheo.GroupSummary
-	err := o.run(ctx, "list_groups", func(s *session) error {
+	err := o.runChecked(ctx, "list_groups", []string{stream}, func(s *session) error {
 		var err error
 		groups, err = s.listGroups(ctx, stream)
 		return err
@@ -312,7 +319,7 @@ func (o ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.D
 		maxCount = defaultDeadLetters
 	}
 	var letters []rheo.DeadLetter
-	err := o.run(ctx, "dead_letters", func(s *session) error {
+	err := o.runChecked(ctx, "dead_letters", []string{stream, group, opts.After}, func(s *session) error {
 		var err error
 		letters, err = s.deadLetters(ctx, stream, group, maxCount, opts.After)
 		return err
@@ -323,7 +330,7 @@ func (o ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.D
 // GroupInfo summarises a group's state.
 func (o ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInfo, error) {
 	var info rheo.GroupInfo
-	err := o.run(ctx, "group_info", func(s *session) error {
+	err := o.runChecked(ctx, "group_info", []string{stream, group}, func(s *session) error {
 		var err error
 		info, err = s.groupInfo(ctx, stream, group)
 		return err

@@ -164,7 +164,7 @@ func (s *session) placeCursors(ctx context.Context, groupID int64, stream string
 }
 
 func (s *session) listStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
-	var streams []rheo.StreamInfo
+	streams := []rheo.StreamInfo{}
 	rows, err := s.query(ctx, `SELECT stream, partition_count, created_at FROM rheo_streams ORDER BY stream`)
 	err = scanAll(rows, err, func(rows *sql.Rows) error {
 		var info rheo.StreamInfo
@@ -183,7 +183,7 @@ func (s *session) listGroups(ctx context.Context, stream string) ([]rheo.GroupSu
 	if _, err := s.stream(ctx, stream); err != nil {
 		return nil, err
 	}
-	var groups []rheo.GroupSummary
+	groups := []rheo.GroupSummary{}
 	rows, err := s.query(ctx, `
 		SELECT group_name, max_attempts, created_at FROM rheo_groups WHERE stream = ? ORDER BY group_name`, stream)
 	err = scanAll(rows, err, func(rows *sql.Rows) error {
