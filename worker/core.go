@@ -377,14 +377,14 @@ func (c *core) renew(h *held) {
 		delete(c.leases, h.lease.LeaseID)
 		empty := len(c.leases) == 0
 		c.mu.Unlock()
+		c.log.LogAttrs(c.bg, slog.LevelWarn, "lease lost", append(leaseAttrs(h.lease), slog.Any(LogKeyError, err))...)
+		for _, x := range c.s.hooks.leaseLost {
+			x.LeaseLost(c.bg, LeaseLostInfo{Lease: h.lease, Err: err})
+		}
 		h.cancel(err)
 		notify(c.changed)
 		if empty {
 			notify(c.emptied)
-		}
-		c.log.LogAttrs(c.bg, slog.LevelWarn, "lease lost", append(leaseAttrs(h.lease), slog.Any(LogKeyError, err))...)
-		for _, x := range c.s.hooks.leaseLost {
-			x.LeaseLost(c.bg, LeaseLostInfo{Lease: h.lease, Err: err})
 		}
 		return
 	}

@@ -39,7 +39,7 @@ type backend struct {
 }
 
 // backends prepares one database of each kind for t.
-func backends(t *testing.T) []*backend {
+func backends(t testing.TB) []*backend {
 	t.Helper()
 	return []*backend{newPostgresBackend(t), newSQLiteBackend(t)}
 }
