@@ -20,6 +20,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,8 +76,8 @@ const dsnParams = "_txlock=immediate&_busy_timeout=5000&_journal_mode=WAL&_synch
 // memoryParams configure the private in-memory database of Open(":memory:").
 const memoryParams = "_txlock=immediate&_stmt_cache_size=64"
 
-// Open opens the SQLite database at dsn, a file path (or a file: URI,
-// whose own parameters take precedence over the driver's) or ":memory:".
+// Open opens the SQLite database at dsn: a file path, or a file: URI, or
+// ":memory:". Parameters in dsn take precedence over the driver's.
 // The Driver owns the *sql.DB and closes it in Close.
 //
 // A file is opened in WAL mode with a 5 s busy timeout, and every
@@ -89,7 +90,7 @@ const memoryParams = "_txlock=immediate&_stmt_cache_size=64"
 //
 // opts may be nil. With opts.Migrate the migrations are applied first.
 func Open(ctx context.Context, dsn string, opts *Options) (*Driver, error) {
-	memory := dsn == ":memory:"
+	memory := isMemory(dsn)
 	params := dsnParams
 	if memory {
 		params = memoryParams
@@ -119,6 +120,18 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Driver, error) {
 	}
 	d.ownsDB, d.memory = true, memory
 	return d, nil
+}
+
+// isMemory reports whether dsn names an in-memory database: ":memory:"
+// or "file::memory:" (with parameters or not), or a file: URI with
+// mode=memory.
+func isMemory(dsn string) bool {
+	name, query, _ := strings.Cut(dsn, "?")
+	if name == ":memory:" || name == "file::memory:" {
+		return true
+	}
+	values, err := url.ParseQuery(query)
+	return strings.HasPrefix(name, "file:") && err == nil && values.Get("mode") == "memory"
 }
 
 // New returns a Driver on a database the host opened with
