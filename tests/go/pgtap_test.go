@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/migrate"
 )
 
 // TestSQL runs every pgTAP file in tests/sql against one freshly installed
@@ -68,31 +69,18 @@ func TestSQL(t *testing.T) {
 }
 
 // pgtapInstalledDatabase returns the URL of a fresh database with Rheo
-// installed: the files of sql/schema, then those of sql/functions, each
-// set in lexical order.
+// installed by migrate.Postgres.
 func pgtapInstalledDatabase(t *testing.T) string {
 	t.Helper()
 	url := testdb.NewDatabase(t)
 	ctx := context.Background()
-	conn := pgtapConnect(t, url)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS rheo"); err != nil {
-		t.Fatalf("create schema rheo: %v", err)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
 	}
-	for _, dir := range []string{"schema", "functions"} {
-		files, err := filepath.Glob(filepath.Join("..", "..", "sql", dir, "*.sql"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sort.Strings(files)
-		for _, file := range files {
-			script, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := conn.PgConn().Exec(ctx, string(script)).ReadAll(); err != nil {
-				t.Fatalf("install %s: %s", file, pgtapDescribeError(err, string(script)))
-			}
-		}
+	defer conn.Close(ctx)
+	if err := migrate.Postgres(ctx, conn, nil); err != nil {
+		t.Fatalf("install Rheo: %v", err)
 	}
 	return url
 }

@@ -1,0 +1,916 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"github.com/rheo-go/rheo"
+)
+
+// concTimeout bounds every concurrency test, so that a lost wakeup or a
+// deadlock fails the test instead of hanging it.
+const concTimeout = 2 * time.Minute
+
+// TestConcurrentFetchAck drains a few thousand events with several
+// competing consumers of one group, settling with rheo.ack, rheo.ack_batch
+// and rheo.retry: no event is ever held by two consumers at once, every
+// event is acked exactly once, and every frontier ends at its high
+// watermark.
+func TestConcurrentFetchAck(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 8)
+	defer pool.Close()
+
+	const (
+		partitions = 4
+		events     = 3000
+		consumers  = 6
+		retryEvery = 10 // the first lease of every 10th sequence is retried
+	)
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('work', $1)`, partitions)
+	for first := 1; first <= events; first += 500 {
+		concExec(ctx, t, pool, `
+			SELECT count(*) FROM rheo.append_batch('work',
+				(SELECT jsonb_agg(jsonb_build_object('n', n) ORDER BY n) FROM generate_series($1::int, $2::int) n),
+				keys => (SELECT array_agg('key-' || n ORDER BY n) FROM generate_series($1::int, $2::int) n))`,
+			first, first+499)
+	}
+	concExec(ctx, t, pool, `SELECT rheo.create_group('work', 'g')`)
+
+	var (
+		mu       sync.Mutex
+		held     = map[concEvent]string{} // event → consumer holding its lease
+		acked    = map[concEvent]int{}
+		retried  = map[concEvent]bool{}
+		problems []string
+		settled  atomic.Int64
+	)
+	problem := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		problems = append(problems, fmt.Sprintf(format, args...))
+	}
+
+	// take records leases as held by name and splits them into those to
+	// retry and those to ack.
+	take := func(name string, leases []concLease) (toRetry, toAck []concLease) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range leases {
+			e := l.event()
+			if holder, ok := held[e]; ok {
+				problems = append(problems, fmt.Sprintf("%v leased to %s while %s holds it", e, name, holder))
+			}
+			held[e] = name
+			if l.Attempt != 1 && !(l.Attempt == 2 && retried[e]) {
+				problems = append(problems, fmt.Sprintf("%v leased to %s at attempt %d", e, name, l.Attempt))
+			}
+			if l.Sequence%retryEvery == 0 && l.Attempt == 1 {
+				retried[e] = true
+				toRetry = append(toRetry, l)
+			} else {
+				acked[e]++
+				toAck = append(toAck, l)
+			}
+		}
+		return toRetry, toAck
+	}
+	// release forgets leases just before they are settled, so that held
+	// never claims more than the database does.
+	release := func(leases []concLease) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, l := range leases {
+			delete(held, l.event())
+		}
+	}
+
+	// consume runs one consumer until every event is acked.
+	consume := func(name string, useBatch bool) error {
+		for settled.Load() < events {
+			rows, _ := pool.Query(ctx, `
+				SELECT lease_id::text, "partition", sequence, attempt
+				  FROM rheo.fetch('work', 'g', max_count => 25, consumer_id => $1, lease_ms => 600000)`, name)
+			leases, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
+			if err != nil {
+				return fmt.Errorf("%s: fetch: %w", name, err)
+			}
+			toRetry, toAck := take(name, leases)
+
+			release(toRetry)
+			for _, l := range toRetry {
+				var outcome string
+				if err := pool.QueryRow(ctx, `SELECT rheo.retry($1)`, l.LeaseID).Scan(&outcome); err != nil {
+					return fmt.Errorf("%s: retry %v: %w", name, l.event(), err)
+				}
+				if outcome != string(rheo.Retrying) {
+					problem("retry of %v returned %q", l.event(), outcome)
+				}
+			}
+
+			release(toAck)
+			switch {
+			case len(toAck) == 0:
+			case useBatch:
+				ids := make([]string, len(toAck))
+				for i, l := range toAck {
+					ids[i] = l.LeaseID
+				}
+				rows, _ := pool.Query(ctx, `SELECT lease_id::text, ok FROM rheo.ack_batch($1::text[]::uuid[])`, ids)
+				results, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concAckResult])
+				if err != nil {
+					return fmt.Errorf("%s: ack_batch: %w", name, err)
+				}
+				if len(results) != len(ids) {
+					problem("ack_batch of %d leases returned %d rows", len(ids), len(results))
+				}
+				for _, r := range results {
+					if !r.OK {
+						problem("ack_batch found lease %s stale", r.LeaseID)
+					}
+				}
+			default:
+				for _, l := range toAck {
+					if _, err := pool.Exec(ctx, `SELECT rheo.ack($1)`, l.LeaseID); err != nil {
+						return fmt.Errorf("%s: ack %v: %w", name, l.event(), err)
+					}
+				}
+			}
+			settled.Add(int64(len(toAck)))
+		}
+		return nil
+	}
+
+	concRun(cancel, t, consumers, func(i int) error {
+		return consume(fmt.Sprintf("consumer-%d", i), i%2 == 0)
+	})
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if t.Failed() {
+		return
+	}
+
+	if len(acked) != events {
+		t.Errorf("%d distinct events acked, want %d", len(acked), events)
+	}
+	for e, n := range acked {
+		if n != 1 {
+			t.Errorf("%v acked %d times", e, n)
+		}
+	}
+
+	rows, _ := pool.Query(ctx, `SELECT "partition", frontier, high_watermark, lag FROM rheo.lag('work', 'g')`)
+	lags, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLag])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total, multiples int64
+	for _, l := range lags {
+		total += l.HighWatermark
+		multiples += l.HighWatermark / retryEvery
+		if l.Frontier != l.HighWatermark || l.Lag != 0 {
+			t.Errorf("partition %d: frontier %d, high watermark %d, lag %d; want the frontier at the high watermark",
+				l.Partition, l.Frontier, l.HighWatermark, l.Lag)
+		}
+	}
+	if len(lags) != partitions || total != events {
+		t.Errorf("lag reports %d partitions holding %d events, want %d holding %d", len(lags), total, partitions, events)
+	}
+	if int64(len(retried)) != multiples {
+		t.Errorf("%d events retried, want one per multiple of %d in each partition: %d", len(retried), retryEvery, multiples)
+	}
+	var inflight, pending, dead int64
+	if err := pool.QueryRow(ctx, `SELECT inflight, pending_retry, dead_letters FROM rheo.group_info('work', 'g')`).
+		Scan(&inflight, &pending, &dead); err != nil {
+		t.Fatal(err)
+	}
+	if inflight != 0 || pending != 0 || dead != 0 {
+		t.Errorf("group_info: inflight %d, pending_retry %d, dead_letters %d; want all 0", inflight, pending, dead)
+	}
+}
+
+// TestConcurrentExpiringLeases runs competing consumers whose leases
+// expire while they work, on a logical clock that every fetch moves
+// forward: settles race re-claims and dead-lettering on expiry. A settle
+// may find its lease stale, but no call fails otherwise (no deadlock),
+// every event ends acked once or dead-lettered, never both, and every
+// frontier reaches its high watermark.
+func TestConcurrentExpiringLeases(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 8)
+	defer pool.Close()
+
+	const (
+		partitions = 4
+		events     = 2000
+		consumers  = 6
+		leaseMS    = 3 // a lease outlives about three fetches
+		retryEvery = 7 // every 7th sequence is retried on each attempt
+	)
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('exp', $1)`, partitions)
+	concExec(ctx, t, pool, `
+		SELECT count(*) FROM rheo.append_batch('exp',
+			(SELECT jsonb_agg(jsonb_build_object('n', n) ORDER BY n) FROM generate_series(1, $1::int) n),
+			keys => (SELECT array_agg('key-' || n ORDER BY n) FROM generate_series(1, $1::int) n))`, events)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('exp', 'g', max_attempts => 3)`)
+
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ticks atomic.Int64
+	now := func() time.Time { return start.Add(time.Duration(ticks.Load()) * time.Millisecond) }
+	tick := func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
+
+	var (
+		mu    sync.Mutex
+		acked = map[concEvent]int{}
+	)
+	ackedOK := func(e concEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		acked[e]++
+	}
+
+	consume := func(name string, useBatch bool) error {
+		for {
+			rows, _ := pool.Query(ctx, `
+				SELECT lease_id::text, "partition", sequence, attempt
+				  FROM rheo.fetch('exp', 'g', max_count => 20, consumer_id => $1, lease_ms => $2, clock => $3)`,
+				name, leaseMS, tick())
+			leases, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
+			if err != nil {
+				return fmt.Errorf("%s: fetch: %w", name, err)
+			}
+			if len(leases) == 0 {
+				var lag int64
+				if err := pool.QueryRow(ctx, `SELECT sum(lag) FROM rheo.lag('exp', 'g')`).Scan(&lag); err != nil {
+					return fmt.Errorf("%s: lag: %w", name, err)
+				}
+				if lag == 0 {
+					return nil
+				}
+				continue
+			}
+
+			var toAck []concLease
+			for _, l := range leases {
+				if l.Sequence%retryEvery != 0 {
+					toAck = append(toAck, l)
+					continue
+				}
+				var outcome string
+				err := pool.QueryRow(ctx, `SELECT rheo.retry($1, clock => $2)`, l.LeaseID, now()).Scan(&outcome)
+				switch {
+				case concIsStale(err):
+				case err != nil:
+					return fmt.Errorf("%s: retry %v: %w", name, l.event(), err)
+				case outcome != string(rheo.Retrying) && outcome != string(rheo.DeadLettered):
+					return fmt.Errorf("%s: retry %v returned %q", name, l.event(), outcome)
+				}
+			}
+
+			if useBatch && len(toAck) > 0 {
+				ids := make([]string, len(toAck))
+				for i, l := range toAck {
+					ids[i] = l.LeaseID
+				}
+				rows, _ := pool.Query(ctx, `SELECT lease_id::text, ok FROM rheo.ack_batch($1::text[]::uuid[], clock => $2)`, ids, now())
+				results, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concAckResult])
+				if err != nil {
+					return fmt.Errorf("%s: ack_batch: %w", name, err)
+				}
+				if len(results) != len(ids) {
+					return fmt.Errorf("%s: ack_batch of %d leases returned %d rows", name, len(ids), len(results))
+				}
+				for i, r := range results {
+					if r.LeaseID != ids[i] {
+						return fmt.Errorf("%s: ack_batch row %d is lease %s, want %s", name, i, r.LeaseID, ids[i])
+					}
+					if r.OK {
+						ackedOK(toAck[i].event())
+					}
+				}
+				continue
+			}
+			for _, l := range toAck {
+				_, err := pool.Exec(ctx, `SELECT rheo.ack($1, clock => $2)`, l.LeaseID, now())
+				switch {
+				case err == nil:
+					ackedOK(l.event())
+				case !concIsStale(err):
+					return fmt.Errorf("%s: ack %v: %w", name, l.event(), err)
+				}
+			}
+		}
+	}
+	concRun(cancel, t, consumers, func(i int) error {
+		return consume(fmt.Sprintf("consumer-%d", i), i%2 == 0)
+	})
+	if t.Failed() {
+		return
+	}
+
+	rows, _ := pool.Query(ctx, `SELECT "partition", sequence FROM rheo.dead_letters('exp', 'g', max_count => $1)`, events)
+	dead, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concEvent])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, n := range acked {
+		if n != 1 {
+			t.Errorf("%v acked %d times", e, n)
+		}
+	}
+	for _, e := range dead {
+		if acked[e] != 0 {
+			t.Errorf("%v is both acked and dead-lettered", e)
+		}
+	}
+	if len(acked)+len(dead) != events {
+		t.Errorf("%d events acked and %d dead-lettered, want %d in all", len(acked), len(dead), events)
+	}
+	if len(dead) == 0 {
+		t.Errorf("no event was dead-lettered: the test did not exercise expiry at the attempt limit")
+	}
+	rows, _ = pool.Query(ctx, `SELECT "partition", frontier, high_watermark, lag FROM rheo.lag('exp', 'g')`)
+	lags, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLag])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lags {
+		if l.Frontier != l.HighWatermark {
+			t.Errorf("partition %d: frontier %d, high watermark %d", l.Partition, l.Frontier, l.HighWatermark)
+		}
+	}
+}
+
+// TestConcurrentLateCommit checks that commit order is sequence order: a
+// reader that follows a partition by "last sequence seen" never sees a
+// later append before an earlier one that commits late.
+func TestConcurrentLateCommit(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('late')`)
+
+	// The reader polls by cursor from the start until it has seen B's event.
+	type seenEvent struct {
+		Sequence int64
+		Writer   string
+	}
+	var seen []seenEvent
+	readerDone := make(chan error, 1)
+	go func() {
+		var after int64
+		for {
+			rows, _ := pool.Query(ctx, `SELECT sequence, payload->>'writer' FROM rheo.read('late', after => $1)`, after)
+			batch, err := pgx.CollectRows(rows, pgx.RowToStructByPos[seenEvent])
+			if err != nil {
+				readerDone <- err
+				return
+			}
+			for _, e := range batch {
+				seen = append(seen, e)
+				after = e.Sequence
+				if e.Writer == "B" {
+					readerDone <- nil
+					return
+				}
+			}
+		}
+	}()
+
+	// A appends and stays open.
+	txA, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txA.Rollback(context.WithoutCancel(ctx))
+	var seqA int64
+	if err := txA.QueryRow(ctx, `SELECT sequence FROM rheo.append('late', '{"writer": "A"}')`).Scan(&seqA); err != nil {
+		t.Fatal(err)
+	}
+
+	// B appends to the same partition and must wait for A.
+	connB, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer connB.Release()
+	pidB := connB.Conn().PgConn().PID()
+	var seqB int64
+	doneB := make(chan error, 1)
+	go func() {
+		doneB <- connB.QueryRow(ctx, `SELECT sequence FROM rheo.append('late', '{"writer": "B"}')`).Scan(&seqB)
+	}()
+	concWaitForLock(ctx, t, pool, pidB)
+	select {
+	case err := <-doneB:
+		t.Fatalf("B's append returned (%v) while A's transaction was open", err)
+	default:
+	}
+
+	if err := txA.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-doneB; err != nil {
+		t.Fatalf("B's append: %v", err)
+	}
+	if err := <-readerDone; err != nil {
+		t.Fatalf("reader: %v", err)
+	}
+	if seqA != 1 || seqB != 2 {
+		t.Errorf("A got sequence %d and B %d, want 1 and 2", seqA, seqB)
+	}
+	want := []seenEvent{{1, "A"}, {2, "B"}}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("the reader saw %v, want %v", seen, want)
+	}
+}
+
+// TestConcurrentAppendSameID appends one id from two transactions at once:
+// the loser waits for the winner and then behaves like a later repeat. It
+// returns the stored event and allocates nothing when the content is the
+// same, and fails already_exists when it is not.
+func TestConcurrentAppendSameID(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+
+	// Each case appends to a fresh stream of two partitions: the winner
+	// appends {"v": 1} with id "x" to partition 0, then the loser its own.
+	const winner = `SELECT "partition", sequence FROM rheo.append($1, '{"v": 1}', "partition" => 0, id => 'x')`
+	for i, tc := range []struct {
+		name       string
+		loser      string
+		wantRepeat bool
+	}{
+		{
+			name:       "same content into the same partition",
+			loser:      winner,
+			wantRepeat: true,
+		},
+		{
+			name:       "same content with another explicit partition",
+			loser:      `SELECT "partition", sequence FROM rheo.append($1, '{"v": 1}', "partition" => 1, id => 'x')`,
+			wantRepeat: true,
+		},
+		{
+			name:       "other content",
+			loser:      `SELECT "partition", sequence FROM rheo.append($1, '{"v": 2}', "partition" => 0, id => 'x')`,
+			wantRepeat: false,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := fmt.Sprintf("ids-%d", i)
+			concExec(ctx, t, pool, `SELECT rheo.create_stream($1, 2)`, stream)
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.WithoutCancel(ctx))
+			var first concEvent
+			if err := tx.QueryRow(ctx, winner, stream).Scan(&first.Partition, &first.Sequence); err != nil {
+				t.Fatal(err)
+			}
+
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			var second concEvent
+			done := make(chan error, 1)
+			go func() {
+				done <- conn.QueryRow(ctx, tc.loser, stream).Scan(&second.Partition, &second.Sequence)
+			}()
+			concWaitForLock(ctx, t, pool, conn.Conn().PgConn().PID())
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			err = <-done
+
+			var pgErr *pgconn.PgError
+			switch {
+			case tc.wantRepeat && err != nil:
+				t.Fatalf("the loser's append: %v, want the stored event", err)
+			case tc.wantRepeat && second != first:
+				t.Errorf("the loser's append returned %v, want the stored %v", second, first)
+			case !tc.wantRepeat && !(errors.As(err, &pgErr) && pgErr.Code == rheo.ErrAlreadyExists.Code):
+				t.Errorf("the loser's append: %v, want already_exists (RH003)", err)
+			}
+
+			var stored int64
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.events WHERE stream = $1`, stream).Scan(&stored); err != nil {
+				t.Fatal(err)
+			}
+			if stored != 1 {
+				t.Errorf("%d events stored, want 1", stored)
+			}
+			for p, want := range []int64{2, 1} {
+				var seq int64
+				if err := pool.QueryRow(ctx, `SELECT sequence FROM rheo.append($1, '{}', "partition" => $2)`, stream, p).Scan(&seq); err != nil {
+					t.Fatal(err)
+				}
+				if seq != want {
+					t.Errorf("the next append to partition %d got sequence %d, want %d: the loser allocated a sequence", p, seq, want)
+				}
+			}
+		})
+	}
+}
+
+// TestConcurrentAckSameLease races two acks of one lease from two
+// connections: exactly one wins and the other is stale_lease. It also
+// holds the first ack's transaction open so that the second must wait for
+// its outcome: a commit makes the second stale, a rollback lets it win.
+func TestConcurrentAckSameLease(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 6)
+	defer pool.Close()
+
+	const races = 40
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('dup')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('dup', (SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, $1::int) n))`, races+2)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('dup', 'g')`)
+	rows, _ := pool.Query(ctx, `SELECT lease_id::text FROM rheo.fetch('dup', 'g', max_count => $1, lease_ms => 600000)`, races+2)
+	leases, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != races+2 {
+		t.Fatalf("fetched %d leases, want %d", len(leases), races+2)
+	}
+
+	t.Run("racing acks", func(t *testing.T) {
+		for _, id := range leases[:races] {
+			start := make(chan struct{})
+			results := make(chan error, 2)
+			for range 2 {
+				go func() {
+					<-start
+					_, err := pool.Exec(ctx, `SELECT rheo.ack($1)`, id)
+					results <- err
+				}()
+			}
+			close(start)
+			concOneWinsOneStale(t, id, <-results, <-results)
+		}
+	})
+
+	for _, tc := range []struct {
+		name      string
+		commit    bool
+		lease     string
+		wantStale bool
+	}{
+		{name: "second ack waits for the first to commit, then is stale", commit: true, lease: leases[races], wantStale: true},
+		{name: "second ack waits for the first to roll back, then wins", commit: false, lease: leases[races+1], wantStale: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.WithoutCancel(ctx))
+			if _, err := tx.Exec(ctx, `SELECT rheo.ack($1)`, tc.lease); err != nil {
+				t.Fatalf("first ack: %v", err)
+			}
+
+			second, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer second.Release()
+			done := make(chan error, 1)
+			go func() {
+				_, err := second.Exec(ctx, `SELECT rheo.ack($1)`, tc.lease)
+				done <- err
+			}()
+			concWaitForLock(ctx, t, pool, second.Conn().PgConn().PID())
+
+			if tc.commit {
+				err = tx.Commit(ctx)
+			} else {
+				err = tx.Rollback(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = <-done
+			switch {
+			case tc.wantStale && !concIsStale(err):
+				t.Errorf("second ack after the first committed: got %v, want stale_lease (RH004)", err)
+			case !tc.wantStale && err != nil:
+				t.Errorf("second ack after the first rolled back: %v, want success", err)
+			}
+		})
+	}
+
+	var frontier int64
+	if err := pool.QueryRow(ctx, `SELECT frontier FROM rheo.lag('dup', 'g')`).Scan(&frontier); err != nil {
+		t.Fatal(err)
+	}
+	if frontier != races+2 {
+		t.Errorf("frontier %d after acking every lease, want %d", frontier, races+2)
+	}
+}
+
+// TestNotify listens on rheo_events while appending: one notification per
+// partition written, at commit, with the SPEC's JSON payload; none with
+// rheo.notify off, for an idempotent repeat, or for a rollback.
+//
+// A notification on a separate stream, sent last, marks the end of what
+// came before it: notifications arrive in commit order.
+func TestNotify(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('n', 4)`)
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('end-marker')`)
+	listener, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	if _, err := listener.Exec(ctx, `LISTEN rheo_events`); err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Exec(context.WithoutCancel(ctx), `UNLISTEN *`)
+
+	// until returns the notifications received before the end marker.
+	until := func(t *testing.T) []concNotification {
+		t.Helper()
+		concExec(ctx, t, pool, `SELECT rheo.append('end-marker', '{}')`)
+		var got []concNotification
+		for {
+			n := concNextNotification(ctx, t, listener.Conn())
+			if n.Stream == "end-marker" {
+				return got
+			}
+			got = append(got, n)
+		}
+	}
+	want := func(t *testing.T, got []concNotification, want ...concNotification) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("notifications %v, want %v", got, want)
+		}
+	}
+
+	t.Run("append notifies its partition with its sequence", func(t *testing.T) {
+		concExec(ctx, t, pool, `SELECT rheo.append('n', '{}', "partition" => 2)`)
+		want(t, until(t), concNotification{"n", 2, 1})
+	})
+	t.Run("append_batch notifies the highest sequence written", func(t *testing.T) {
+		concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('n', '[{}, {}, {}]', "partition" => 1)`)
+		want(t, until(t), concNotification{"n", 1, 3})
+	})
+	// A batch of two events for partition 0 and two for partition 3.
+	const batch = `SELECT count(*) FROM rheo.append_batch('n', '[{}, {}, {}, {}]', keys => $1, ids => '{b-1,b-2,b-3,b-4}')`
+	batchKeys := []string{concKeyFor(0, 4, 1), concKeyFor(3, 4, 1), concKeyFor(0, 4, 2), concKeyFor(3, 4, 2)}
+	t.Run("append_batch notifies once per partition written", func(t *testing.T) {
+		concExec(ctx, t, pool, batch, batchKeys)
+		got := until(t)
+		sort.Slice(got, func(i, j int) bool { return got[i].Partition < got[j].Partition })
+		want(t, got, concNotification{"n", 0, 2}, concNotification{"n", 3, 2})
+	})
+	t.Run("idempotent repeats notify nothing", func(t *testing.T) {
+		concExec(ctx, t, pool, `SELECT rheo.append('n', '{}', "partition" => 2, id => 'once')`)
+		want(t, until(t), concNotification{"n", 2, 2})
+		concExec(ctx, t, pool, `SELECT rheo.append('n', '{}', "partition" => 2, id => 'once')`)
+		concExec(ctx, t, pool, batch, batchKeys)
+		want(t, until(t))
+	})
+	t.Run("nothing before commit, nothing after rollback", func(t *testing.T) {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if _, err := tx.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 3)`); err != nil {
+			t.Fatal(err)
+		}
+		want(t, until(t))
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want(t, until(t), concNotification{"n", 3, 3})
+
+		tx, err = pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		if _, err := tx.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 3)`); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want(t, until(t))
+	})
+	t.Run("SET rheo.notify = off silences the session", func(t *testing.T) {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		if _, err := conn.Exec(ctx, `SET rheo.notify = 'off'`); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Exec(context.WithoutCancel(ctx), `RESET rheo.notify`)
+		if _, err := conn.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 0)`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `SELECT count(*) FROM rheo.append_batch('n', '[{}, {}]', "partition" => 1)`); err != nil {
+			t.Fatal(err)
+		}
+		want(t, until(t))
+		if _, err := conn.Exec(ctx, `RESET rheo.notify`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 0)`); err != nil {
+			t.Fatal(err)
+		}
+		want(t, until(t), concNotification{"n", 0, 4})
+	})
+}
+
+// concRun runs n workers and waits for them. An error cancels the test's
+// context, so that the other workers stop too, and is reported.
+func concRun(cancel context.CancelFunc, t *testing.T, n int, work func(i int) error) {
+	t.Helper()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := work(i); err != nil {
+				cancel()
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		// Workers stopped by another's failure report context.Canceled.
+		if !errors.Is(err, context.Canceled) {
+			t.Error(err)
+		}
+	}
+}
+
+// concNotification is the decoded payload of a rheo_events notification.
+type concNotification struct {
+	Stream    string `json:"stream"`
+	Partition int    `json:"partition"`
+	Sequence  int64  `json:"sequence"`
+}
+
+// concNextNotification waits for the next notification on conn, which
+// must be on rheo_events with a JSON payload.
+func concNextNotification(ctx context.Context, t *testing.T, conn *pgx.Conn) concNotification {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msg, err := conn.WaitForNotification(ctx)
+	if err != nil {
+		t.Fatalf("wait for a notification: %v", err)
+	}
+	if msg.Channel != "rheo_events" {
+		t.Fatalf("notification on channel %q, want rheo_events", msg.Channel)
+	}
+	var n concNotification
+	dec := json.NewDecoder(strings.NewReader(msg.Payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&n); err != nil {
+		t.Fatalf("notification payload %q: %v", msg.Payload, err)
+	}
+	return n
+}
+
+// concKeyFor returns the nth key (from 1) of the form "key-<i>" that routes
+// to partition p of count partitions.
+func concKeyFor(p, count, nth int) string {
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("key-%d", i)
+		if rheo.PartitionForKey(k, count) == p {
+			if nth--; nth == 0 {
+				return k
+			}
+		}
+	}
+}
+
+// concEvent names an event of a one-stream test.
+type concEvent struct {
+	Partition int
+	Sequence  int64
+}
+
+func (e concEvent) String() string { return fmt.Sprintf("(%d,%d)", e.Partition, e.Sequence) }
+
+// concLease is the part of a rheo.lease row the tests look at.
+type concLease struct {
+	LeaseID   string
+	Partition int
+	Sequence  int64
+	Attempt   int
+}
+
+func (l concLease) event() concEvent { return concEvent{l.Partition, l.Sequence} }
+
+// concAckResult is a row of rheo.ack_batch.
+type concAckResult struct {
+	LeaseID string
+	OK      bool
+}
+
+// concLag is a row of rheo.lag.
+type concLag struct {
+	Partition     int
+	Frontier      int64
+	HighWatermark int64
+	Lag           int64
+}
+
+// concPool opens a pool of up to size connections to a fresh database with
+// Rheo installed. The caller closes it.
+func concPool(t *testing.T, size int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtapInstalledDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = size
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+// concExec runs one statement and fails the test on error.
+func concExec(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// concWaitForLock returns once the backend pid waits on a lock.
+func concWaitForLock(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid uint32) {
+	t.Helper()
+	for {
+		var waiting bool
+		err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`,
+			int64(pid)).Scan(&waiting)
+		if err != nil {
+			t.Fatalf("watch backend %d: %v", pid, err)
+		}
+		if waiting {
+			return
+		}
+	}
+}
+
+// concIsStale reports whether err is the server's stale_lease error.
+func concIsStale(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == rheo.ErrStaleLease.Code && pgErr.Message == rheo.ErrStaleLease.Reason
+}
+
+// concOneWinsOneStale checks the outcomes of two settles of one lease.
+func concOneWinsOneStale(t *testing.T, lease string, a, b error) {
+	t.Helper()
+	if !(a == nil && concIsStale(b)) && !(b == nil && concIsStale(a)) {
+		t.Errorf("two acks of lease %s: got %v and %v, want one success and one stale_lease", lease, a, b)
+	}
+}
