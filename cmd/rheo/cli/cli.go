@@ -64,7 +64,7 @@ func commands() []*command {
 		demoCommand(),
 		streamsCommand(), groupsCommand(), lagCommand(), infoCommand(), deadLettersCommand(),
 		replayCommand(), resetCommand(),
-		appendCommand(),
+		appendCommand(), tailCommand(),
 		createStreamCommand(), createGroupCommand(),
 	}
 }
@@ -241,6 +241,11 @@ func (c *call) open() (driver.Driver, error) {
 		return nil, &connect.URLError{Err: err}
 	}
 	c.target = target
+	if target.Kind == dburl.SQLite && !target.Memory {
+		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
+			return nil, failf("no SQLite database at %s; create one with: rheo-migrate up --database-url %s", target.Path, raw)
+		}
+	}
 	return connect.Open(c.ctx, raw, nil)
 }
 

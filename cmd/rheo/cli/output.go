@@ -104,3 +104,8 @@ func (c *call) emit(v any, table func(w io.Writer) error) error {
 	}
 	return table(c.stdout)
 }
+
+// writeJSONLine prints v as JSON on one line.
+func writeJSONLine(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
