@@ -80,7 +80,9 @@ func TestOpen(t *testing.T) {
 		{name: "in-memory SQLite without Migrate is a schema error",
 			url: func(*testing.T) string { return "sqlite::memory:" }, wantErr: rheo.ErrFailed, wantSchema: true},
 		{name: "an unreachable postgres server is backend_unavailable",
-			url:     func(*testing.T) string { return "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2" },
+			url: func(*testing.T) string {
+				return "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"
+			},
 			wantErr: rheo.ErrBackendUnavailable},
 	}
 	for _, tt := range tests {
