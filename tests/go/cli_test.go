@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -724,4 +726,74 @@ func TestCLIUsage(t *testing.T) {
 			t.Fatalf("flags after the argument: %s", r)
 		}
 	})
+}
+
+// cliSQLBlocks returns the ```sql blocks of a Markdown file.
+func cliSQLBlocks(t *testing.T, path string) []string {
+	t.Helper()
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(doc), -1) {
+		blocks = append(blocks, m[1])
+	}
+	return blocks
+}
+
+// TestCLIOpsGuide runs every SQL block of docs/ops.md, in order, against a
+// migrated database holding a group with leases in flight, a pending
+// retry, acked events and a dead letter.
+func TestCLIOpsGuide(t *testing.T) {
+	ctx := context.Background()
+	b := cliOpenBackend(t, testdb.NewDatabase(t))
+	b.cliStream(t, "orders", 4, 3)
+	for i := range 40 {
+		_, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"type":"order.placed","total":%d}`, i)), &rheo.AppendOptions{
+			Key:      fmt.Sprintf("customer-%d", i%7),
+			Metadata: json.RawMessage(fmt.Sprintf(`{"correlation_id":"order-%d"}`, 40+i%5)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 6, ConsumerID: "worker-a", LeaseDuration: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	acked, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 10, ConsumerID: "worker-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range acked {
+		if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.cliDeadLetter(t, "orders", "bad address")
+	more, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 1})
+	if err != nil || len(more) != 1 {
+		t.Fatalf("fetch: %v", err)
+	}
+	if _, err := b.drv.Retry(ctx, more[0].LeaseID, &rheo.RetryOptions{Reason: "timeout", Delay: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+
+	blocks := cliSQLBlocks(t, filepath.Join("..", "..", "docs", "ops.md"))
+	if len(blocks) < 20 {
+		t.Fatalf("found %d SQL blocks in docs/ops.md, want the guide's 20 or more", len(blocks))
+	}
+	conn := pgtapConnect(t, b.url)
+	for i, block := range blocks {
+		if _, err := conn.PgConn().Exec(ctx, block).ReadAll(); err != nil {
+			t.Fatalf("docs/ops.md SQL block %d fails: %v\n%s", i+1, err, block)
+		}
+	}
+	// The guide ends by resetting the group to the beginning.
+	if lag := b.lag(t, "orders"); lag.Total != 40 {
+		t.Fatalf("lag after the guide's last reset = %d, want all 40 events", lag.Total)
+	}
+	if dls, err := b.drv.DeadLetters(ctx, "orders", "billing", nil); err != nil || len(dls) != 0 {
+		t.Fatalf("dead letters after the reset: %+v, %v; want none", dls, err)
+	}
 }
