@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(12);
+SELECT plan(15);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'ack_batch', ARRAY['uuid[]', 'timestamp with time zone']::name[], 'rheo.ack_batch has the SPEC''s argument types');
+SELECT function_returns('rheo', 'ack_batch', ARRAY['uuid[]', 'timestamp with time zone']::name[], 'setof record', 'rheo.ack_batch returns setof record');
 
 SELECT rheo.create_stream('s');
 SELECT rheo.append('s', jsonb_build_object('n', n), clock => '2030-01-01Z') FROM generate_series(1, 8) n;
@@ -64,6 +68,13 @@ SELECT results_eq($$SELECT frontier FROM rheo.lag('s', 'g')$$, $$VALUES (5::bigi
     '6 is leased again, so the frontier stays at 5');
 SELECT is((SELECT count(*) FROM rheo.events WHERE stream = 's'), 9::bigint,
     'acks delete no event');
+
+SELECT rheo.append('s', '{"n": 10}', clock => '2030-01-01Z');
+SELECT results_eq(
+    format('SELECT ok FROM rheo.ack_batch(lease_ids => %L, clock => %L)',
+           ARRAY(SELECT lease_id FROM rheo.fetch('s', 'g', clock => '2030-01-01 00:00:05Z') WHERE sequence = 10), '2030-01-01 00:00:05Z'),
+    $$VALUES (true)$$,
+    'ack_batch called with every argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;

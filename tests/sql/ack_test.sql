@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(17);
+SELECT plan(20);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'ack', ARRAY['uuid', 'timestamp with time zone']::name[], 'rheo.ack has the SPEC''s argument types');
+SELECT function_returns('rheo', 'ack', ARRAY['uuid', 'timestamp with time zone']::name[], 'void', 'rheo.ack returns void');
 
 SELECT rheo.create_stream('s');
 SELECT rheo.append('s', jsonb_build_object('n', n), clock => '2030-01-01Z') FROM generate_series(1, 5) n;
@@ -59,6 +63,11 @@ SELECT throws_ok(format('SELECT rheo.ack(%L)', (SELECT lease_id FROM m WHERE seq
     'RH004', 'stale_lease', 'ack after reject');
 SELECT throws_ok(format('SELECT rheo.ack(%L)', (SELECT lease_id FROM m WHERE sequence = 7)),
     'RH004', 'stale_lease', 'ack after retry');
+
+SELECT rheo.append('s', '{"n": 8}', clock => '2030-01-01Z');
+SELECT lives_ok(format('SELECT rheo.ack(lease_id => %L, clock => %L)',
+                       (SELECT lease_id FROM rheo.fetch('s', 'g', clock => '2030-01-01Z') WHERE sequence = 8), '2030-01-01Z'),
+    'ack called with every argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(35);
+SELECT plan(39);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'append_batch', ARRAY['text', 'jsonb', 'text[]', 'text[]', 'integer', 'jsonb', 'timestamp with time zone']::name[], 'rheo.append_batch has the SPEC''s argument types');
+SELECT function_returns('rheo', 'append_batch', ARRAY['text', 'jsonb', 'text[]', 'text[]', 'integer', 'jsonb', 'timestamp with time zone']::name[], 'setof rheo.events', 'rheo.append_batch returns setof rheo.events');
 
 -- The partition SPEC §1 routes a key to, written out independently of Rheo.
 CREATE FUNCTION pg_temp.route(key text, partition_count int) RETURNS int LANGUAGE sql AS $fn$
@@ -141,6 +145,14 @@ SELECT results_eq(
     $$SELECT id, sequence FROM rheo.append_batch('s', '[{"n": 1}, {"n": 2}]', ids => ARRAY['d-1', 'd-2'], "partition" => 0, clock => '2031-01-01Z')$$,
     $$SELECT id, sequence FROM dup WHERE ordinality < 3 ORDER BY ordinality$$,
     'a repeated batch returns the stored events; partition and clock are ignored');
+
+SELECT results_eq(
+    $$SELECT "partition", key, id FROM rheo.append_batch(stream => 's', payloads => '[{}]', keys => ARRAY['a'], ids => ARRAY['by-name'],
+                                                        "partition" => 2, metadata => '{}', clock => '2030-01-01Z')$$,
+    $$VALUES (2, 'a'::text, 'by-name'::text)$$,
+    'append_batch called with every argument by name');
+SELECT throws_ok($$SELECT rheo.append_batch('s', '[{}]', metadata => NULL)$$,
+    'RH011', 'invalid_argument', 'an explicit NULL metadata');
 
 SELECT * FROM finish();
 ROLLBACK;

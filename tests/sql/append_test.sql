@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(45);
+SELECT plan(47);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'append', ARRAY['text', 'jsonb', 'text', 'integer', 'text', 'jsonb', 'timestamp with time zone', 'timestamp with time zone']::name[], 'rheo.append has the SPEC''s argument types');
+SELECT function_returns('rheo', 'append', ARRAY['text', 'jsonb', 'text', 'integer', 'text', 'jsonb', 'timestamp with time zone', 'timestamp with time zone']::name[], 'rheo.events', 'rheo.append returns rheo.events');
 
 -- The partition SPEC §1 routes a key to, written out independently of Rheo.
 CREATE FUNCTION pg_temp.route(key text, partition_count int) RETURNS int LANGUAGE sql AS $fn$

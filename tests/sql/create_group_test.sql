@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(40);
+SELECT plan(43);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'create_group', ARRAY['text', 'text', 'integer', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'rheo.create_group has the SPEC''s argument types');
+SELECT function_returns('rheo', 'create_group', ARRAY['text', 'text', 'integer', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'void', 'rheo.create_group returns void');
 
 SELECT rheo.create_stream('s', 3, clock => '2030-01-01 00:00:00Z');
 -- Partition 0 has an event (sequence 3) with an earlier explicit ts than
@@ -134,9 +138,13 @@ SELECT results_eq(
     $$VALUES (0, 4::bigint, 0::bigint), (1, 4::bigint, 0::bigint), (2, 3::bigint, 0::bigint)$$,
     'start_at after every event starts at the high watermarks');
 
+SELECT lives_ok(
+    $$SELECT rheo.create_group(stream => 's', group_name => 'by-name', max_attempts => 2, start_after => 1, start_at => NULL,
+                               partitions => '{0}', clock => '2030-01-01Z')$$,
+    'create_group called with every argument by name');
 SELECT set_eq(
     $$SELECT group_name FROM rheo.list_groups('s')$$,
-    $$VALUES ('after1-none'::text), ('after1-p1'), ('after2'), ('at-future'), ('at-p0'), ('at0230'), ('g'), ('now-clock'), ('once')$$,
+    $$VALUES ('by-name'::text), ('after1-none'), ('after1-p1'), ('after2'), ('at-future'), ('at-p0'), ('at0230'), ('g'), ('now-clock'), ('once')$$,
     'every created group is listed');
 
 SELECT * FROM finish();

@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(21);
+SELECT plan(24);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'create_stream', ARRAY['text', 'integer', 'timestamp with time zone']::name[], 'rheo.create_stream has the SPEC''s argument types');
+SELECT function_returns('rheo', 'create_stream', ARRAY['text', 'integer', 'timestamp with time zone']::name[], 'void', 'rheo.create_stream returns void');
 
 -- The DETAIL of the error a statement raises, or NULL when it succeeds.
 CREATE FUNCTION pg_temp.error_detail(statement text) RETURNS text LANGUAGE plpgsql AS $fn$
@@ -63,9 +67,11 @@ SELECT lives_ok(format('SELECT rheo.create_stream(%L)', repeat('a', 128)),
 SELECT lives_ok($$SELECT rheo.create_stream('A0.b_c:d/e-f')$$,
     'a name with every allowed punctuation');
 
+SELECT lives_ok($$SELECT rheo.create_stream(stream => 'by-name', partition_count => 2, clock => '2030-01-01Z')$$,
+    'create_stream called with every argument by name');
 SELECT results_eq(
     $$SELECT stream FROM rheo.list_streams()$$,
-    format($$VALUES ('A0.b_c:d/e-f'::text), (%L), ('clicks'), ('now-clock'), ('orders')$$, repeat('a', 128)),
+    format($$VALUES ('A0.b_c:d/e-f'::text), (%L), ('by-name'), ('clicks'), ('now-clock'), ('orders')$$, repeat('a', 128)),
     'only the valid streams were created');
 
 SELECT * FROM finish();

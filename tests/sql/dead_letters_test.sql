@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(16);
+SELECT plan(19);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'dead_letters', ARRAY['text', 'text', 'integer', 'text']::name[], 'rheo.dead_letters has the SPEC''s argument types');
+SELECT function_returns('rheo', 'dead_letters', ARRAY['text', 'text', 'integer', 'text']::name[], 'setof record', 'rheo.dead_letters returns setof record');
 
 SELECT rheo.create_stream('s', 2);
 SELECT rheo.append('s', jsonb_build_object('type', 'order.placed', 'n', n), key => 'k' || n, "partition" => 0,
@@ -68,6 +72,11 @@ SELECT throws_ok($$SELECT * FROM rheo.dead_letters('s', 'g', max_count => NULL)$
 SELECT throws_ok($$SELECT * FROM rheo.dead_letters('missing', 'g')$$, 'RH001', 'stream_not_found', 'a missing stream');
 SELECT throws_ok($$SELECT * FROM rheo.dead_letters('s', 'missing', max_count => -1)$$,
     'RH002', 'group_not_found', 'the group is checked before the arguments');
+
+SELECT results_eq(
+    format('SELECT "partition", sequence FROM rheo.dead_letters(stream => %L, group_name => %L, max_count => 1, after => %L)', 's', 'g',
+           (SELECT id FROM rheo.events WHERE stream = 's' AND "partition" = 0 AND sequence = 1)),
+    $$VALUES (0, 2::bigint)$$, 'dead_letters called with every argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;

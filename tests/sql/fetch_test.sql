@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(47);
+SELECT plan(50);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'fetch', ARRAY['text', 'text', 'integer', 'text', 'integer', 'integer[]', 'timestamp with time zone']::name[], 'rheo.fetch has the SPEC''s argument types');
+SELECT function_returns('rheo', 'fetch', ARRAY['text', 'text', 'integer', 'text', 'integer', 'integer[]', 'timestamp with time zone']::name[], 'setof rheo.lease', 'rheo.fetch returns setof rheo.lease');
 
 -- Stream s: one partition, six events. Group g allows three attempts.
 SELECT rheo.create_stream('s', clock => '2030-01-01Z');
@@ -160,6 +164,13 @@ SELECT results_eq(
     $$SELECT count(*), min(leased_at), max(expires_at) FROM rheo.fetch('m', 'named', max_count => 5, clock => '2030-01-01Z')$$,
     $$VALUES (5::bigint, '2030-01-01Z'::timestamptz, '2030-01-01 00:00:30Z'::timestamptz)$$,
     'fetch with named max_count and clock; lease_ms defaults to 30 seconds');
+
+SELECT results_eq(
+    $$SELECT consumer_id, "partition", expires_at
+        FROM rheo.fetch(stream => 'm', group_name => 'named', max_count => 1, consumer_id => 'by-name', lease_ms => 1000,
+                        partitions => '{2}', clock => '2030-01-01Z')$$,
+    $$VALUES ('by-name'::text, 2, '2030-01-01 00:00:01Z'::timestamptz)$$,
+    'fetch called with every argument by name');
 
 -- Errors in the order of checks: stream, group, arguments.
 SELECT throws_ok($$SELECT * FROM rheo.fetch('missing', 'g')$$,

@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(10);
+SELECT plan(13);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'group_info', ARRAY['text', 'text', 'timestamp with time zone']::name[], 'rheo.group_info has the SPEC''s argument types');
+SELECT function_returns('rheo', 'group_info', ARRAY['text', 'text', 'timestamp with time zone']::name[], 'setof record', 'rheo.group_info returns setof record');
 
 SELECT rheo.create_stream('s', 2);
 SELECT rheo.append('s', jsonb_build_object('n', n), "partition" => p, ts => t, clock => '2030-01-01Z')
@@ -56,6 +60,9 @@ SELECT results_eq(
 
 SELECT throws_ok($$SELECT * FROM rheo.group_info('missing', 'g')$$, 'RH001', 'stream_not_found', 'a missing stream');
 SELECT throws_ok($$SELECT * FROM rheo.group_info('s', 'missing')$$, 'RH002', 'group_not_found', 'a missing group');
+
+SELECT results_eq($$SELECT lag FROM rheo.group_info(stream => 's', group_name => 'g', clock => '2030-01-01Z')$$,
+    $$VALUES (1::bigint)$$, 'group_info called with every argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;

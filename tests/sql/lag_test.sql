@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(18);
+SELECT plan(21);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'lag', ARRAY['text', 'text', 'integer[]']::name[], 'rheo.lag has the SPEC''s argument types');
+SELECT function_returns('rheo', 'lag', ARRAY['text', 'text', 'integer[]']::name[], 'setof record', 'rheo.lag returns setof record');
 
 SELECT rheo.create_stream('s', 2);
 SELECT rheo.append('s', jsonb_build_object('n', n), "partition" => 0, clock => '2030-01-01Z') FROM generate_series(1, 5) n;
@@ -65,6 +69,9 @@ SELECT throws_ok($$SELECT * FROM rheo.lag('missing', 'missing', partitions => '{
 SELECT throws_ok($$SELECT * FROM rheo.lag('s', 'missing', partitions => '{9}')$$,
     'RH002', 'group_not_found', 'the group is checked before the partitions');
 SELECT throws_ok($$SELECT * FROM rheo.lag('s', 'g', partitions => '{2}')$$, 'RH007', 'invalid_partition', 'a partition past the last one');
+
+SELECT results_eq($$SELECT "partition", high_watermark FROM rheo.lag(stream => 's', group_name => 'g', partitions => '{1}')$$,
+    $$VALUES (1, 4::bigint)$$, 'lag called with every argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(5);
+SELECT plan(8);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'list_groups', ARRAY['text']::name[], 'rheo.list_groups has the SPEC''s argument types');
+SELECT function_returns('rheo', 'list_groups', ARRAY['text']::name[], 'setof record', 'rheo.list_groups returns setof record');
 
 SELECT rheo.create_stream('s');
 SELECT rheo.create_stream('t');
@@ -19,6 +23,9 @@ SELECT results_eq($$SELECT group_name FROM rheo.list_groups('t')$$, $$VALUES ('o
 SELECT throws_ok($$SELECT * FROM rheo.list_groups('missing')$$, 'RH001', 'stream_not_found', 'a missing stream');
 SELECT throws_ok($$SELECT * FROM rheo.list_groups('not a name')$$, 'RH001', 'stream_not_found',
     'an invalid name in a lookup is not found, not invalid');
+
+SELECT results_eq($$SELECT group_name FROM rheo.list_groups(stream => 't')$$, $$VALUES ('other'::text)$$,
+    'list_groups called with its argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(17);
+SELECT plan(20);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'read', ARRAY['text', 'bigint', 'integer', 'integer']::name[], 'rheo.read has the SPEC''s argument types');
+SELECT function_returns('rheo', 'read', ARRAY['text', 'bigint', 'integer', 'integer']::name[], 'setof rheo.events', 'rheo.read returns setof rheo.events');
 
 SELECT rheo.create_stream('s', 2);
 SELECT rheo.create_stream('other');
@@ -54,6 +58,11 @@ SELECT throws_ok($$SELECT * FROM rheo.read('s', max_count => NULL)$$,
     'RH011', 'invalid_argument', 'an explicit NULL max_count');
 SELECT throws_ok($$SELECT * FROM rheo.read('s', "partition" => NULL)$$,
     'RH011', 'invalid_argument', 'an explicit NULL partition');
+
+SELECT results_eq(
+    $$SELECT "partition", sequence FROM rheo.read(stream => 's', after => 1, max_count => 1, "partition" => 1)$$,
+    $$VALUES (1, 2::bigint)$$,
+    'read called with every argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;

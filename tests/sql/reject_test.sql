@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(14);
+SELECT plan(18);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'reject', ARRAY['uuid', 'text', 'timestamp with time zone']::name[], 'rheo.reject has the SPEC''s argument types');
+SELECT function_returns('rheo', 'reject', ARRAY['uuid', 'text', 'timestamp with time zone']::name[], 'void', 'rheo.reject returns void');
 
 SELECT rheo.create_stream('s');
 SELECT rheo.append('s', jsonb_build_object('n', n), clock => '2030-01-01Z') FROM generate_series(1, 4) n;
@@ -48,6 +52,13 @@ SELECT results_eq($$SELECT frontier, lag FROM rheo.lag('s', 'g')$$, $$VALUES (4:
     'every event is terminal');
 SELECT is_empty($$SELECT * FROM rheo.fetch('s', 'g', clock => '2030-01-02Z')$$,
     'rejected events are not offered again');
+
+SELECT rheo.append('s', '{"n": 5}', clock => '2030-01-01Z');
+SELECT lives_ok(format('SELECT rheo.reject(lease_id => %L, reason => %L, clock => %L)',
+                       (SELECT lease_id FROM rheo.fetch('s', 'g', clock => '2030-01-02Z')), 'by name', '2030-01-02Z'),
+    'reject called with every argument by name');
+SELECT results_eq($$SELECT sequence, reason FROM rheo.dead_letters('s', 'g') WHERE sequence = 5$$,
+    $$VALUES (5::bigint, 'by name'::text)$$, 'the reason given by name is stored');
 
 SELECT * FROM finish();
 ROLLBACK;

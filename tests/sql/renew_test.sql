@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(15);
+SELECT plan(18);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'renew', ARRAY['uuid', 'integer', 'timestamp with time zone']::name[], 'rheo.renew has the SPEC''s argument types');
+SELECT function_returns('rheo', 'renew', ARRAY['uuid', 'integer', 'timestamp with time zone']::name[], 'timestamp with time zone', 'rheo.renew returns timestamp with time zone');
 
 SELECT rheo.create_stream('s');
 SELECT rheo.append('s', jsonb_build_object('n', n), clock => '2030-01-01Z') FROM generate_series(1, 4) n;
@@ -55,6 +59,10 @@ SELECT throws_ok($$SELECT rheo.renew(NULL)$$,
     'RH011', 'invalid_argument', 'a NULL lease_id');
 SELECT throws_ok($$SELECT rheo.renew(gen_random_uuid(), 0)$$,
     'RH011', 'invalid_argument', 'a bad lease_ms is reported before an unknown lease');
+
+SELECT is(rheo.renew(lease_id => (SELECT lease_id FROM m WHERE sequence = 1), lease_ms => 1000, clock => '2030-01-01 00:00:01Z'),
+    '2030-01-01 00:00:02Z'::timestamptz,
+    'renew called with every argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;

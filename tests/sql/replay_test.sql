@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(33);
+SELECT plan(36);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'replay', ARRAY['text', 'text', 'bigint', 'text[]', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'rheo.replay has the SPEC''s argument types');
+SELECT function_returns('rheo', 'replay', ARRAY['text', 'text', 'bigint', 'text[]', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'bigint', 'rheo.replay returns bigint');
 
 SELECT rheo.create_stream('s');
 SELECT rheo.append('s', jsonb_build_object('n', n), clock => '2030-01-01Z') FROM generate_series(1, 8) n;
@@ -100,6 +104,10 @@ SELECT is(rheo.replay('m', 'g', from_sequence => 0, partitions => '{0}', clock =
     'partitions restricts from_sequence');
 SELECT results_eq($$SELECT "partition", frontier FROM rheo.lag('m', 'g')$$, $$VALUES (0, 0::bigint), (1, 0::bigint)$$,
     'partition 0 was rewound; partition 1 is held back by its own lease');
+
+SELECT is(rheo.replay(stream => 'm', group_name => 'g', from_sequence => NULL, event_ids => NULL, from_ts => '2031-01-01Z',
+                      partitions => NULL, clock => '2030-01-01Z'),
+    0::bigint, 'replay called with every argument by name; NULL selectors count as not given');
 
 -- Errors in the order of checks.
 SELECT throws_ok($$SELECT rheo.replay('missing', 'g')$$,

@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(28);
+SELECT plan(31);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'reset_group', ARRAY['text', 'text', 'boolean', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'rheo.reset_group has the SPEC''s argument types');
+SELECT function_returns('rheo', 'reset_group', ARRAY['text', 'text', 'boolean', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'void', 'rheo.reset_group returns void');
 
 SELECT rheo.create_stream('s', 2);
 SELECT rheo.append('s', jsonb_build_object('n', n), "partition" => 0, ts => t, clock => '2030-01-01Z')
@@ -92,6 +96,11 @@ SELECT results_eq($$SELECT "partition", frontier FROM rheo.lag('s', 'g')$$, $$VA
 SELECT results_eq($$SELECT "partition", sequence FROM rheo.fetch('s', 'g', max_count => 10, clock => '2030-01-01Z')$$,
     $$VALUES (0, 2::bigint), (0, 3::bigint), (0, 4::bigint)$$,
     'and offers what follows');
+
+SELECT lives_ok(
+    $$SELECT rheo.reset_group(stream => 's', group_name => 'g', confirm => true, start_after => NULL, start_at => NULL,
+                              partitions => '{1}', clock => '2030-01-01Z')$$,
+    'reset_group called with every argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;

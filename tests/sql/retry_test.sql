@@ -1,5 +1,9 @@
 BEGIN;
-SELECT plan(23);
+SELECT plan(26);
+
+-- The signature SPEC §3 pins.
+SELECT has_function('rheo', 'retry', ARRAY['uuid', 'text', 'integer', 'timestamp with time zone']::name[], 'rheo.retry has the SPEC''s argument types');
+SELECT function_returns('rheo', 'retry', ARRAY['uuid', 'text', 'integer', 'timestamp with time zone']::name[], 'text', 'rheo.retry returns text');
 
 SELECT rheo.create_stream('s');
 SELECT rheo.append('s', jsonb_build_object('n', n), clock => '2030-01-01Z') FROM generate_series(1, 3) n;
@@ -73,6 +77,9 @@ SELECT throws_ok($$SELECT rheo.retry(gen_random_uuid(), delay_ms => -1)$$,
     'RH011', 'invalid_argument', 'a bad delay_ms is reported before an unknown lease');
 SELECT throws_ok($$SELECT rheo.retry(gen_random_uuid())$$,
     'RH004', 'stale_lease', 'a lease id that was never issued');
+
+SELECT is(rheo.retry(lease_id => (SELECT lease_id FROM n), reason => 'by name', delay_ms => 0, clock => '2030-01-01Z'),
+    'retrying', 'retry called with every argument by name');
 
 SELECT * FROM finish();
 ROLLBACK;
