@@ -359,6 +359,94 @@ func TestConcurrentExpiringLeases(t *testing.T) {
 	}
 }
 
+// TestConcurrentFetchInTransaction runs a fetch inside a transaction that
+// stays open while another consumer fetches from the same partition: the
+// claim holds until the transaction ends. Committed, its leases stand and
+// the other consumer gets the rest; rolled back, nothing was claimed and
+// the other consumer gets everything at attempt 1.
+func TestConcurrentFetchInTransaction(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+
+	for _, tc := range []struct {
+		name      string
+		commit    bool
+		wantOther []concEvent
+	}{
+		{name: "committed", commit: true, wantOther: []concEvent{{0, 3}, {0, 4}}},
+		{name: "rolled back", commit: false, wantOther: []concEvent{{0, 1}, {0, 2}, {0, 3}, {0, 4}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := "tx-" + strings.ReplaceAll(tc.name, " ", "-")
+			concExec(ctx, t, pool, `SELECT rheo.create_stream($1)`, stream)
+			concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch($1, '[{}, {}, {}, {}]')`, stream)
+			concExec(ctx, t, pool, `SELECT rheo.create_group($1, 'g')`, stream)
+			const fetch = `SELECT lease_id::text, "partition", sequence, attempt FROM rheo.fetch($1, 'g', max_count => $2)`
+
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.WithoutCancel(ctx))
+			rows, _ := tx.Query(ctx, fetch, stream, 2)
+			mine, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(mine) != 2 || mine[0].Sequence != 1 || mine[1].Sequence != 2 {
+				t.Fatalf("the first fetch got %v, want sequences 1 and 2", mine)
+			}
+
+			other, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Release()
+			var theirs []concLease
+			done := make(chan error, 1)
+			go func() {
+				rows, _ := other.Query(ctx, fetch, stream, 10)
+				var err error
+				theirs, err = pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
+				done <- err
+			}()
+			concWaitForLock(ctx, t, pool, other.Conn().PgConn().PID())
+
+			if tc.commit {
+				err = tx.Commit(ctx)
+			} else {
+				err = tx.Rollback(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("the other fetch: %v", err)
+			}
+			var got []concEvent
+			for _, l := range theirs {
+				got = append(got, l.event())
+				if l.Attempt != 1 {
+					t.Errorf("the other fetch got %v at attempt %d, want 1", l.event(), l.Attempt)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.wantOther) {
+				t.Errorf("the other fetch got %v, want %v", got, tc.wantOther)
+			}
+			_, err = pool.Exec(ctx, `SELECT rheo.ack($1)`, mine[0].LeaseID)
+			switch {
+			case tc.commit && err != nil:
+				t.Errorf("ack of a committed claim: %v", err)
+			case !tc.commit && !concIsStale(err):
+				t.Errorf("ack of a rolled-back claim: %v, want stale_lease (RH004)", err)
+			}
+		})
+	}
+}
+
 // TestConcurrentLateCommit checks that commit order is sequence order: a
 // reader that follows a partition by "last sequence seen" never sees a
 // later append before an earlier one that commits late.
@@ -893,7 +981,7 @@ func concWaitForLock(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid 
 		err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`,
 			int64(pid)).Scan(&waiting)
 		if err != nil {
-			t.Fatalf("watch backend %d: %v", pid, err)
+			t.Fatalf("wait for backend %d to wait on a lock: %v", pid, err)
 		}
 		if waiting {
 			return
