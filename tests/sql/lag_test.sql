@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(21);
+SELECT plan(22);
 
 -- The signature SPEC §3 pins.
 SELECT has_function('rheo', 'lag', ARRAY['text', 'text', 'integer[]']::name[], 'rheo.lag has the SPEC''s argument types');
@@ -45,6 +45,8 @@ SELECT results_eq($$SELECT "partition", lag FROM rheo.lag('s', 'g', partitions =
 SELECT results_eq($$SELECT "partition" FROM rheo.lag('s', 'g', partitions => '{1,0}')$$, $$VALUES (0), (1)$$,
     'rows come in partition order whatever the order asked');
 SELECT is_empty($$SELECT * FROM rheo.lag('s', 'g', partitions => '{}')$$, 'an empty partitions list returns no rows');
+SELECT results_eq($$SELECT "partition" FROM rheo.lag('s', 'g', partitions => '{1,1}')$$, $$VALUES (1)$$,
+    'a partition listed twice gives one row');
 SELECT results_eq($$SELECT "partition", frontier, lag FROM rheo.lag('s', 'other')$$,
     $$VALUES (0, 0::bigint, 5::bigint), (1, 0::bigint, 3::bigint)$$,
     'groups do not affect each other');

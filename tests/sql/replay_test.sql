@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(36);
+SELECT plan(38);
 
 -- The signature SPEC §3 pins.
 SELECT has_function('rheo', 'replay', ARRAY['text', 'text', 'bigint', 'text[]', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'rheo.replay has the SPEC''s argument types');
@@ -81,6 +81,14 @@ SELECT results_eq(
     $$VALUES (1::bigint, 1), (3, 1), (6, 1)$$,
     'the reopened events are claimable at attempt 1, before new ones; the pending retry still waits');
 SELECT is(rheo.replay('s', 'ids', event_ids => '{}'), 0::bigint, 'an empty event_ids reopens nothing');
+SELECT is(rheo.replay('s', 'ids', event_ids => ARRAY(SELECT id FROM rheo.events WHERE stream = 's' AND sequence IN (2, 2))
+                                                  || ARRAY(SELECT id FROM rheo.events WHERE stream = 's' AND sequence = 2),
+                      clock => '2030-01-01 00:00:01Z'),
+    1::bigint, 'an id given twice reopens its event once');
+SELECT rheo.create_stream('elsewhere');
+SELECT rheo.append('elsewhere', '{}', id => 'only-elsewhere');
+SELECT is(rheo.replay('s', 'ids', event_ids => '{only-elsewhere}'), 0::bigint,
+    'an id of another stream is unknown here');
 
 -- from_ts per partition; partitions restrict every selector.
 SELECT rheo.create_stream('m', 2);
