@@ -725,13 +725,13 @@ func TestConcurrentAckSameLease(t *testing.T) {
 	}
 }
 
-// TestNotify listens on rheo_events while appending: one notification per
+// TestSQLNotify listens on rheo_events while appending: one notification per
 // partition written, at commit, with the SPEC's JSON payload; none with
 // rheo.notify off, for an idempotent repeat, or for a rollback.
 //
 // A notification on a separate stream, sent last, marks the end of what
 // came before it: notifications arrive in commit order.
-func TestNotify(t *testing.T) {
+func TestSQLNotify(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
