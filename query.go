@@ -1,0 +1,62 @@
+package rheo
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Query selects events of a stream's history, one page at a time. Every
+// field is optional; the zero Query selects every event, oldest first, in
+// pages of 100. The filters combine with AND.
+//
+// Events come in (sequence, partition) order, or the reverse when
+// Descending. Paging with the cursor of each page never skips and never
+// repeats an event, even while events keep arriving (see docs/query.md).
+type Query struct {
+	// Type matches the payload's "type" field exactly. "" matches any
+	// type.
+	Type string
+	// Key matches the effective routing key exactly. "" matches any key.
+	Key string
+	// Partition, when set, limits the query to one partition.
+	Partition *int
+	// Payload is a JSON object the payload must contain, as
+	// PostgreSQL's @> decides: objects match by subset recursively,
+	// arrays by containing each element, scalars by JSON equality (1 and
+	// 1.0 are equal, "1" and 1 are not).
+	Payload json.RawMessage
+	// Metadata is a JSON object the metadata must contain, like Payload.
+	// Lineage.Metadata builds one for lineage lookups.
+	Metadata json.RawMessage
+	// From, when set, keeps events with TS at or after it.
+	From *time.Time
+	// To, when set, keeps events with TS at or before it.
+	To *time.Time
+	// AfterSequence keeps events whose sequence is greater. Defaults to
+	// 0, every event.
+	AfterSequence int64
+	// UntilSequence, when set, keeps events whose sequence is at most it.
+	UntilSequence *int64
+
+	// MaxCount is the most events of a page. Defaults to 100.
+	MaxCount int
+	// After is the Cursor of the previous page; "" starts at the
+	// beginning (at the end when Descending). A cursor is valid only for
+	// the stream, filters and direction that issued it.
+	After string
+	// Descending returns the newest events first. A descending walk
+	// covers the events present when its first page was read.
+	Descending bool
+}
+
+// Page is one page of a Query.
+type Page struct {
+	// Events are the page's events in query order.
+	Events []Event `json:"events"`
+	// Cursor continues the query after this page: pass it as Query.After.
+	// It is set on every page, also an empty one. A page shorter than
+	// MaxCount means that no more events matched when it was read;
+	// ascending, later appends may still match, and the cursor finds
+	// them.
+	Cursor string `json:"cursor"`
+}
