@@ -63,14 +63,12 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 	if a.maxCount == 0 || len(scope) == 0 {
 		return leases, nil
 	}
-	scopeJSON := intsJSON(scope)
-
 	// A lease that expired at the attempt limit is dead-lettered rather
 	// than leased again, so a handler that always crashes cannot loop.
-	if err := s.deadLetterExpired(ctx, g, scopeJSON); err != nil {
+	if err := s.deadLetterExpired(ctx, g, intsJSON(scope)); err != nil {
 		return nil, err
 	}
-	work, err := s.fetchableWork(ctx, stream, g, scopeJSON, a.maxCount)
+	work, err := s.fetchableWork(ctx, stream, g, scope, a.maxCount)
 	if err != nil || len(work) == 0 {
 		return leases, err
 	}
@@ -196,54 +194,52 @@ func (s *session) deadLetterExpired(ctx context.Context, g groupRow, scopeJSON s
 	return err
 }
 
-// fetchableWork returns, in partition order, the partitions of scopeJSON
-// that have claimable work, with up to maxCount deliveries claimable
-// again each and their count of events past the cursor.
-func (s *session) fetchableWork(ctx context.Context, stream string, g groupRow, scopeJSON string, maxCount int) ([]partitionWork, error) {
-	due := map[int][]claim{}
-	// INDEXED BY, as in deadLetterExpired: read only what is due.
+// fetchableWork returns, in partition order, the partitions of scope that
+// have claimable work: up to maxCount deliveries claimable again each,
+// and their count of events past the cursor.
+func (s *session) fetchableWork(ctx context.Context, stream string, g groupRow, scope []int, maxCount int) ([]partitionWork, error) {
+	var all []partitionWork
 	rows, err := s.query(ctx, `
-		SELECT "partition", sequence, attempt
-		  FROM (SELECT d."partition", d.sequence, d.attempt,
-		               row_number() OVER (PARTITION BY d."partition" ORDER BY d.sequence) AS n
-		          FROM rheo_deliveries AS d INDEXED BY rheo_deliveries_due
-		         WHERE d.group_id = ?1 AND d."partition" IN (SELECT value FROM json_each(?2))
-		           AND d.expires_at <= ?3)
-		 WHERE n <= ?4
-		 ORDER BY "partition", sequence`, g.id, scopeJSON, s.now, maxCount)
+		SELECT c."partition", c.next_sequence, p.high_watermark
+		  FROM rheo_cursors AS c
+		  JOIN rheo_partitions AS p ON p.stream = ?1 AND p."partition" = c."partition"
+		 WHERE c.group_id = ?2 AND c."partition" IN (SELECT value FROM json_each(?3))
+		 ORDER BY c."partition"`, stream, g.id, intsJSON(scope))
 	err = scanAll(rows, err, func(rows *sql.Rows) error {
-		var c claim
-		if err := rows.Scan(&c.partition, &c.sequence, &c.attempt); err != nil {
-			return err
-		}
-		c.attempt++ // the lease about to be made
-		due[c.partition] = append(due[c.partition], c)
-		return nil
+		var w partitionWork
+		var high int64
+		err := rows.Scan(&w.partition, &w.next, &high)
+		w.fresh = max(0, min(int64(maxCount), high-w.next+1))
+		all = append(all, w)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	var work []partitionWork
-	rows, err = s.query(ctx, `
-		SELECT c."partition", c.next_sequence, p.high_watermark
-		  FROM rheo_cursors AS c
-		  JOIN rheo_partitions AS p ON p.stream = ?1 AND p."partition" = c."partition"
-		 WHERE c.group_id = ?2 AND c."partition" IN (SELECT value FROM json_each(?3))
-		 ORDER BY c."partition"`, stream, g.id, scopeJSON)
-	err = scanAll(rows, err, func(rows *sql.Rows) error {
-		w := partitionWork{}
-		var high int64
-		if err := rows.Scan(&w.partition, &w.next, &high); err != nil {
+	for _, w := range all {
+		// The due index yields only what is due; the first maxCount by
+		// sequence are kept as it is read.
+		rows, err := s.query(ctx, `
+			SELECT d.sequence, d.attempt FROM rheo_deliveries AS d INDEXED BY rheo_deliveries_due
+			 WHERE d.group_id = ?1 AND d."partition" = ?2 AND d.expires_at <= ?3
+			 ORDER BY d.sequence
+			 LIMIT ?4`, g.id, w.partition, s.now, maxCount)
+		err = scanAll(rows, err, func(rows *sql.Rows) error {
+			c := claim{partition: w.partition}
+			err := rows.Scan(&c.sequence, &c.attempt)
+			c.attempt++ // the lease about to be made
+			w.due = append(w.due, c)
 			return err
+		})
+		if err != nil {
+			return nil, err
 		}
-		w.fresh = max(0, min(int64(maxCount), high-w.next+1))
-		w.due = due[w.partition]
 		if w.fresh > 0 || len(w.due) > 0 {
 			work = append(work, w)
 		}
-		return nil
-	})
-	return work, err
+	}
+	return work, nil
 }
 
 // share sets each partition's quota: round-robin, one lease per

@@ -103,9 +103,11 @@ CREATE TABLE rheo_deliveries (
 -- Settles find their delivery by lease id.
 CREATE UNIQUE INDEX rheo_deliveries_lease_id ON rheo_deliveries (lease_id);
 
--- Fetch finds what is claimable again (expires_at <= clock) in a range
--- scan of this index, without reading the leases still running.
-CREATE INDEX rheo_deliveries_due ON rheo_deliveries (group_id, "partition", expires_at);
+-- Fetch finds what is claimable again or to dead-letter (expires_at <=
+-- clock) in a range scan of this index, without reading the leases still
+-- running. state and attempt make it covering for those scans; the
+-- statements that change them change expires_at too.
+CREATE INDEX rheo_deliveries_due ON rheo_deliveries (group_id, "partition", expires_at, state, attempt);
 
 CREATE TABLE rheo_dead_letters (
     group_id         INTEGER NOT NULL,
