@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -796,4 +797,69 @@ func TestCLIOpsGuide(t *testing.T) {
 	if dls, err := b.drv.DeadLetters(ctx, "orders", "billing", nil); err != nil || len(dls) != 0 {
 		t.Fatalf("dead letters after the reset: %+v, %v; want none", dls, err)
 	}
+}
+
+// TestCLIReadme checks that the README's code is what runs: its Go
+// quickstart is the body of Example in example_test.go, and its psql
+// session runs in psql against a migrated database.
+func TestCLIReadme(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("the Go quickstart is example_test.go", func(t *testing.T) {
+		blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
+		if len(blocks) != 1 {
+			t.Fatalf("README has %d Go blocks, want 1", len(blocks))
+		}
+		example, err := os.ReadFile(filepath.Join("..", "..", "example_test.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := regexp.MustCompile(`(?s)\nfunc Example\(\) \{\n(.*)\n\}\n`).FindStringSubmatch(string(example))
+		if body == nil {
+			t.Fatal("example_test.go has no func Example")
+		}
+		var want strings.Builder
+		for line := range strings.Lines(body[1] + "\n") {
+			want.WriteString(strings.TrimPrefix(line, "\t"))
+		}
+		if blocks[0][1] != want.String() {
+			t.Fatalf("the README's Go block differs from the body of Example in example_test.go:\nREADME:\n%s\nexample_test.go:\n%s",
+				blocks[0][1], want.String())
+		}
+	})
+	t.Run("the psql session runs", func(t *testing.T) {
+		psql, err := exec.LookPath("psql")
+		if err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("psql is not installed")
+			}
+			t.Skip("psql is not installed")
+		}
+		b := cliOpenBackend(t, testdb.NewDatabase(t))
+		var script strings.Builder
+		for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+			script.WriteString(m[1])
+		}
+		cmd := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", b.url, "-f", "-")
+		cmd.Stdin = strings.NewReader(script.String())
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("psql: %v\n%s", err, out)
+		}
+		ctx := context.Background()
+		info, err := b.drv.GroupInfo(ctx, "orders", "billing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Three events: the first fetched (a first sequence) acked, the
+		// second retrying.
+		if info.Lag != 2 || info.PendingRetry != 1 {
+			t.Fatalf("after the README's session: %+v, want lag 2 and one pending retry", info)
+		}
+		var invoices int
+		if err := pgtapConnect(t, b.url).QueryRow(ctx, "SELECT count(*) FROM invoices").Scan(&invoices); err != nil || invoices != 1 {
+			t.Fatalf("invoices: %d, %v; want the one committed with the ack", invoices, err)
+		}
+	})
 }

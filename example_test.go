@@ -1,0 +1,107 @@
+package rheo_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"slices"
+	"sync"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/connect"
+	"github.com/rheo-go/rheo/worker"
+)
+
+// Example is the quickstart of the README: a stream, a consumer group, a
+// producer and a worker. It runs on an in-memory SQLite database; point
+// connect.Open at postgres://… to run it on PostgreSQL.
+func Example() {
+	ctx := context.Background()
+
+	// Open a database by URL. Migrate installs Rheo's schema; in
+	// production run rheo-migrate in the release step instead.
+	drv, err := connect.Open(ctx, "sqlite::memory:", &connect.Options{Migrate: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer drv.Close()
+
+	// A stream with 4 partitions, and a consumer group that reads it.
+	if err := drv.CreateStream(ctx, "orders", 4); err != nil {
+		log.Fatal(err)
+	}
+	if err := drv.CreateGroup(ctx, "orders", "billing", &rheo.CreateGroupOptions{MaxAttempts: 3}); err != nil {
+		log.Fatal(err)
+	}
+
+	// Producers append events. The key picks the partition, so all the
+	// events of one customer keep their order.
+	for _, order := range []struct {
+		customer string
+		total    int
+	}{{"ana", 42}, {"ben", 7}, {"ana", 13}} {
+		payload := fmt.Sprintf(`{"type":"order.placed","customer":%q,"total":%d}`, order.customer, order.total)
+		ev, err := drv.Append(ctx, "orders", json.RawMessage(payload), &rheo.AppendOptions{Key: order.customer})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("appended %s to partition %d at sequence %d\n", order.customer, ev.Partition, ev.Sequence)
+	}
+
+	// A worker runs the handler for every event of the group: returning
+	// nil acks the event, an error retries it, worker.Reject(err)
+	// dead-letters it.
+	var (
+		mu     sync.Mutex
+		billed []string
+		all    = make(chan struct{})
+	)
+	w, err := worker.New(drv, &worker.Config{
+		Stream:      "orders",
+		Group:       "billing",
+		Concurrency: 2,
+		Handler: func(ctx context.Context, lease rheo.Lease) error {
+			var order struct {
+				Customer string `json:"customer"`
+				Total    int    `json:"total"`
+			}
+			if err := json.Unmarshal(lease.Event.Payload, &order); err != nil {
+				return worker.Reject(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			billed = append(billed, fmt.Sprintf("%s %d", order.Customer, order.Total))
+			if len(billed) == 3 {
+				close(all)
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	<-all
+	// Stop waits for the handlers and writes their acks.
+	if err := w.Stop(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	slices.Sort(billed)
+	fmt.Println("billed:", billed)
+	lag, err := drv.Lag(ctx, "orders", "billing", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("lag:", lag.Total)
+
+	// Output:
+	// appended ana to partition 2 at sequence 1
+	// appended ben to partition 0 at sequence 1
+	// appended ana to partition 2 at sequence 2
+	// billed: [ana 13 ana 42 ben 7]
+	// lag: 0
+}
