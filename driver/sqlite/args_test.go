@@ -50,17 +50,3 @@ func TestHasNULEscape(t *testing.T) {
 	require.False(t, hasNULEscape(json.RawMessage(`{"a": "x\\u0000"}`)), "an escaped backslash, then text")
 	require.False(t, hasNULEscape(json.RawMessage(`{"a": "\u0001"}`)))
 }
-
-func TestIsMemory(t *testing.T) {
-	for dsn, memory := range map[string]bool{
-		":memory:":                    true,
-		":memory:?_busy_timeout=5000": true,
-		"file::memory:?cache=shared":  true,
-		"file:x?mode=memory":          true,
-		"rheo.db":                     false,
-		"file:/tmp/rheo.db?mode=rwc":  false,
-		"/tmp/memory.db?mode=memory":  false,
-	} {
-		require.Equal(t, memory, isMemory(dsn), dsn)
-	}
-}

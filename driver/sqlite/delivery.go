@@ -59,9 +59,8 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 	if err != nil {
 		return nil, err
 	}
-	leases := []rheo.Lease{}
 	if a.maxCount == 0 || len(scope) == 0 {
-		return leases, nil
+		return []rheo.Lease{}, nil
 	}
 	// A lease that expired at the attempt limit is dead-lettered rather
 	// than leased again, so a handler that always crashes cannot loop.
@@ -70,91 +69,122 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 	}
 	work, err := s.fetchableWork(ctx, stream, g, scope, a.maxCount)
 	if err != nil || len(work) == 0 {
-		return leases, err
+		return []rheo.Lease{}, err
 	}
 	share(work, a.maxCount, int(s.d.rotation.Add(1)%uint64(len(work))))
 
-	consumer := a.consumerID
-	if consumer == "" {
-		consumer = "consumer-" + newLeaseID()
-	}
-	expires := s.now + a.leaseMS*1000
-	var again, fresh, claims []claim
-	var cursors []byte // [[partition, next_sequence], ...]
+	// Within a partition the deliveries to claim again all precede the
+	// cursor: they come first, then the events past it.
+	var again, fresh []claim
 	for _, w := range work {
 		n := min(w.quota, len(w.due))
 		again = append(again, w.due[:n]...)
-		taken := int64(w.quota - n)
-		for seq := w.next; seq < w.next+taken; seq++ {
+		for seq := w.next; seq < w.next+int64(w.quota-n); seq++ {
 			fresh = append(fresh, claim{partition: w.partition, sequence: seq, attempt: 1})
 		}
-		if taken > 0 {
-			cursors = appendPair(cursors, int64(w.partition), w.next+taken)
-		}
 	}
-	for i := range again {
-		again[i].leaseID = newLeaseID()
+	l := leasing{consumer: a.consumerID, leasedAt: s.now, expiresAt: s.now + a.leaseMS*1000}
+	if l.consumer == "" {
+		l.consumer = "consumer-" + newLeaseID()
 	}
-	for i := range fresh {
-		fresh[i].leaseID = newLeaseID()
+	if err := s.leaseAgain(ctx, g, l, again); err != nil {
+		return nil, err
 	}
-	if len(again) > 0 {
-		// A batched UPDATE written as an upsert: SQLite runs UPDATE … FROM
-		// with the updated table as the outer loop, reading every delivery
-		// of the group for each claim, while INSERT … SELECT drives from
-		// the claims and updates each one's row through the primary key.
-		// The rows exist, so every claim takes the DO UPDATE branch.
-		if _, err := s.exec(ctx, `
-			INSERT INTO rheo_deliveries
-			       (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at)
-			SELECT ?1, j.value ->> 0, j.value ->> 1, 'leased', j.value ->> 2, ?2, 1, ?3, ?4
-			  FROM json_each(?5) AS j
-			 WHERE true -- the parser needs it before ON CONFLICT
-			    ON CONFLICT (group_id, "partition", sequence) DO UPDATE
-			   SET state = 'leased', lease_id = excluded.lease_id, consumer_id = excluded.consumer_id,
-			       attempt = attempt + 1, leased_at = excluded.leased_at, expires_at = excluded.expires_at`,
-			g.id, consumer, s.now, expires, claimsJSON(again)); err != nil {
-			return nil, err
-		}
+	if err := s.leaseFresh(ctx, g, l, fresh); err != nil {
+		return nil, err
 	}
-	if len(fresh) > 0 {
-		if _, err := s.exec(ctx, `
-			INSERT INTO rheo_deliveries
-			       (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at)
-			SELECT ?1, j.value ->> 0, j.value ->> 1, 'leased', j.value ->> 2, ?2, 1, ?3, ?4
-			  FROM json_each(?5) AS j`,
-			g.id, consumer, s.now, expires, claimsJSON(fresh)); err != nil {
-			return nil, err
-		}
-		// The cursor rows exist: a batched UPDATE, as above.
-		if _, err := s.exec(ctx, `
-			INSERT INTO rheo_cursors (group_id, "partition", next_sequence)
-			SELECT ?1, j.value ->> 0, j.value ->> 1
-			  FROM json_each(?2) AS j
-			 WHERE true
-			    ON CONFLICT (group_id, "partition") DO UPDATE SET next_sequence = excluded.next_sequence`,
-			g.id, "["+string(cursors)+"]"); err != nil {
-			return nil, err
-		}
-	}
+	return s.leases(ctx, stream, group, l, append(again, fresh...))
+}
 
-	claims = append(again, fresh...)
+// leasing is what the leases of one fetch share.
+type leasing struct {
+	consumer  string
+	leasedAt  int64
+	expiresAt int64
+}
+
+// leaseAgain leases again the deliveries of claims, each under a new
+// lease id, at the next attempt.
+func (s *session) leaseAgain(ctx context.Context, g groupRow, l leasing, claims []claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	for i := range claims {
+		claims[i].leaseID = newLeaseID()
+	}
+	// A batched UPDATE written as an upsert: SQLite runs UPDATE … FROM
+	// with the updated table as the outer loop, reading every delivery of
+	// the group for each claim, while INSERT … SELECT drives from the
+	// claims and updates each one's row through the primary key. The rows
+	// exist, so every claim takes the DO UPDATE branch.
+	_, err := s.exec(ctx, `
+		INSERT INTO rheo_deliveries
+		       (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at)
+		SELECT ?1, j.value ->> 0, j.value ->> 1, 'leased', j.value ->> 2, ?2, 1, ?3, ?4
+		  FROM json_each(?5) AS j
+		 WHERE true -- the parser needs it before ON CONFLICT
+		    ON CONFLICT (group_id, "partition", sequence) DO UPDATE
+		   SET state = 'leased', lease_id = excluded.lease_id, consumer_id = excluded.consumer_id,
+		       attempt = attempt + 1, leased_at = excluded.leased_at, expires_at = excluded.expires_at`,
+		g.id, l.consumer, l.leasedAt, l.expiresAt, claimsJSON(claims))
+	return err
+}
+
+// leaseFresh leases the events of claims, past their partitions'
+// cursors, at attempt 1, and moves the cursors past them.
+func (s *session) leaseFresh(ctx context.Context, g groupRow, l leasing, claims []claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	var cursors []byte // [partition, next_sequence], ...
+	for i, c := range claims {
+		claims[i].leaseID = newLeaseID()
+		// Claims are in (partition, sequence) order and contiguous, so a
+		// partition's last one sets its cursor.
+		if i == len(claims)-1 || claims[i+1].partition != c.partition {
+			cursors = appendPair(cursors, int64(c.partition), c.sequence+1)
+		}
+	}
+	if _, err := s.exec(ctx, `
+		INSERT INTO rheo_deliveries
+		       (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at)
+		SELECT ?1, j.value ->> 0, j.value ->> 1, 'leased', j.value ->> 2, ?2, 1, ?3, ?4
+		  FROM json_each(?5) AS j`,
+		g.id, l.consumer, l.leasedAt, l.expiresAt, claimsJSON(claims)); err != nil {
+		return err
+	}
+	// The cursor rows exist: a batched UPDATE, as in leaseAgain.
+	_, err := s.exec(ctx, `
+		INSERT INTO rheo_cursors (group_id, "partition", next_sequence)
+		SELECT ?1, j.value ->> 0, j.value ->> 1
+		  FROM json_each(?2) AS j
+		 WHERE true
+		    ON CONFLICT (group_id, "partition") DO UPDATE SET next_sequence = excluded.next_sequence`,
+		g.id, "["+string(cursors)+"]")
+	return err
+}
+
+// leases returns the leases of claims with their events, ordered by
+// (partition, sequence).
+func (s *session) leases(ctx context.Context, stream, group string, l leasing, claims []claim) ([]rheo.Lease, error) {
 	slices.SortFunc(claims, func(x, y claim) int {
 		return cmp.Or(cmp.Compare(x.partition, y.partition), cmp.Compare(x.sequence, y.sequence))
 	})
+	leases := make([]rheo.Lease, len(claims))
 	index := make(map[[2]int64]int, len(claims))
 	for i, c := range claims {
 		index[[2]int64{int64(c.partition), c.sequence}] = i
-		leases = append(leases, rheo.Lease{
+		leases[i] = rheo.Lease{
 			LeaseID:    c.leaseID,
 			Receipt:    c.leaseID,
 			Group:      group,
-			ConsumerID: consumer,
+			ConsumerID: l.consumer,
 			Attempt:    c.attempt,
-			LeasedAt:   fromMicros(s.now),
-			ExpiresAt:  fromMicros(expires),
-		})
+			LeasedAt:   fromMicros(l.leasedAt),
+			ExpiresAt:  fromMicros(l.expiresAt),
+		}
 	}
+	// CROSS JOIN keeps json_each outside: one primary key probe per lease.
 	rows, err := s.query(ctx, `
 		SELECT `+eventColumns+`
 		  FROM json_each(?2) AS j
@@ -162,8 +192,11 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 		stream, claimsJSON(claims))
 	err = scanAll(rows, err, func(rows *sql.Rows) error {
 		ev, err := scanEvent(rows, stream)
+		if err != nil {
+			return err
+		}
 		leases[index[[2]int64{int64(ev.Partition), ev.Sequence}]].Event = ev
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -160,8 +160,11 @@ func (s *session) storedEvents(ctx context.Context, stream string, inputs []appe
 		 CROSS JOIN rheo_events AS e ON e.id = u.value AND e.stream = ?1`, stream, stringsJSON(ids))
 	err = scanAll(rows, err, func(rows *sql.Rows) error {
 		ev, err := scanEvent(rows, stream)
+		if err != nil {
+			return err
+		}
 		stored[ev.ID] = ev
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -20,7 +20,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,19 +61,17 @@ var (
 	_ driver.Tx         = (*txOps)(nil)
 )
 
-// dsnParams are added to every file DSN that Open is given; parameters
-// already in the DSN come first and take precedence. _txlock=immediate
-// makes every transaction BEGIN IMMEDIATE, so an operation takes the write
-// lock before it reads (waiting up to the busy timeout for it) and never
-// fails to upgrade a read lock half-way. WAL lets readers in other
-// processes work while one writes, and synchronous=NORMAL (safe in WAL
-// mode) keeps committed transactions through a process crash with one
-// fsync per checkpoint rather than per commit. The statement cache keeps
-// the hot paths' statements prepared on the connection.
+// dsnParams are added to every DSN that Open is given; parameters already
+// in the DSN come first and take precedence. _txlock=immediate makes
+// every transaction BEGIN IMMEDIATE, so an operation takes the write lock
+// before it reads (waiting up to the busy timeout for it) and never fails
+// to upgrade a read lock half-way. WAL lets readers in other processes
+// work while one writes, and synchronous=NORMAL (safe in WAL mode) keeps
+// committed transactions through a process crash with one fsync per
+// checkpoint rather than per commit; an in-memory database ignores both.
+// The statement cache keeps the hot paths' statements prepared on the
+// connection.
 const dsnParams = "_txlock=immediate&_busy_timeout=5000&_journal_mode=WAL&_synchronous=NORMAL&_stmt_cache_size=64"
-
-// memoryParams configure the private in-memory database of Open(":memory:").
-const memoryParams = "_txlock=immediate&_stmt_cache_size=64"
 
 // Open opens the SQLite database at dsn: a file path, or a file: URI, or
 // ":memory:". Parameters in dsn take precedence over the driver's.
@@ -90,16 +87,11 @@ const memoryParams = "_txlock=immediate&_stmt_cache_size=64"
 //
 // opts may be nil. With opts.Migrate the migrations are applied first.
 func Open(ctx context.Context, dsn string, opts *Options) (*Driver, error) {
-	memory := isMemory(dsn)
-	params := dsnParams
-	if memory {
-		params = memoryParams
-	}
 	sep := "?"
 	if strings.Contains(dsn, "?") {
 		sep = "&"
 	}
-	db, err := sql.Open("sqlite3", dsn+sep+params)
+	db, err := sql.Open("sqlite3", dsn+sep+dsnParams)
 	if err != nil {
 		return nil, interpretError("open", err)
 	}
@@ -118,20 +110,8 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Driver, error) {
 		_ = db.Close()
 		return nil, err
 	}
-	d.ownsDB, d.memory = true, memory
+	d.ownsDB = true
 	return d, nil
-}
-
-// isMemory reports whether dsn names an in-memory database: ":memory:"
-// or "file::memory:" (with parameters or not), or a file: URI with
-// mode=memory.
-func isMemory(dsn string) bool {
-	name, query, _ := strings.Cut(dsn, "?")
-	if name == ":memory:" || name == "file::memory:" {
-		return true
-	}
-	values, err := url.ParseQuery(query)
-	return strings.HasPrefix(name, "file:") && err == nil && values.Get("mode") == "memory"
 }
 
 // New returns a Driver on a database the host opened with
@@ -158,6 +138,12 @@ func newDriver(ctx context.Context, db *sql.DB, opts *Options) (*Driver, error) 
 		}
 	}
 	d := &Driver{db: db, clock: opts.Clock, wakeups: newHub()}
+	// An in-memory database has no file.
+	var file string
+	if err := db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
+		return nil, interpretError("open", err)
+	}
+	d.memory = file == ""
 	if d.clock == nil {
 		d.clock = time.Now
 	}

@@ -112,6 +112,18 @@ func TestOpen(t *testing.T) {
 		require.NoError(t, other.CreateStream(b.ctx, "s", 1), "the other database has no stream s")
 	})
 
+	t.Run("a host's database is durable unless it is in memory", func(t *testing.T) {
+		b := setup(t)
+		for dsn, durable := range map[string]bool{b.path: true, ":memory:": false, "file:x?mode=memory": false} {
+			db, err := sql.Open("sqlite3", dsn)
+			require.NoError(t, err)
+			defer db.Close()
+			d, err := sqlite.New(db, nil)
+			require.NoError(t, err)
+			require.Equal(t, durable, d.Capabilities().Durable, dsn)
+		}
+	})
+
 	t.Run("an in-memory database is shared by the driver's goroutines", func(t *testing.T) {
 		b := setup(t)
 		d := b.open(t, ":memory:")
