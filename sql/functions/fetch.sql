@@ -63,11 +63,19 @@ BEGIN
 
     -- A lease that expired at the attempt limit is dead-lettered rather
     -- than leased again, so a handler that always crashes cannot loop.
+    -- Delivery rows are taken with SKIP LOCKED here and below: a row
+    -- locked by a settle in progress is that settle's to finish, and a
+    -- fetch that never waits for delivery rows cannot deadlock with
+    -- settles that lock them in another order.
     WITH expired AS (
         DELETE FROM rheo.deliveries AS d
-         WHERE d.group_id = v_group.group_id AND d."partition" = ANY (v_scope)
-           AND d.state = 'leased' AND d.expires_at <= v_now
-           AND d.attempt >= v_group.max_attempts
+         USING (SELECT x."partition", x.sequence FROM rheo.deliveries x
+                 WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_scope)
+                   AND x.state = 'leased' AND x.expires_at <= v_now
+                   AND x.attempt >= v_group.max_attempts
+                   FOR UPDATE SKIP LOCKED) AS due
+         WHERE d.group_id = v_group.group_id AND d."partition" = due."partition"
+           AND d.sequence = due.sequence
         RETURNING d."partition", d.sequence, d.attempt
     )
     INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
@@ -159,6 +167,7 @@ BEGIN
                    AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
                  ORDER BY d.sequence
                  LIMIT v_q
+                   FOR UPDATE SKIP LOCKED
             ), claimed AS (
                 UPDATE rheo.deliveries AS d
                    SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
