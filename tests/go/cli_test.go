@@ -310,8 +310,8 @@ func TestCLIAppend(t *testing.T) {
 			cliWantFailure(t, r, cli.ExitFailure, `stream "batch-stream" not found`)
 			b.ok(t, "create-stream", "batch-stream", "--partitions", "3")
 			r = cliRun(t, in.String(), "append", "batch-stream", "--database-url", b.url, "--output", "json")
-			if r.code != cli.ExitOK {
-				t.Fatalf("append from stdin: %s", r)
+			if r.code != cli.ExitOK || r.stderr != "" {
+				t.Fatalf("append from stdin (no progress when stderr is not a terminal): %s", r)
 			}
 			got := cliJSON[struct {
 				Appended   int64 `json:"appended"`

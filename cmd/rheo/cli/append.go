@@ -98,6 +98,9 @@ type appendSummary struct {
 // appendLines appends stdin's lines in batches and prints a summary per
 // partition.
 func (c *call) appendLines(drv driver.Driver, key string, opts *rheo.AppendBatchOptions) error {
+	if isTerminal(c.stdin) {
+		fmt.Fprintln(c.stderr, "reading one JSON object per line; end with Ctrl-D")
+	}
 	sc := bufio.NewScanner(c.stdin)
 	sc.Buffer(make([]byte, 64<<10), maxLine)
 	summaries := map[int]*appendSummary{}
@@ -154,6 +157,7 @@ func (c *call) appendLines(drv driver.Driver, key string, opts *rheo.AppendBatch
 	if err := flush(); err != nil {
 		return err
 	}
+	prog.done()
 
 	var parts []appendSummary
 	for p := range summaries {

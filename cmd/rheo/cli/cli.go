@@ -99,8 +99,13 @@ type call struct {
 
 // Run executes one command line (the arguments after the program name)
 // and returns the exit status: ExitOK, ExitFailure with one line on
-// stderr, or ExitUsage with the usage on stderr.
+// stderr, or ExitUsage with the usage on stderr. stdin may be nil, which
+// reads as empty. Cancelling ctx interrupts the command; tail --follow
+// then ends with ExitOK.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
 	if len(args) == 0 {
 		writeUsage(stderr)
 		return ExitUsage

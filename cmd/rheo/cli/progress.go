@@ -24,13 +24,14 @@ func (c *call) newProgress() *progress {
 	return &progress{w: c.stderr}
 }
 
-// isTerminal reports whether w is a character device, such as a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
+// isTerminal reports whether f is a character device, such as a terminal
+// (or /dev/null, where the progress is harmlessly lost).
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
 	if !ok {
 		return false
 	}
-	info, err := f.Stat()
+	info, err := file.Stat()
 	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
@@ -44,9 +45,10 @@ func (p *progress) show(format string, args ...any) {
 	fmt.Fprintf(p.w, "\r\x1b[K"+format, args...)
 }
 
-// done clears the progress line.
+// done clears the progress line, if one is shown.
 func (p *progress) done() {
 	if p.w != nil && !p.last.IsZero() {
 		fmt.Fprint(p.w, "\r\x1b[K")
+		p.last = time.Time{}
 	}
 }
