@@ -53,7 +53,7 @@ BEGIN
             DETAIL = format('lease_ms must be >= 1, got %s', coalesce(p_lease_ms::text, 'NULL'));
     END IF;
     v_scope := rheo._partitions(p_partitions, v_group.partition_count);
-    IF p_max_count = 0 OR cardinality(v_scope) = 0 THEN
+    IF cardinality(v_scope) = 0 THEN
         RETURN;
     END IF;
 
@@ -81,6 +81,9 @@ BEGIN
     INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
     SELECT v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
       FROM expired x;
+    IF p_max_count = 0 THEN
+        RETURN;
+    END IF;
 
     -- Partitions that look like they have work, read without locks.
     SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates

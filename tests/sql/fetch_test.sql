@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(50);
+SELECT plan(52);
 
 -- The signature SPEC §3 pins.
 SELECT has_function('rheo', 'fetch', ARRAY['text', 'text', 'integer', 'text', 'integer', 'integer[]', 'timestamp with time zone']::name[], 'rheo.fetch has the SPEC''s argument types');
@@ -171,6 +171,19 @@ SELECT results_eq(
                         partitions => '{2}', clock => '2030-01-01Z')$$,
     $$VALUES ('by-name'::text, 2, '2030-01-01 00:00:01Z'::timestamptz)$$,
     'fetch called with every argument by name');
+
+-- A fetch with max_count 0 claims nothing but still dead-letters the
+-- leases that expired at the attempt limit in its scope.
+SELECT rheo.create_stream('zero');
+SELECT rheo.create_group('zero', 'g', max_attempts => 1);
+SELECT rheo.append('zero', '{"n": 1}');
+SELECT lease_id FROM rheo.fetch('zero', 'g', clock => '2030-01-01Z');
+SELECT is((SELECT count(*) FROM rheo.fetch('zero', 'g', max_count => 0, clock => '2030-01-02Z')),
+    0::bigint, 'max_count 0 claims nothing');
+SELECT results_eq(
+    $$SELECT reason, attempt FROM rheo.dead_letters('zero', 'g')$$,
+    $$VALUES ('lease_expired'::text, 1)$$,
+    'max_count 0 still dead-letters a lease that expired at the attempt limit');
 
 -- Errors in the order of checks: stream, group, arguments.
 SELECT throws_ok($$SELECT * FROM rheo.fetch('missing', 'g')$$,
