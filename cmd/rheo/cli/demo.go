@@ -28,18 +28,17 @@ import (
 
 // The demo's scenario.
 const (
-	demoPartitions       = 4
-	demoOrders           = 40
-	demoQuotes           = 80
-	demoRiskAttempts     = 3
-	demoSurveilAttempts  = 5
-	demoConcurrency      = 4
-	demoReplayAfter      = 10
-	demoLargeTradeQty    = 5000
-	demoPollInterval     = 50 * time.Millisecond
-	demoStepTimeout      = 30 * time.Second
-	demoHandlerWork      = time.Millisecond
-	demoCorrelationQuery = "order-007"
+	demoPartitions      = 4
+	demoOrders          = 40
+	demoQuotes          = 80
+	demoRiskAttempts    = 3
+	demoSurveilAttempts = 5
+	demoConcurrency     = 4
+	demoReplayAfter     = 10
+	demoLargeTradeQty   = 5000
+	demoPollInterval    = 50 * time.Millisecond
+	demoStepTimeout     = 30 * time.Second
+	demoHandlerWork     = time.Millisecond
 )
 
 var (
@@ -197,18 +196,22 @@ func (d *demo) appendEvents() error {
 		correlation := fmt.Sprintf("order-%03d", i)
 		placed, err := d.drv.Append(d.ctx, d.stream, mustJSON(order), &rheo.AppendOptions{
 			ID:       order.OrderID + ".placed",
-			Metadata: mustJSON(map[string]string{"correlation_id": correlation, "producer": "demo-gateway"}),
+			Metadata: rheo.Lineage{CorrelationID: correlation, Producer: "demo-gateway"}.Metadata(),
 		})
 		if err != nil {
 			return err
 		}
 		fill := order
 		fill.Type, fill.Side = "trade.executed", ""
+		// The trade carries the order's correlation id, and the order's
+		// id as its cause.
+		fillMeta, err := rheo.CausedBy(placed, rheo.Lineage{Producer: "demo-exchange"}.Metadata())
+		if err != nil {
+			return err
+		}
 		executed, err := d.drv.Append(d.ctx, d.stream, mustJSON(fill), &rheo.AppendOptions{
-			ID: order.OrderID + ".trade",
-			Metadata: mustJSON(map[string]string{
-				"correlation_id": correlation, "causation_id": placed.ID, "producer": "demo-exchange",
-			}),
+			ID:       order.OrderID + ".trade",
+			Metadata: fillMeta,
 		})
 		if err != nil {
 			return err
@@ -222,7 +225,7 @@ func (d *demo) appendEvents() error {
 		quotes[j] = rheo.BatchItem{Payload: mustJSON(quote{Type: "quote", Key: demoSymbols[j%len(demoSymbols)], Bid: mid - 0.05, Ask: mid + 0.05})}
 	}
 	batch, err := d.drv.AppendBatch(d.ctx, d.stream, quotes, &rheo.AppendBatchOptions{
-		Metadata: mustJSON(map[string]string{"producer": "demo-feed"}),
+		Metadata: rheo.Lineage{Producer: "demo-feed"}.Metadata(),
 	})
 	if err != nil {
 		return err
@@ -232,7 +235,7 @@ func (d *demo) appendEvents() error {
 	bad := trade{Type: "trade.executed", Key: "TSLA", OrderID: "o-999", Trader: "dev", Qty: -500, Price: 251.25}
 	d.poison, err = d.drv.Append(d.ctx, d.stream, mustJSON(bad), &rheo.AppendOptions{
 		ID:       "o-999.trade",
-		Metadata: mustJSON(map[string]string{"correlation_id": "order-999", "producer": "demo-exchange"}),
+		Metadata: rheo.Lineage{CorrelationID: "order-999", Producer: "demo-exchange"}.Metadata(),
 	})
 	if err != nil {
 		return err
