@@ -28,6 +28,10 @@ DECLARE
     v_ts        timestamptz;
     v_bad       bigint;
     v_conflict  text;
+    v_random    text;
+    v_hex_ms    text;
+    v_id_prefix text;
+    v_id_base   bigint;
     v_ids       text[];
     v_keys      text[];
     v_parts     int[];
@@ -38,7 +42,7 @@ DECLARE
     v_bases     bigint[];
     v_base      bigint;
     v_tries     int := 0;
-    v_millis    bytea;
+    v_generated boolean;
 BEGIN
     v_count := rheo._stream(p_stream);
     IF p_payloads IS NULL OR jsonb_typeof(p_payloads) <> 'array' THEN
@@ -81,115 +85,176 @@ BEGIN
 
     v_now := coalesce(p_clock, now());
     v_ts := coalesce(p_ts, v_now);
-    v_millis := substring(int8send(floor(extract(epoch FROM v_now) * 1000)::bigint) FROM 3);
 
-    -- One row per input, in input order: effective id, key and partition.
-    -- The expressions are written inline rather than as helper functions
-    -- so that they run at expression speed for every event of a batch.
-    --
-    -- Generated ids are UUIDv7: 48 bits of Unix milliseconds over a random
-    -- UUID, whose version nibble (bits 52..55 of the bytea, 0100 for v4)
-    -- becomes 0111 by setting bits 52 and 53.
-    --
-    -- Routing: the first four bytes of md5(key), big-endian and unsigned
-    -- (bit(32)::bigint keeps it unsigned where ::int would wrap), modulo
-    -- the partition count.
-    SELECT array_agg(coalesce(p_ids[x.ord::int],
-                              encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
-                                                             PLACING v_millis FROM 1 FOR 6),
-                                                     52, 1), 53, 1), 'hex')::uuid::text)
-                     ORDER BY x.ord),
-           array_agg(k.key ORDER BY x.ord),
-           array_agg(coalesce(p_partition,
-                              CASE WHEN k.key IS NULL THEN 0
-                                   ELSE ((('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint) % v_count)::int
-                              END)
-                     ORDER BY x.ord),
-           array_agg(x.v ORDER BY x.ord)
-      INTO v_ids, v_keys, v_parts, v_payloads
-      FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
-     CROSS JOIN LATERAL (SELECT coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')) AS key) AS k;
+    -- Generated ids are UUIDv7 in text form: 48 bits of Unix milliseconds,
+    -- the version digit 7, then random bits whose last 48 count up through
+    -- the call from a random start (RFC 9562, section 6.2, method 1). One
+    -- gen_random_uuid() per call gives the random digits; its 17th hex
+    -- digit already carries the variant bits (10xx). The counter starts
+    -- between 2^44 and 2^45, so start + ordinality always has exactly 12
+    -- hex digits: the id of input i is v_id_prefix || to_hex(v_id_base + i),
+    -- cheap enough for every event of a large batch, and the ids of a call
+    -- sort (in the C collation) in input order.
+    v_random := replace(gen_random_uuid()::text, '-', '');
+    v_hex_ms := lpad(to_hex(floor(extract(epoch FROM v_now) * 1000)::bigint), 12, '0');
+    v_id_prefix := substr(v_hex_ms, 1, 8) || '-' || substr(v_hex_ms, 9, 4) || '-7' || substr(v_random, 1, 3)
+                   || '-' || substr(v_random, 17, 4) || '-';
+    v_id_base := (1::bigint << 44) + ('x' || substr(v_random, 21, 11))::bit(44)::bigint;
 
-    SELECT u.id INTO v_conflict
-      FROM unnest(v_ids, v_keys, v_payloads) AS u(id, key, payload)
-     GROUP BY u.id
-    HAVING count(DISTINCT (u.key, u.payload)) > 1
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
-            DETAIL = format('event id %L appears twice in the batch with different content', v_conflict);
-    END IF;
-
-    LOOP
-        BEGIN
-            -- Probe the id index once per input. LATERAL ... LIMIT 1 keeps
-            -- the planner from choosing a scan of the stream when its
-            -- statistics are missing or stale (a new stream has none).
-            -- New: the first occurrence of an id not stored yet.
-            SELECT array_agg(t.is_new ORDER BY t.ord), min(t.id) FILTER (WHERE t.conflict)
-              INTO v_is_new, v_conflict
-              FROM (SELECT u.ord, u.id,
-                           ex.id IS NOT NULL
-                           AND (ex.payload <> u.payload OR ex.key IS DISTINCT FROM u.key
-                                OR ex.metadata <> p_metadata) AS conflict,
-                           ex.id IS NULL
-                           AND row_number() OVER (PARTITION BY u.id ORDER BY u.ord) = 1 AS is_new
-                      FROM unnest(v_ids, v_keys, v_payloads) WITH ORDINALITY AS u(id, key, payload, ord)
-                      LEFT JOIN LATERAL (SELECT e.id, e.key, e.payload, e.metadata
-                                           FROM rheo.events e
-                                          WHERE e.id = u.id AND e.stream = p_stream
-                                          LIMIT 1) AS ex ON true) AS t;
-            IF v_conflict IS NOT NULL THEN
-                RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
-                    DETAIL = format('event id %L already exists on stream %L with other content', v_conflict, p_stream);
-            END IF;
-
+    v_generated := p_ids IS NULL OR array_remove(p_ids, NULL) = '{}';
+    IF v_generated THEN
+        -- Every id is generated, so none can repeat a stored one: no probe
+        -- of the id index, no subtransaction, and the events come back from
+        -- the INSERT itself. The effective key and the partition of each
+        -- input are computed inline, at expression speed, rather than
+        -- gathered into arrays first.
+        --
+        -- Routing: the first four bytes of md5(key), big-endian and unsigned
+        -- (bit(32)::bigint keeps it unsigned where ::int would wrap), modulo
+        -- the partition count.
+        IF p_partition IS NOT NULL OR v_count = 1 THEN
+            v_new_parts := ARRAY[coalesce(p_partition, 0)];
+            v_counts := ARRAY[v_n];
+        ELSE
             SELECT array_agg(c.part ORDER BY c.part), array_agg(c.n ORDER BY c.part)
               INTO v_new_parts, v_counts
-              FROM (SELECT u.part, count(*)::int AS n
-                      FROM unnest(v_parts, v_is_new) AS u(part, is_new)
-                     WHERE u.is_new
-                     GROUP BY u.part) AS c;
+              FROM (SELECT r.part, count(*)::int AS n
+                      FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
+                     CROSS JOIN LATERAL (SELECT coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')) AS key) AS k
+                     CROSS JOIN LATERAL (SELECT CASE WHEN k.key IS NULL THEN 0
+                                                     ELSE ((('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint) % v_count)::int
+                                                END AS part) AS r
+                     GROUP BY r.part) AS c;
+        END IF;
+        -- Lock the allocators in partition order so that concurrent
+        -- batches over several partitions cannot deadlock.
+        v_bases := '{}';
+        FOR i IN 1 .. cardinality(v_new_parts) LOOP
+            UPDATE rheo.partitions AS pt
+               SET high_watermark = pt.high_watermark + v_counts[i]
+             WHERE pt.stream = p_stream AND pt."partition" = v_new_parts[i]
+            RETURNING pt.high_watermark - v_counts[i] INTO v_base;
+            v_bases := v_bases || v_base;
+        END LOOP;
 
-            IF v_new_parts IS NOT NULL THEN
-                -- Lock the allocators in partition order so that concurrent
-                -- batches over several partitions cannot deadlock.
-                v_bases := '{}';
-                FOR i IN 1 .. cardinality(v_new_parts) LOOP
-                    UPDATE rheo.partitions AS pt
-                       SET high_watermark = pt.high_watermark + v_counts[i]
-                     WHERE pt.stream = p_stream AND pt."partition" = v_new_parts[i]
-                    RETURNING pt.high_watermark - v_counts[i] INTO v_base;
-                    v_bases := v_bases || v_base;
-                END LOOP;
+        PERFORM set_config('rheo.appending', 'on', true);
+        -- The ids grow with the input order, so ordering by them returns
+        -- the events in input order.
+        RETURN QUERY
+        WITH inserted AS (
+            INSERT INTO rheo.events AS e (stream, "partition", sequence, id, key, payload, metadata, ts)
+            SELECT p_stream, r.part,
+                   v_bases[array_position(v_new_parts, r.part)]
+                   + row_number() OVER (PARTITION BY r.part ORDER BY x.ord),
+                   v_id_prefix || to_hex(v_id_base + x.ord), k.key, x.v, p_metadata, v_ts
+              FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
+             CROSS JOIN LATERAL (SELECT coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')) AS key) AS k
+             CROSS JOIN LATERAL (SELECT CASE WHEN p_partition IS NOT NULL THEN p_partition
+                                             WHEN k.key IS NULL OR v_count = 1 THEN 0
+                                             ELSE ((('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint) % v_count)::int
+                                        END AS part) AS r
+            RETURNING e.*
+        )
+        SELECT * FROM inserted i ORDER BY i.id COLLATE "C";
+        PERFORM set_config('rheo.appending', 'off', true);
+    ELSE
+        -- Some ids were given: each may repeat a stored event or an earlier
+        -- input of the batch. One row per input, in input order: effective
+        -- id, key and partition (routed as above).
+        SELECT array_agg(coalesce(p_ids[x.ord::int], v_id_prefix || to_hex(v_id_base + x.ord)) ORDER BY x.ord),
+               array_agg(k.key ORDER BY x.ord),
+               array_agg(coalesce(p_partition,
+                                  CASE WHEN k.key IS NULL THEN 0
+                                       ELSE ((('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint) % v_count)::int
+                                  END)
+                         ORDER BY x.ord),
+               array_agg(x.v ORDER BY x.ord)
+          INTO v_ids, v_keys, v_parts, v_payloads
+          FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
+         CROSS JOIN LATERAL (SELECT coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')) AS key) AS k;
 
-                PERFORM set_config('rheo.appending', 'on', true);
-                INSERT INTO rheo.events (stream, "partition", sequence, id, key, payload, metadata, ts)
-                SELECT p_stream, u.part,
-                       b.base + row_number() OVER (PARTITION BY u.part ORDER BY u.ord),
-                       u.id, u.key, u.payload, p_metadata, v_ts
-                  FROM unnest(v_ids, v_keys, v_parts, v_payloads, v_is_new)
-                       WITH ORDINALITY AS u(id, key, part, payload, is_new, ord)
-                  JOIN unnest(v_new_parts, v_bases) AS b(part, base) ON b.part = u.part
-                 WHERE u.is_new;
-                PERFORM set_config('rheo.appending', 'off', true);
-            END IF;
-            EXIT;
-        EXCEPTION WHEN unique_violation THEN
-            -- A concurrent append stored one of these ids first and has
-            -- committed: look again, now seeing it as a repeat.
-            v_tries := v_tries + 1;
-            IF v_tries >= 3 THEN
-                RAISE;
-            END IF;
-        END;
-    END LOOP;
+        SELECT u.id INTO v_conflict
+          FROM unnest(v_ids, v_keys, v_payloads) AS u(id, key, payload)
+         GROUP BY u.id
+        HAVING count(DISTINCT (u.key, u.payload)) > 1
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
+                DETAIL = format('event id %L appears twice in the batch with different content', v_conflict);
+        END IF;
+
+        LOOP
+            BEGIN
+                -- Probe the id index once per input. LATERAL ... LIMIT 1 keeps
+                -- the planner from choosing a scan of the stream when its
+                -- statistics are missing or stale (a new stream has none).
+                -- New: the first occurrence of an id not stored yet.
+                SELECT array_agg(t.is_new ORDER BY t.ord), min(t.id) FILTER (WHERE t.conflict)
+                  INTO v_is_new, v_conflict
+                  FROM (SELECT u.ord, u.id,
+                               ex.id IS NOT NULL
+                               AND (ex.payload <> u.payload OR ex.key IS DISTINCT FROM u.key
+                                    OR ex.metadata <> p_metadata) AS conflict,
+                               ex.id IS NULL
+                               AND row_number() OVER (PARTITION BY u.id ORDER BY u.ord) = 1 AS is_new
+                          FROM unnest(v_ids, v_keys, v_payloads) WITH ORDINALITY AS u(id, key, payload, ord)
+                          LEFT JOIN LATERAL (SELECT e.id, e.key, e.payload, e.metadata
+                                               FROM rheo.events e
+                                              WHERE e.id = u.id AND e.stream = p_stream
+                                              LIMIT 1) AS ex ON true) AS t;
+                IF v_conflict IS NOT NULL THEN
+                    RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
+                        DETAIL = format('event id %L already exists on stream %L with other content', v_conflict, p_stream);
+                END IF;
+
+                SELECT array_agg(c.part ORDER BY c.part), array_agg(c.n ORDER BY c.part)
+                  INTO v_new_parts, v_counts
+                  FROM (SELECT u.part, count(*)::int AS n
+                          FROM unnest(v_parts, v_is_new) AS u(part, is_new)
+                         WHERE u.is_new
+                         GROUP BY u.part) AS c;
+
+                IF v_new_parts IS NOT NULL THEN
+                    -- Lock the allocators in partition order (see above).
+                    v_bases := '{}';
+                    FOR i IN 1 .. cardinality(v_new_parts) LOOP
+                        UPDATE rheo.partitions AS pt
+                           SET high_watermark = pt.high_watermark + v_counts[i]
+                         WHERE pt.stream = p_stream AND pt."partition" = v_new_parts[i]
+                        RETURNING pt.high_watermark - v_counts[i] INTO v_base;
+                        v_bases := v_bases || v_base;
+                    END LOOP;
+                    PERFORM set_config('rheo.appending', 'on', true);
+                    INSERT INTO rheo.events (stream, "partition", sequence, id, key, payload, metadata, ts)
+                    SELECT p_stream, u.part,
+                           b.base + row_number() OVER (PARTITION BY u.part ORDER BY u.ord),
+                           u.id, u.key, u.payload, p_metadata, v_ts
+                      FROM unnest(v_ids, v_keys, v_parts, v_payloads, v_is_new)
+                           WITH ORDINALITY AS u(id, key, part, payload, is_new, ord)
+                      JOIN unnest(v_new_parts, v_bases) AS b(part, base) ON b.part = u.part
+                     WHERE u.is_new;
+                    PERFORM set_config('rheo.appending', 'off', true);
+                END IF;
+                EXIT;
+            EXCEPTION WHEN unique_violation THEN
+                -- A concurrent append stored one of these ids first and has
+                -- committed: look again, now seeing it as a repeat.
+                v_tries := v_tries + 1;
+                IF v_tries >= 3 THEN
+                    RAISE;
+                END IF;
+            END;
+        END LOOP;
+    END IF;
 
     IF v_new_parts IS NOT NULL AND coalesce(current_setting('rheo.notify', true), '') <> 'off' THEN
         PERFORM pg_notify('rheo_events',
                           json_build_object('stream', p_stream, 'partition', b.part,
                                             'sequence', b.base + b.n)::text)
            FROM unnest(v_new_parts, v_bases, v_counts) AS b(part, base, n);
+    END IF;
+    IF v_generated THEN
+        RETURN;
     END IF;
 
     RETURN QUERY
