@@ -60,3 +60,44 @@ type Page struct {
 	// them.
 	Cursor string `json:"cursor"`
 }
+
+// Filter returns q's filters as the filter object of the SQL function
+// rheo.query, holding only the filters that are set: "type", "key",
+// "partition", "payload", "metadata", "from", "to", "after_sequence" and
+// "until_sequence". From and To are RFC 3339 in UTC, cut to whole
+// microseconds, the precision events are stored with. Payload or
+// Metadata that is not valid JSON is invalid_argument.
+func (q Query) Filter() (json.RawMessage, error) {
+	filter := map[string]any{}
+	if q.Type != "" {
+		filter["type"] = q.Type
+	}
+	if q.Key != "" {
+		filter["key"] = q.Key
+	}
+	if q.Partition != nil {
+		filter["partition"] = *q.Partition
+	}
+	for name, v := range map[string]json.RawMessage{"payload": q.Payload, "metadata": q.Metadata} {
+		if v == nil {
+			continue
+		}
+		if !json.Valid(v) {
+			return nil, Errorf(ErrInvalidArgument, "the %s filter is not valid JSON", name)
+		}
+		filter[name] = v
+	}
+	if q.From != nil {
+		filter["from"] = q.From.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+	}
+	if q.To != nil {
+		filter["to"] = q.To.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+	}
+	if q.AfterSequence != 0 {
+		filter["after_sequence"] = q.AfterSequence
+	}
+	if q.UntilSequence != nil {
+		filter["until_sequence"] = *q.UntilSequence
+	}
+	return json.Marshal(filter)
+}

@@ -104,6 +104,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"transactions", transactionCases},
 		{"concurrency", concurrencyCases},
 		{"wakeups", wakeupCases},
+		{"history queries", QueryCases},
 	}
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) { f.cases(t, h) })
