@@ -115,8 +115,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Driver, error) {
 }
 
 // New returns a Driver on a database the host opened with
-// github.com/mattn/go-sqlite3; Close leaves it open. Open it with
-// _txlock=immediate (and a busy timeout) as Open does: then every
+// github.com/mattn/go-sqlite3; Close leaves it open. Give its DSN the
+// parameters Open adds (_txlock=immediate&_busy_timeout=5000, WAL for a
+// file, _stmt_cache_size to keep statements prepared): then every
 // operation begins IMMEDIATE. With deferred transactions an operation
 // that loses the race for the write lock is retried from the start, for
 // up to five seconds. opts may be nil; with opts.Migrate the migrations
