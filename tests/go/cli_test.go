@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -169,7 +171,8 @@ func TestCLIDemo(t *testing.T) {
 		if r.code != cli.ExitOK || !strings.Contains(r.stdout, "Demo complete") {
 			t.Fatalf("demo: %s", r)
 		}
-		for _, want := range []string{"dead letters of risk", "replay risk from sequence", "lag after consuming", "on SQLite"} {
+		for _, want := range []string{"dead letters of risk", "replay risk from sequence", "lag after consuming", "on SQLite",
+			"correlation id order-007: the order and the trade it caused"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("demo output lacks %q", want)
 			}
@@ -691,7 +694,7 @@ func TestCLIUsage(t *testing.T) {
 			t.Fatalf("help: %s", r)
 		}
 		for _, cmd := range []string{"demo", "streams", "groups", "lag", "info", "dead-letters", "replay", "reset",
-			"append", "tail", "create-stream", "create-group"} {
+			"append", "query", "tail", "create-stream", "create-group"} {
 			if !strings.Contains(r.stdout, "\n  "+cmd+" ") {
 				t.Errorf("help does not list %s:\n%s", cmd, r.stdout)
 			}
@@ -861,5 +864,118 @@ func TestCLIReadme(t *testing.T) {
 		if err := pgtapConnect(t, b.url).QueryRow(ctx, "SELECT count(*) FROM invoices").Scan(&invoices); err != nil || invoices != 1 {
 			t.Fatalf("invoices: %d, %v; want the one committed with the ack", invoices, err)
 		}
+	})
+}
+
+func TestCLIQuery(t *testing.T) {
+	type page struct {
+		Events []rheo.Event `json:"events"`
+		Cursor string       `json:"cursor"`
+	}
+	ids := func(evs []rheo.Event) []string {
+		var out []string
+		for _, ev := range evs {
+			out = append(out, ev.ID)
+		}
+		return out
+	}
+	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
+		ctx := context.Background()
+		b.cliStream(t, "orders", 3, 5)
+		// Orders o-0..o-8 of customers c-0..c-2, each followed by its
+		// payment, correlated by order.
+		var placed, paid []rheo.Event
+		for i := range 9 {
+			customer := fmt.Sprintf("c-%d", i%3)
+			order := fmt.Sprintf("o-%d", i)
+			p, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"type":"placed","customer":%q,"total":%d}`, customer, 10*i)),
+				&rheo.AppendOptions{Key: customer, ID: order + ".placed", Metadata: rheo.Lineage{CorrelationID: order}.Metadata()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			meta, err := rheo.CausedBy(p, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type":"paid"}`),
+				&rheo.AppendOptions{Key: customer, ID: order + ".paid", Metadata: meta})
+			if err != nil {
+				t.Fatal(err)
+			}
+			placed, paid = append(placed, p), append(paid, q)
+		}
+
+		t.Run("query by correlation id finds an order and its payment", func(t *testing.T) {
+			got := cliJSON[page](t, b.ok(t, "query", "orders", "--correlation-id", "o-4", "--output", "json"))
+			if want := []string{"o-4.placed", "o-4.paid"}; !slices.Equal(ids(got.Events), want) {
+				t.Fatalf("query --correlation-id o-4 = %v, want %v", ids(got.Events), want)
+			}
+			table := b.ok(t, "query", "orders", "--correlation-id", "o-4")
+			if !strings.HasPrefix(table, "TS ") || !strings.Contains(table, "CORRELATION_ID") || strings.Count(table, "o-4.") != 2 {
+				t.Fatalf("query table:\n%s", table)
+			}
+		})
+		t.Run("query by type and payload", func(t *testing.T) {
+			got := cliJSON[page](t, b.ok(t, "query", "orders", "--type", "placed", "--payload", `{"customer":"c-1"}`, "--output", "json"))
+			if want := []string{"o-1.placed", "o-4.placed", "o-7.placed"}; !slices.Equal(ids(got.Events), want) {
+				t.Fatalf("query = %v, want %v", ids(got.Events), want)
+			}
+			byKey := cliJSON[page](t, b.ok(t, "query", "orders", "--key", "c-2", "--type", "paid", "--output", "json"))
+			if want := []string{"o-2.paid", "o-5.paid", "o-8.paid"}; !slices.Equal(ids(byKey.Events), want) {
+				t.Fatalf("query --key c-2 --type paid = %v, want %v", ids(byKey.Events), want)
+			}
+		})
+		t.Run("query pages with --limit and --after, newest first with --desc", func(t *testing.T) {
+			var all []rheo.Event
+			after := ""
+			for range 10 {
+				args := []string{"query", "orders", "--type", "placed", "--desc", "--limit", "4", "--output", "json"}
+				if after != "" {
+					args = append(args, "--after", after)
+				}
+				got := cliJSON[page](t, b.ok(t, args...))
+				all = append(all, got.Events...)
+				if len(got.Events) < 4 {
+					break
+				}
+				after = got.Cursor
+			}
+			want := slices.Clone(placed)
+			slices.SortFunc(want, func(a, b rheo.Event) int {
+				return cmp.Or(cmp.Compare(b.Sequence, a.Sequence), b.Partition-a.Partition)
+			})
+			if !slices.Equal(ids(all), ids(want)) {
+				t.Fatalf("pages of --desc = %v, want %v", ids(all), ids(want))
+			}
+			r := b.run(t, "query", "orders", "--limit", "2")
+			if r.code != cli.ExitOK || !strings.Contains(r.stderr, "next page: the same command with --after ") {
+				t.Fatalf("a full page does not say how to get the next: %s", r)
+			}
+		})
+		t.Run("query by partition, sequence and time", func(t *testing.T) {
+			p := paid[0].Partition
+			got := cliJSON[page](t, b.ok(t, "query", "orders", "--partition", fmt.Sprint(p), "--after-sequence", "1",
+				"--until-sequence", "2", "--output", "json"))
+			if len(got.Events) != 1 || got.Events[0].ID != paid[0].ID {
+				t.Fatalf("query of partition %d sequence 2 = %v, want %s", p, ids(got.Events), paid[0].ID)
+			}
+			future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+			if got := cliJSON[page](t, b.ok(t, "query", "orders", "--from", future, "--output", "json")); len(got.Events) != 0 {
+				t.Fatalf("query from an hour ahead = %v, want nothing", ids(got.Events))
+			}
+			if got := cliJSON[page](t, b.ok(t, "query", "orders", "--to", future, "--limit", "100", "--output", "json")); len(got.Events) != 18 {
+				t.Fatalf("query up to an hour ahead returned %d events, want all 18", len(got.Events))
+			}
+		})
+		t.Run("query errors name the problem", func(t *testing.T) {
+			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "query", "nope")
+			b.fails(t, cli.ExitFailure, "invalid_partition", "query", "orders", "--partition", "3")
+			b.fails(t, cli.ExitUsage, "--payload is not valid JSON", "query", "orders", "--payload", "{")
+			b.fails(t, cli.ExitUsage, "--metadata and --correlation-id are exclusive", "query", "orders",
+				"--metadata", "{}", "--correlation-id", "x")
+			b.fails(t, cli.ExitFailure, "invalid_argument", "query", "orders", "--payload", "[1]")
+			cursor := cliJSON[page](t, b.ok(t, "query", "orders", "--type", "paid", "--limit", "1", "--output", "json")).Cursor
+			b.fails(t, cli.ExitFailure, "cursor_not_found", "query", "orders", "--type", "placed", "--after", cursor)
+		})
 	})
 }

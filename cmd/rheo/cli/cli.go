@@ -64,7 +64,7 @@ func commands() []*command {
 		demoCommand(),
 		streamsCommand(), groupsCommand(), lagCommand(), infoCommand(), deadLettersCommand(),
 		replayCommand(), resetCommand(),
-		appendCommand(), tailCommand(),
+		appendCommand(), queryCommand(), tailCommand(),
 		createStreamCommand(), createGroupCommand(),
 	}
 }

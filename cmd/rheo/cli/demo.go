@@ -39,6 +39,8 @@ const (
 	demoPollInterval    = 50 * time.Millisecond
 	demoStepTimeout     = 30 * time.Second
 	demoHandlerWork     = time.Millisecond
+	// demoCorrelationQuery is the order the demo looks up by lineage.
+	demoCorrelationQuery = "order-007"
 )
 
 var (
@@ -118,6 +120,7 @@ func (c *call) runDemo() error {
 		{"Two independent consumer groups", d.createGroups},
 		{"Workers consume both groups concurrently; a poison event is retried, then dead-lettered", d.consume},
 		{"Replay the risk group from a sequence", d.replay},
+		{"History queries over the log", d.query},
 	}
 	for i, step := range steps {
 		fmt.Fprintf(d.w, "\n== %d. %s\n", i+1, step.title)
@@ -188,7 +191,7 @@ func (d *demo) appendEvents() error {
 			Type:    "order.placed",
 			Key:     demoSymbols[i%len(demoSymbols)],
 			OrderID: fmt.Sprintf("o-%03d", i),
-			Trader:  demoTraders[i%len(demoTraders)],
+			Trader:  demoTraders[(i/3)%len(demoTraders)],
 			Side:    []string{"buy", "sell"}[i%2],
 			Qty:     100 * (1 + (i*37)%60),
 			Price:   float64(100+(i*13)%400) + 0.25,
@@ -599,4 +602,110 @@ func (d *demo) replay() error {
 		return err
 	}
 	return check(lagAfter.Total == 0, "risk lag is %d after the rerun, want 0", lagAfter.Total)
+}
+
+// demoTrader is whose trades the demo looks up by payload.
+const demoTrader = "ana"
+
+// query searches the history three ways, each checked against what was
+// appended: the trades of one trader by payload (paging with the cursor),
+// one order's events by correlation id, and a symbol's latest quotes.
+func (d *demo) query() error {
+	querier, ok := d.drv.(driver.Querier)
+	if !ok {
+		return failf("the driver cannot query the history")
+	}
+	byQueryOrder := func(a, b rheo.Event) int {
+		if a.Sequence != b.Sequence {
+			return int(a.Sequence - b.Sequence)
+		}
+		return a.Partition - b.Partition
+	}
+
+	var wantTrades []rheo.Event
+	for _, ev := range d.events {
+		var t trade
+		if json.Unmarshal(ev.Payload, &t) == nil && t.Type == "trade.executed" && t.Trader == demoTrader {
+			wantTrades = append(wantTrades, ev)
+		}
+	}
+	slices.SortFunc(wantTrades, byQueryOrder)
+	q := rheo.Query{Type: "trade.executed", Payload: mustJSON(map[string]string{"trader": demoTrader}), MaxCount: 4}
+	var trades []rheo.Event
+	pages := 0
+	for {
+		page, err := querier.Query(d.ctx, d.stream, q)
+		if err != nil {
+			return err
+		}
+		pages++
+		trades = append(trades, page.Events...)
+		if len(page.Events) < q.MaxCount {
+			break
+		}
+		q.After = page.Cursor
+	}
+	fmt.Fprintf(d.w, "type trade.executed with payload {\"trader\": %q}: %d events, read in %d pages of at most %d:\n",
+		demoTrader, len(trades), pages, q.MaxCount)
+	t := newTable("PARTITION", "SEQUENCE", "ID", "KEY", "QTY", "PRICE")
+	for _, ev := range trades {
+		var tr trade
+		if err := json.Unmarshal(ev.Payload, &tr); err != nil {
+			return err
+		}
+		t.add(ev.Partition, ev.Sequence, ev.ID, ev.Key, tr.Qty, fmt.Sprintf("%.2f", tr.Price))
+	}
+	if err := t.write(d.w); err != nil {
+		return err
+	}
+	if err := check(slices.EqualFunc(trades, wantTrades, func(a, b rheo.Event) bool { return a.ID == b.ID }),
+		"the query returned %d trades of %s, want the %d appended, in (sequence, partition) order", len(trades), demoTrader, len(wantTrades)); err != nil {
+		return err
+	}
+
+	page, err := querier.Query(d.ctx, d.stream, rheo.Query{Metadata: rheo.Lineage{CorrelationID: demoCorrelationQuery}.Metadata()})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.w, "correlation id %s: the order and the trade it caused\n", demoCorrelationQuery)
+	t = newTable("PARTITION", "SEQUENCE", "ID", "TYPE", "CAUSATION_ID", "PRODUCER")
+	lineages := make([]rheo.Lineage, len(page.Events))
+	for i, ev := range page.Events {
+		if lineages[i], err = rheo.LineageOf(ev.Metadata); err != nil {
+			return err
+		}
+		t.add(ev.Partition, ev.Sequence, ev.ID, ev.Type, lineages[i].CausationID, lineages[i].Producer)
+	}
+	if err := t.write(d.w); err != nil {
+		return err
+	}
+	order := strings.TrimPrefix(demoCorrelationQuery, "order-")
+	if err := check(len(page.Events) == 2 && page.Events[0].ID == "o-"+order+".placed" && page.Events[1].ID == "o-"+order+".trade" &&
+		lineages[1].CausationID == page.Events[0].ID,
+		"correlation id %s found %d events, want o-%s.placed and the trade it caused", demoCorrelationQuery, len(page.Events), order); err != nil {
+		return err
+	}
+
+	symbol := demoSymbols[2]
+	var wantQuotes []rheo.Event
+	for _, ev := range d.events {
+		if ev.Type == "quote" && ev.Key == symbol {
+			wantQuotes = append(wantQuotes, ev)
+		}
+	}
+	slices.SortFunc(wantQuotes, func(a, b rheo.Event) int { return byQueryOrder(b, a) })
+	page, err = querier.Query(d.ctx, d.stream, rheo.Query{Type: "quote", Key: symbol, MaxCount: 3, Descending: true})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.w, "the latest 3 quotes of %s, newest first:\n", symbol)
+	t = newTable("PARTITION", "SEQUENCE", "TS", "PAYLOAD")
+	for _, ev := range page.Events {
+		t.add(ev.Partition, ev.Sequence, ev.TS, ev.Payload)
+	}
+	if err := t.write(d.w); err != nil {
+		return err
+	}
+	return check(slices.EqualFunc(page.Events, wantQuotes[:3], func(a, b rheo.Event) bool { return a.ID == b.ID }),
+		"the latest quotes of %s are not the last 3 appended", symbol)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"io"
@@ -48,40 +49,42 @@ every partition at least once a second; stop it with Ctrl-C. With
 }
 
 func (c *call) tail(drv driver.Driver, n int, follow bool, partitions []int) error {
-	count, err := c.partitionCount(drv)
-	if err != nil {
-		return err
+	querier, ok := drv.(driver.Querier)
+	if !ok {
+		return failf("the %s driver cannot query the history", c.target.Kind)
 	}
 	if partitions == nil {
+		count, err := c.partitionCount(drv)
+		if err != nil {
+			return err
+		}
 		for p := range count {
 			partitions = append(partitions, p)
 		}
 	}
-	for _, p := range partitions {
-		if p < 0 || p >= count {
-			return rheo.Errorf(rheo.ErrInvalidPartition, "partition %d is outside 0..%d", p, count-1)
-		}
-	}
-	// Subscribe first, so that nothing appended while the backlog is read
-	// goes unnoticed.
+	// Subscribe first, so that nothing appended while the latest events
+	// are read goes unnoticed.
 	wakeups, unsubscribe := drv.Wakeups(c.stream)
 	defer unsubscribe()
 
+	// positions holds the last sequence printed, or skipped, per partition:
+	// later commits get higher sequences, so reading after it misses none.
 	positions := make(map[int]int64, len(partitions))
 	var latest []rheo.Event
 	for _, p := range partitions {
-		hwm, err := c.highWatermark(drv, p)
+		// One event at least, to learn the partition's position.
+		page, err := querier.Query(c.ctx, c.stream, rheo.Query{Partition: &p, Descending: true, MaxCount: max(n, 1)})
 		if err != nil {
 			return err
 		}
-		positions[p] = hwm
-		evs, err := drv.Read(c.ctx, c.stream, &rheo.ReadOptions{After: max(0, hwm-int64(n)), MaxCount: n, Partition: p})
-		if err != nil {
-			return err
+		if len(page.Events) > 0 {
+			positions[p] = page.Events[0].Sequence
 		}
-		latest = append(latest, evs...)
+		latest = append(latest, page.Events[:min(n, len(page.Events))]...)
 	}
-	slices.SortStableFunc(latest, func(a, b rheo.Event) int { return a.TS.Compare(b.TS) })
+	slices.SortFunc(latest, func(a, b rheo.Event) int {
+		return cmp.Or(a.TS.Compare(b.TS), a.Partition-b.Partition, cmp.Compare(a.Sequence, b.Sequence))
+	})
 	if err := c.printEvents(latest[max(0, len(latest)-n):]); err != nil {
 		return err
 	}
@@ -100,7 +103,7 @@ func (c *call) tail(drv driver.Driver, n int, follow bool, partitions []int) err
 			if !ok {
 				return failf("the database closed the subscription to stream %q", c.stream)
 			}
-			if _, watched := positions[w.Partition]; !watched {
+			if !slices.Contains(partitions, w.Partition) {
 				continue
 			}
 			due = []int{w.Partition}
@@ -133,41 +136,6 @@ func (c *call) readNew(ops driver.Ops, p int, positions map[int]int64) error {
 		}
 		positions[p] = evs[len(evs)-1].Sequence
 	}
-}
-
-// highWatermark finds the last sequence of partition p with O(log n)
-// reads: sequences are contiguous from 1, so an event follows sequence s
-// exactly when s is below the high watermark.
-func (c *call) highWatermark(ops driver.Ops, p int) (int64, error) {
-	below := func(s int64) (bool, error) {
-		evs, err := ops.Read(c.ctx, c.stream, &rheo.ReadOptions{After: s, MaxCount: 1, Partition: p})
-		return len(evs) > 0, err
-	}
-	// The high watermark is in lo..hi once below(hi) is false.
-	lo, hi := int64(0), int64(1)
-	for {
-		more, err := below(hi)
-		if err != nil {
-			return 0, err
-		}
-		if !more {
-			break
-		}
-		lo, hi = hi+1, 2*hi
-	}
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		more, err := below(mid - 1)
-		if err != nil {
-			return 0, err
-		}
-		if more {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo, nil
 }
 
 // printEvents prints events one per line: JSON objects under --output
