@@ -673,7 +673,7 @@ func TestCLIDatabaseErrors(t *testing.T) {
 	t.Run("a PostgreSQL database without the schema says how to install it", func(t *testing.T) {
 		url := testdb.NewDatabase(t)
 		r := cliRun(t, "", "streams", "--database-url", url)
-		cliWantFailure(t, r, cli.ExitFailure, "has no Rheo schema; install it with rheo-migrate up: rheo-migrate up --database-url")
+		cliWantFailure(t, r, cli.ExitFailure, "has no Rheo schema; install it with: rheo-migrate up --database-url postgres://")
 	})
 	t.Run("DATABASE_URL is read when --database-url is not given", func(t *testing.T) {
 		b := cliOpenBackend(t, "sqlite://"+filepath.Join(t.TempDir(), "env.db"))

@@ -245,13 +245,22 @@ func (c *call) open() (driver.Driver, error) {
 	if err != nil {
 		return nil, &connect.URLError{Err: err}
 	}
-	c.target = target
+	c.databaseURL, c.target = raw, target
 	if target.Kind == dburl.SQLite && !target.Memory {
 		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, failf("no SQLite database at %s; create one with: rheo-migrate up --database-url %s", target.Path, raw)
+			return nil, failf("no SQLite database at %s; create one with: rheo-migrate up --database-url %s", target.Path, c.shownURL())
 		}
 	}
 	return connect.Open(c.ctx, raw, nil)
+}
+
+// shownURL is the database URL for messages: without its password, which
+// only a PostgreSQL URL can carry.
+func (c *call) shownURL() string {
+	if c.target.Kind == dburl.Postgres {
+		return c.target.Redacted()
+	}
+	return c.databaseURL
 }
 
 // describe turns err into the line a person reads: what went wrong and
@@ -268,7 +277,12 @@ func (c *call) describe(err error) string {
 	case errors.As(err, &urlErr):
 		return fmt.Sprintf("bad database URL: %v", urlErr.Err)
 	case errors.As(err, &schemaErr):
-		return fmt.Sprintf("%v: rheo-migrate up --database-url %s", schemaErr, c.target.Redacted())
+		migrateCmd := "rheo-migrate up --database-url " + c.shownURL()
+		if schemaErr.Applied == 0 {
+			return fmt.Sprintf("the database %s has no Rheo schema; install it with: %s", schemaErr.Database, migrateCmd)
+		}
+		return fmt.Sprintf("the database %s is at Rheo schema version %d of %d; upgrade it with: %s",
+			schemaErr.Database, schemaErr.Applied, schemaErr.Latest, migrateCmd)
 	case errors.Is(err, rheo.ErrBackendUnavailable):
 		return fmt.Sprintf("cannot reach the database %s: %v; check --database-url or $%s, and that the database is up",
 			c.target.Redacted(), rootCause(err), EnvDatabaseURL)
