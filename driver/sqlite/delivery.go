@@ -59,13 +59,17 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 	if err != nil {
 		return nil, err
 	}
-	if a.maxCount == 0 || len(scope) == 0 {
+	if len(scope) == 0 {
 		return []rheo.Lease{}, nil
 	}
 	// A lease that expired at the attempt limit is dead-lettered rather
-	// than leased again, so a handler that always crashes cannot loop.
+	// than leased again, so a handler that always crashes cannot loop;
+	// a fetch of zero leases does that too, like rheo.fetch.
 	if err := s.deadLetterExpired(ctx, g, intsJSON(scope)); err != nil {
 		return nil, err
+	}
+	if a.maxCount == 0 {
+		return []rheo.Lease{}, nil
 	}
 	work, err := s.fetchableWork(ctx, stream, g, scope, a.maxCount)
 	if err != nil || len(work) == 0 {
