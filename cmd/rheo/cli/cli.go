@@ -82,7 +82,6 @@ func findCommand(name string) *command {
 // database it works on.
 type call struct {
 	ctx    context.Context
-	cmd    *command
 	args   []string
 	stdin  io.Reader
 	stdout io.Writer
@@ -121,7 +120,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return ExitUsage
 	}
 
-	c := &call{ctx: ctx, cmd: cmd, stdin: stdin, stdout: stdout, stderr: stderr}
+	c := &call{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
 	fs := newFlagSet(cmd, c)
 	fs.SetOutput(io.Discard)
 	runCmd := cmd.define(fs)

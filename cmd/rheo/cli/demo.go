@@ -74,7 +74,6 @@ they printed. $DATABASE_URL is not read.`,
 
 // demo is one run of the scenario.
 type demo struct {
-	c      *call
 	ctx    context.Context
 	drv    driver.Driver
 	w      io.Writer
@@ -87,7 +86,7 @@ type demo struct {
 }
 
 func (c *call) runDemo() error {
-	d := &demo{c: c, ctx: c.ctx, w: c.stdout, risk: &riskBook{notional: map[string]riskEntry{}}}
+	d := &demo{ctx: c.ctx, w: c.stdout, risk: &riskBook{notional: map[string]riskEntry{}}}
 	if c.databaseURL == "" {
 		dir, err := os.MkdirTemp("", "rheo-demo-")
 		if err != nil {
