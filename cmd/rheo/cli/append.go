@@ -36,7 +36,7 @@ idempotent: repeating it with the same content returns the stored event.
 			key := fs.String("key", "", "routing `key`; defaults to the payload's \"key\" field")
 			id := fs.String("id", "", "event `ID` for an idempotent append (single event only)")
 			var partition optionalInt64
-			fs.Var(&partition, "partition", "put the event(s) in this `partition` instead of routing by key")
+			fs.Var(&partition, "partition", "put the event(s) in partition `P` instead of routing by key")
 			metadata := fs.String("metadata", "", "`JSON` object stored with the event(s)")
 			return func(c *call) error {
 				c.stream = c.args[0]

@@ -89,7 +89,7 @@ func lagCommand() *command {
 dead-lettered for the group; the lag is high watermark - frontier.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			var partitions intList
-			fs.Var(&partitions, "partition", "only this `partition` (repeat, or separate with commas)")
+			fs.Var(&partitions, "partition", "only partition `P` (repeat, or separate with commas)")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
 				return c.withDriver(func(drv driver.Driver) error {
@@ -242,7 +242,7 @@ all). TIME is RFC 3339, such as 2026-01-02T15:04:05Z.`,
 			var partitions intList
 			fs.Var(&startAfter, "start-after", "skip the events up to `SEQUENCE`")
 			fs.Var(&startAt, "start-at", "start at the first event with ts >= `TIME`")
-			fs.Var(&partitions, "partition", "apply --start-after or --start-at to this `partition` only (repeat, or separate with commas)")
+			fs.Var(&partitions, "partition", "apply --start-after or --start-at to partition `P` only (repeat, or separate with commas)")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
 				if *maxAttempts < 1 {

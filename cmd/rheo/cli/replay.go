@@ -47,7 +47,7 @@ changes (fetches of the group wait for it meanwhile, as for a replay).`,
 			fs.Var(&fromSequence, "from-sequence", "replay the events after `SEQUENCE`")
 			fs.Var(&eventIDs, "event-id", "replay the acked or dead-lettered event with this `ID` (repeat for more)")
 			fs.Var(&fromTime, "from-time", "replay from the first event with ts >= `TIME` in each partition")
-			fs.Var(&partitions, "partition", "replay in this `partition` only (repeat, or separate with commas)")
+			fs.Var(&partitions, "partition", "replay in partition `P` only (repeat, or separate with commas)")
 			dryRun := fs.Bool("dry-run", false, "count what would be replayed, changing nothing")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
@@ -177,7 +177,7 @@ state. Prints the group's lag afterwards.`,
 			var partitions intList
 			fs.Var(&startAfter, "start-after", "start after `SEQUENCE`: the events up to it are never delivered")
 			fs.Var(&startAt, "start-at", "start at the first event with ts >= `TIME`")
-			fs.Var(&partitions, "partition", "reset this `partition` only (repeat, or separate with commas)")
+			fs.Var(&partitions, "partition", "reset partition `P` only (repeat, or separate with commas)")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
 				if !*confirm {

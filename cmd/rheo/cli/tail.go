@@ -34,7 +34,7 @@ every partition at least once a second; stop it with Ctrl-C. With
 			n := fs.Int("n", 10, "show the last `N` events first")
 			follow := fs.Bool("follow", false, "keep printing new events until interrupted")
 			var partitions intList
-			fs.Var(&partitions, "partition", "only this `partition` (repeat, or separate with commas)")
+			fs.Var(&partitions, "partition", "only partition `P` (repeat, or separate with commas)")
 			return func(c *call) error {
 				c.stream = c.args[0]
 				if *n < 0 {
