@@ -12,6 +12,15 @@
 // checks. Counts beyond int32 are clamped (still out of range), and
 // durations are whole milliseconds, rounded down.
 //
+// # Durability
+//
+// Every write commits durably (synchronous_commit as the server sets it)
+// except a Fetch that runs in a transaction of its own, which commits
+// asynchronously: a claim that a server crash loses leaves its events
+// claimable again, as at-least-once delivery allows, and the ack of any
+// of its leases flushes the claim to disk first. A Fetch in a host's
+// transaction (WithTx, InTx) leaves the transaction's durability alone.
+//
 // # Errors
 //
 // Errors raised by the SQL functions come back as the rheo sentinels
