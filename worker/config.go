@@ -30,6 +30,10 @@ const (
 	maxFetchBackoff = 5 * time.Second
 )
 
+// refillWindow is how long the fetch loop waits, after a full batch, for
+// all of its room to be free before it fetches what is free.
+const refillWindow = 2 * time.Millisecond
+
 // maxCallTimeout bounds every database call of the worker.
 const maxCallTimeout = 10 * time.Second
 

@@ -150,11 +150,11 @@ func (c *core) heldCount() int {
 }
 
 // demand is how many leases to fetch now, given room for capacity more:
-// capacity bounded by MaxDemand. starved reports that MaxDemand alone
-// prevents fetching.
+// capacity bounded by MaxDemand. starved reports that MaxDemand, that is
+// leases waiting for their settle, holds the fetch below capacity.
 func (c *core) demand(capacity int) (n int, starved bool) {
 	free := c.s.MaxDemand - c.heldCount()
-	return max(min(capacity, free), 0), free <= 0 && capacity > 0
+	return max(min(capacity, free), 0), free < capacity
 }
 
 // wants reports whether a wakeup concerns the configured partitions.
@@ -173,24 +173,32 @@ func (c *core) wants(partition int) bool {
 // fetchLoop fetches leases while there is demand and hands each to
 // deliver, until stop is closed, ctx ends (which also aborts a fetch in
 // flight) or deliver or failed returns false. capacity is how many more
-// leases the caller can take now. failed, when not nil, is told of each
-// fetch error.
+// leases the caller can take now, at most maxFetch. failed, when not nil,
+// is told of each fetch error.
 //
 // It fetches again at once after a full batch or when demand grows after
 // one; after a short batch it waits for a wakeup of its partitions, an
-// event retried without delay, or the poll interval. Fetch errors back off from 100ms, doubling to 5s.
-func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, capacity func() int, deliver func(*held) bool, failed func(error) bool) {
+// event retried without delay, or the poll interval. Fetch errors back
+// off from 100ms, doubling to 5s.
+//
+// After a full batch, the next fetch waits up to refillWindow for room for
+// a whole maxFetch: quick handlers free their slots within it, and one
+// large fetch costs about what a small one does.
+func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, maxFetch int, capacity func() int, deliver func(*held) bool, failed func(error) bool) {
 	wake, unsubscribe := c.drv.Wakeups(c.s.Stream)
 	defer unsubscribe()
 	var poll <-chan time.Time
 	releasePoll := func() {}
 	defer func() { releasePoll() }()
+	refill := time.NewTimer(refillWindow)
+	refill.Stop()
+	refilling := false // a full batch came back less than refillWindow ago
 	var backoff time.Duration
 	ready := true // fetch as soon as there is demand
 	for {
 		if ready {
 			n, starved := c.demand(capacity())
-			if n > 0 {
+			if n > 0 && (!refilling || n >= maxFetch) {
 				hs, stopped, err := c.fetchAndTrack(ctx, stop, n)
 				if stopped {
 					return
@@ -211,6 +219,10 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, capacity fun
 				}
 				backoff = 0
 				ready = len(hs) == n
+				refilling = ready
+				if refilling {
+					refill.Reset(refillWindow)
+				}
 				releasePoll()
 				poll, releasePoll = c.s.Clock.At(c.s.Clock.Now().Add(c.s.PollInterval))
 				for i, h := range hs {
@@ -242,6 +254,8 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, capacity fun
 			}
 		case <-poll:
 			ready = true
+		case <-refill.C:
+			refilling = false
 		}
 	}
 }

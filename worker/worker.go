@@ -90,7 +90,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}()
 	go func() {
 		defer close(fetchDone)
-		w.c.fetchLoop(fetchCtx, w.stopFetch, w.capacity, w.deliver, nil)
+		w.c.fetchLoop(fetchCtx, w.stopFetch, w.c.s.Concurrency, w.capacity, w.deliver, nil)
 	}()
 	go func() {
 		// Shutdown, in order: no more fetches; the handlers finish
