@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -159,15 +160,7 @@ func (c *core) demand(capacity int) (n int, starved bool) {
 
 // wants reports whether a wakeup concerns the configured partitions.
 func (c *core) wants(partition int) bool {
-	if c.s.Partitions == nil {
-		return true
-	}
-	for _, p := range c.s.Partitions {
-		if p == partition {
-			return true
-		}
-	}
-	return false
+	return c.s.Partitions == nil || slices.Contains(c.s.Partitions, partition)
 }
 
 // fetchLoop fetches leases while there is demand and hands each to

@@ -112,7 +112,9 @@ func (l *lineWriter) println(s string) {
 
 type ackPrinter struct{ out *lineWriter }
 
-func (p ackPrinter) Acked(_ context.Context, i worker.AckInfo) { p.out.println("acked " + i.Lease.Event.ID) }
+func (p ackPrinter) Acked(_ context.Context, i worker.AckInfo) {
+	p.out.println("acked " + i.Lease.Event.ID)
+}
 
 func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	const events, childAcks = 200, 50

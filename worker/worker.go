@@ -241,7 +241,8 @@ func (w *Worker) handleTx(h *held) {
 		case handlerErr != nil:
 			return handlerErr
 		case lost:
-			return context.Cause(h.ctx)
+			// Roll back: the ack would be fenced off anyway.
+			return rheo.Errorf(rheo.ErrStaleLease, "lease %s was lost while the handler ran", h.lease.LeaseID)
 		}
 		return tx.Ack(ctx, h.lease.LeaseID)
 	})
