@@ -233,10 +233,45 @@ func TestWorkerTransactional(t *testing.T) {
 				assert.Empty(t, s.acked)
 				assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the write rolled back with the ack")
 			})
+
+			t.Run("a lease lost while the handler runs rolls its writes back", func(t *testing.T) {
+				if !concurrentWriters(b) {
+					t.Skip("SQLite's transaction holds the only write lock: nothing can take the lease while the handler runs")
+				}
+				bd := setup(t, b, 5)
+				createSideTable(t, bd.drv)
+				events := appendN(t, bd.drv, bd.stream, 1)
+				started, release := make(chan struct{}), make(chan struct{})
+				var calls atomic.Int32
+				startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+					if err := insert(ctx, tx, l); err != nil {
+						return err
+					}
+					if calls.Add(1) == 1 {
+						close(started)
+						<-release // ignores ctx, and reports success
+					}
+					return nil
+				}))
+				receive(t, "the handler", started)
+				require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
+				bd.clock.Advance(6 * time.Second)
+				bd.rec.waitFor(t, "the lost lease", func(s recorded) bool { return len(s.leaseLost) == 1 })
+				close(release)
+
+				// The reset made the event claimable again, and the poll
+				// that the advance fired delivers it anew.
+				s := bd.rec.waitFor(t, "the discarded outcome and the new delivery's ack", func(s recorded) bool {
+					return len(outcomes(s, worker.OutcomeDiscarded)) == 1 && len(s.acked) == 1
+				})
+				assert.Empty(t, s.settleFailed)
+				assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID), "the lost delivery's write rolled back")
+			})
 		})
 	}
 }
 
-// bd0 reports whether the backend lets a second connection change a lease
-// while a transaction is open (PostgreSQL does, SQLite does not).
+// concurrentWriters reports whether the backend lets a second connection
+// change a lease while a transaction is open (PostgreSQL does, SQLite does
+// not).
 func concurrentWriters(b *backend) bool { return b.name == "postgres" }
