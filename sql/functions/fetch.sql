@@ -15,6 +15,7 @@ CREATE OR REPLACE FUNCTION rheo.fetch(stream text, group_name text, max_count in
 RETURNS SETOF rheo.lease
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     p_stream      ALIAS FOR $1;
@@ -34,14 +35,17 @@ DECLARE
     v_next        bigint[];
     v_reclaim     int[];
     v_fresh       int[];
+    v_avail       int[];
     v_quota       int[];
     v_k           int;
+    v_total       int;
+    v_level       int;
+    v_below       int;
+    v_rest        int;
     v_start       int;
     v_left        int;
-    v_progress    boolean;
-    v_took        int;
+    v_a           int;
     v_p           int;
-    v_q           int;
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
     IF p_max_count IS NULL OR p_max_count < 0 THEN
@@ -85,141 +89,174 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Partitions that look like they have work, read without locks.
-    SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates
-      FROM rheo.cursors c
-      JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-     WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
-       AND (c.next_sequence <= pt.high_watermark
-            OR EXISTS (SELECT 1 FROM rheo.deliveries d
-                        WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                          AND d.expires_at <= v_now
-                          AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)));
-    IF v_candidates IS NULL THEN
-        RETURN;
-    END IF;
-
-    SELECT array_agg(l."partition" ORDER BY l."partition"), array_agg(l.next_sequence ORDER BY l."partition")
-      INTO v_locked, v_next
-      FROM (SELECT c."partition", c.next_sequence FROM rheo.cursors c
-             WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_candidates)
+    -- Lock the cursor rows of the partitions with work, and read what
+    -- each can give: events past the cursor, and deliveries due again
+    -- (retry delay passed, or lease expired below the attempt limit),
+    -- each capped at max_count. A row changed by a fetch that committed
+    -- meanwhile is read again after it is locked.
+    SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
+           array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
+      INTO v_locked, v_next, v_fresh, v_reclaim
+      FROM (SELECT c."partition" AS part, c.next_sequence,
+                   greatest(0, least(p_max_count::bigint, pt.high_watermark - c.next_sequence + 1))::int AS fresh,
+                   (SELECT count(*)::int
+                      FROM (SELECT 1 FROM rheo.deliveries d
+                             WHERE d.group_id = c.group_id AND d."partition" = c."partition"
+                               AND d.expires_at <= v_now
+                               AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+                             LIMIT p_max_count) AS r) AS reclaim
+              FROM rheo.cursors c
+              JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
+             WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+               AND (c.next_sequence <= pt.high_watermark
+                    OR EXISTS (SELECT 1 FROM rheo.deliveries d
+                                WHERE d.group_id = c.group_id AND d."partition" = c."partition"
+                                  AND d.expires_at <= v_now
+                                  AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)))
              ORDER BY c."partition"
-               FOR UPDATE SKIP LOCKED) AS l;
+               FOR UPDATE OF c SKIP LOCKED) AS l;
     IF v_locked IS NULL THEN
-        -- Every partition with work is being claimed by another fetcher:
-        -- wait for one rather than report nothing. Holding no other cursor
-        -- lock while waiting keeps this free of deadlocks.
-        v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
-        SELECT ARRAY[c."partition"], ARRAY[c.next_sequence] INTO v_locked, v_next
+        -- Every partition with work, if any, is being claimed by another
+        -- fetcher: wait for one rather than report nothing. Holding no
+        -- other cursor lock while waiting keeps this free of deadlocks.
+        SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates
           FROM rheo.cursors c
+          JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
+         WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+           AND (c.next_sequence <= pt.high_watermark
+                OR EXISTS (SELECT 1 FROM rheo.deliveries d
+                            WHERE d.group_id = c.group_id AND d."partition" = c."partition"
+                              AND d.expires_at <= v_now
+                              AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)));
+        IF v_candidates IS NULL THEN
+            RETURN;
+        END IF;
+        v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
+        SELECT ARRAY[c."partition"], ARRAY[c.next_sequence],
+               ARRAY[greatest(0, least(p_max_count::bigint, pt.high_watermark - c.next_sequence + 1))::int],
+               ARRAY[(SELECT count(*)::int
+                        FROM (SELECT 1 FROM rheo.deliveries d
+                               WHERE d.group_id = c.group_id AND d."partition" = c."partition"
+                                 AND d.expires_at <= v_now
+                                 AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+                               LIMIT p_max_count) AS r)]
+          INTO v_locked, v_next, v_fresh, v_reclaim
+          FROM rheo.cursors c
+          JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
          WHERE c.group_id = v_group.group_id AND c."partition" = v_p
-           FOR UPDATE;
+           FOR UPDATE OF c;
     END IF;
 
-    -- What each locked partition can give, capped at max_count.
+    -- Quotas, as if dealt round-robin, one lease per partition per round
+    -- from a rotating starting partition, until max_count or no work is
+    -- left; computed in closed form rather than lease by lease. After
+    -- v_level full rounds every partition has min(avail, v_level); the
+    -- leases still left go, one each, to the partitions that have more,
+    -- in rotation order.
     v_k := cardinality(v_locked);
-    v_reclaim := array_fill(0, ARRAY[v_k]);
-    v_fresh := array_fill(0, ARRAY[v_k]);
-    FOR i IN 1 .. v_k LOOP
-        SELECT count(*) INTO v_took
-          FROM (SELECT 1 FROM rheo.deliveries d
-                 WHERE d.group_id = v_group.group_id AND d."partition" = v_locked[i]
-                   AND d.expires_at <= v_now
-                   AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                 LIMIT p_max_count) AS r;
-        v_reclaim[i] := v_took;
-        SELECT greatest(0, least(p_max_count::bigint, pt.high_watermark - v_next[i] + 1))
-          INTO v_took
-          FROM rheo.partitions pt
-         WHERE pt.stream = p_stream AND pt."partition" = v_locked[i];
-        v_fresh[i] := v_took;
-    END LOOP;
-
-    -- Round-robin, one lease per partition per round, from a rotating
-    -- starting partition, until max_count or no work is left.
-    v_quota := array_fill(0, ARRAY[v_k]);
-    v_start := (nextval('rheo.fetch_rotation') % v_k)::int;
-    v_left := p_max_count;
-    LOOP
-        v_progress := false;
+    SELECT array_agg(least(p_max_count, x.r + x.f) ORDER BY x.ord) INTO v_avail
+      FROM unnest(v_reclaim, v_fresh) WITH ORDINALITY AS x(r, f, ord);
+    SELECT sum(a) INTO v_total FROM unnest(v_avail) AS a;
+    IF v_total <= p_max_count THEN
+        v_quota := v_avail;
+    ELSE
+        -- The highest level whose full rounds fit in max_count: raising
+        -- the level from one partition's avail to the next costs one
+        -- lease per partition not yet exhausted.
+        v_level := 0;
+        v_below := 0;  -- leases dealt up to v_level
+        v_rest := v_k; -- partitions with avail above v_level
+        FOR v_a IN SELECT a FROM unnest(v_avail) AS a ORDER BY a LOOP
+            EXIT WHEN v_below + (v_a - v_level) * v_rest > p_max_count;
+            v_below := v_below + (v_a - v_level) * v_rest;
+            v_level := v_a;
+            v_rest := v_rest - 1;
+        END LOOP;
+        v_level := v_level + (p_max_count - v_below) / v_rest;
+        SELECT array_agg(least(a, v_level) ORDER BY ord) INTO v_quota
+          FROM unnest(v_avail) WITH ORDINALITY AS x(a, ord);
+        SELECT p_max_count - sum(q) INTO v_left FROM unnest(v_quota) AS q;
+        v_start := (nextval('rheo.fetch_rotation') % v_k)::int;
         FOR i IN 0 .. v_k - 1 LOOP
             EXIT WHEN v_left = 0;
             v_p := 1 + (v_start + i) % v_k;  -- +1: arrays start at 1
-            IF v_quota[v_p] < v_reclaim[v_p] + v_fresh[v_p] THEN
+            IF v_avail[v_p] > v_quota[v_p] THEN
                 v_quota[v_p] := v_quota[v_p] + 1;
                 v_left := v_left - 1;
-                v_progress := true;
             END IF;
         END LOOP;
-        EXIT WHEN v_left = 0 OR NOT v_progress;
-    END LOOP;
+    END IF;
 
-    -- Claim in (partition, sequence) order: within a partition the
-    -- deliveries to claim again all precede the cursor.
-    FOR i IN 1 .. v_k LOOP
-        CONTINUE WHEN v_quota[i] = 0;
-        v_p := v_locked[i];
-        v_q := v_quota[i];
-
-        IF v_reclaim[i] > 0 THEN
-            RETURN QUERY
-            WITH picked AS (
-                SELECT d.sequence FROM rheo.deliveries d
-                 WHERE d.group_id = v_group.group_id AND d."partition" = v_p
-                   AND d.expires_at <= v_now
-                   AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                 ORDER BY d.sequence
-                 LIMIT v_q
-                   FOR UPDATE SKIP LOCKED
-            ), claimed AS (
-                UPDATE rheo.deliveries AS d
-                   SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
-                       attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
-                  FROM picked
-                 WHERE d.group_id = v_group.group_id AND d."partition" = v_p
-                   AND d.sequence = picked.sequence
-                   AND d.expires_at <= v_now
-                   AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                RETURNING d.sequence, d.lease_id, d.attempt
-            )
-            SELECT c.lease_id, c.lease_id::text, p_stream, p_group_name, v_consumer, c.attempt,
-                   v_now, v_expires, e.id, v_p, e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
-              FROM claimed c
-             CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
-                                  WHERE ev.stream = p_stream AND ev."partition" = v_p
-                                    AND ev.sequence = c.sequence LIMIT 1) AS e
-             ORDER BY c.sequence;
-            GET DIAGNOSTICS v_took = ROW_COUNT;
-            v_q := v_q - v_took;
-        END IF;
-
-        IF v_q > 0 AND v_fresh[i] > 0 THEN
-            RETURN QUERY
-            WITH fresh AS (
-                SELECT e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts
-                  FROM rheo.events e
-                 WHERE e.stream = p_stream AND e."partition" = v_p AND e.sequence >= v_next[i]
-                 ORDER BY e.sequence
-                 LIMIT v_q
-            ), claimed AS (
-                INSERT INTO rheo.deliveries AS d
-                       (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at)
-                SELECT v_group.group_id, v_p, f.sequence, 'leased', gen_random_uuid(), v_consumer, 1, v_now, v_expires
-                  FROM fresh f
-                RETURNING d.sequence, d.lease_id
-            )
-            SELECT c.lease_id, c.lease_id::text, p_stream, p_group_name, v_consumer, 1,
-                   v_now, v_expires, f.id, v_p, f.sequence, f.key, f.type, f.payload, f.metadata, f.ts
-              FROM claimed c
-              JOIN fresh f ON f.sequence = c.sequence
-             ORDER BY c.sequence;
-            GET DIAGNOSTICS v_took = ROW_COUNT;
-            -- Sequences are contiguous and visible in order, so the claimed
-            -- ones are exactly next .. next + took - 1.
-            UPDATE rheo.cursors AS c
-               SET next_sequence = v_next[i] + v_took
-             WHERE c.group_id = v_group.group_id AND c."partition" = v_p;
-        END IF;
-    END LOOP;
+    -- Claim every partition's quota in one statement: deliveries due
+    -- again first (attempt + 1, a new lease id), then new events by an
+    -- index range scan from the cursor, which moves past them. Within a
+    -- partition the deliveries due again all precede the cursor, so the
+    -- result is in (partition, sequence) order. A delivery row locked by
+    -- a settle in progress is that settle's to finish (SKIP LOCKED), so
+    -- the claim may return fewer leases than planned.
+    RETURN QUERY
+    WITH plan AS (
+        SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
+               x.quota - least(x.quota, x.reclaim) AS fresh
+          FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
+         WHERE x.quota > 0
+    ), picked AS (
+        SELECT d."partition", d.sequence
+          FROM plan p
+         CROSS JOIN LATERAL (SELECT d."partition", d.sequence FROM rheo.deliveries d
+                              WHERE d.group_id = v_group.group_id AND d."partition" = p.part
+                                AND d.expires_at <= v_now
+                                AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+                              ORDER BY d.sequence
+                              LIMIT p.reclaim
+                                FOR UPDATE SKIP LOCKED) AS d
+         WHERE p.reclaim > 0
+    ), reclaimed AS (
+        UPDATE rheo.deliveries AS d
+           SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
+               attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
+          FROM picked
+         WHERE d.group_id = v_group.group_id AND d."partition" = picked."partition"
+           AND d.sequence = picked.sequence
+        RETURNING d."partition", d.sequence, d.lease_id, d.attempt
+    ), fresh AS (
+        -- The lease ids are made here, so that the result can be read from
+        -- this CTE rather than joined back to the INSERT's RETURNING.
+        SELECT p.part, e.sequence, gen_random_uuid() AS lease_id,
+               e.id, e.key, e.type, e.payload, e.metadata, e.ts
+          FROM plan p
+         CROSS JOIN LATERAL (SELECT e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts
+                               FROM rheo.events e
+                              WHERE e.stream = p_stream AND e."partition" = p.part
+                                AND e.sequence >= p.next_sequence
+                              ORDER BY e.sequence
+                              LIMIT p.fresh) AS e
+         WHERE p.fresh > 0
+    ), inserted AS (
+        INSERT INTO rheo.deliveries
+               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at)
+        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires
+          FROM fresh f
+    ), advanced AS (
+        -- Sequences are contiguous and visible in order, so the claimed
+        -- ones are exactly next .. next + count - 1.
+        UPDATE rheo.cursors AS c
+           SET next_sequence = n.next_sequence + n.taken
+          FROM (SELECT p.part, p.next_sequence, count(*) AS taken
+                  FROM plan p JOIN fresh f ON f.part = p.part
+                 GROUP BY p.part, p.next_sequence) AS n
+         WHERE c.group_id = v_group.group_id AND c."partition" = n.part
+    )
+    SELECT r.lease_id, r.lease_id::text, p_stream, p_group_name, v_consumer, r.attempt,
+           v_now, v_expires, e.id, r."partition", r.sequence, e.key, e.type, e.payload, e.metadata, e.ts
+      FROM reclaimed r
+     CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
+                          WHERE ev.stream = p_stream AND ev."partition" = r."partition"
+                            AND ev.sequence = r.sequence LIMIT 1) AS e
+    UNION ALL
+    SELECT f.lease_id, f.lease_id::text, p_stream, p_group_name, v_consumer, 1,
+           v_now, v_expires, f.id, f.part, f.sequence, f.key, f.type, f.payload, f.metadata, f.ts
+      FROM fresh f
+     ORDER BY 10, 11;  -- partition, sequence
 END
 $$;
