@@ -199,6 +199,29 @@ func TestConsumer(t *testing.T) {
 				require.NoError(t, l.Ack(ctx))
 			})
 
+			t.Run("a fetch error is yielded and the iteration goes on", func(t *testing.T) {
+				bd := setup(t, b, 5)
+				faulty := newFaultyDriver(bd.drv)
+				faulty.failOn("fetch", 1, rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused"))
+				appendN(t, bd.drv, bd.stream, 1)
+				c, err := worker.NewConsumer(faulty, &worker.Config{Stream: bd.stream, Group: bd.group, Clock: bd.clock})
+				require.NoError(t, err)
+				require.NoError(t, c.Start(ctx))
+				var errs []error
+				for l, err := range c.Leases(ctx) {
+					if err != nil {
+						errs = append(errs, err)
+						continue
+					}
+					require.NoError(t, l.Ack(ctx))
+					break
+				}
+				require.Len(t, errs, 1)
+				assert.ErrorIs(t, errs[0], rheo.ErrBackendUnavailable)
+				require.NoError(t, c.Stop(ctx))
+				assert.Equal(t, int64(0), bd.info(t).Lag)
+			})
+
 			t.Run("Leases yields an error before Start and during another iteration", func(t *testing.T) {
 				bd := setup(t, b, 5)
 				c, err := worker.NewConsumer(bd.drv, &worker.Config{Stream: bd.stream, Group: bd.group, Clock: bd.clock})
