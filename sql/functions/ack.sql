@@ -4,6 +4,11 @@ CREATE OR REPLACE FUNCTION rheo.ack(lease_id uuid, clock timestamptz DEFAULT NUL
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- Settles find their delivery through the lease_id index only: a table
+-- scan would read every deleted row not yet vacuumed, and the planner
+-- picks one when statistics are missing or stale (a new table has none).
+SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     p_lease_id ALIAS FOR $1;

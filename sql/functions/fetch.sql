@@ -15,6 +15,11 @@ CREATE OR REPLACE FUNCTION rheo.fetch(stream text, group_name text, max_count in
 RETURNS SETOF rheo.lease
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- Every statement probes an index. A table scan of deliveries would read
+-- every deleted row not yet vacuumed, and the planner picks one when
+-- statistics are missing or stale (a new table has none); generic plans
+-- are planned once per session and do not depend on the values.
+SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
