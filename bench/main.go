@@ -1,0 +1,286 @@
+// Command bench measures Rheo side by side with River on one PostgreSQL
+// server: appends, draining, latency, fan-out to several groups, storage
+// cost and fetch time against the length of the log.
+//
+// Each workload runs for Rheo and River alternately, for several rounds,
+// each run on a fresh database cloned from a migrated template; the
+// databases have random names and are dropped at the end, also when a run
+// fails or is interrupted. It prints the server's settings, the median
+// and range of every figure, the ratio Rheo/River of the medians, and
+// ends with one line per figure.
+//
+//	go run .           # the full run
+//	go run . --quick   # small sizes: checks that the harness works
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const defaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres"
+
+// config is what to run, from the command line.
+type config struct {
+	serverURL          string
+	quick              bool
+	n                  int
+	rounds             int
+	concurrency        []int
+	producers          int
+	rates              []int
+	latencyDuration    time.Duration
+	latencyProducers   int
+	latencyConcurrency int
+	groups             []int
+	fanoutConcurrency  int
+	costN              int
+	costConcurrency    int
+	scale              []int
+	scaleFetched       int
+	workloads          []string
+
+	srv *server
+	log io.Writer
+}
+
+// workloadNames are the workloads, in the order they run.
+var workloadNames = []string{"append", "drain", "latency", "fanout", "cost", "scale"}
+
+func (c *config) runs(workload string) bool { return contains(c.workloads, workload) }
+
+func (c *config) logf(format string, args ...any) {
+	fmt.Fprintf(c.log, format+"\n", args...)
+}
+
+// intList is a flag of comma-separated integers.
+type intList []int
+
+func (l *intList) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q is not a positive integer", f)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+// stringList is a flag of comma-separated names.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if !contains(workloadNames, f) {
+			return fmt.Errorf("unknown workload %q (known: %s)", f, strings.Join(workloadNames, ", "))
+		}
+		*l = append(*l, f)
+	}
+	return nil
+}
+
+// parseFlags reads the command line. --quick changes the defaults of the
+// sizes that were not given explicitly.
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	c := &config{
+		concurrency: intList{1, 8, 64},
+		rates:       intList{1000, 10000},
+		groups:      intList{1, 4, 16},
+		scale:       intList{10_000, 10_000_000},
+		workloads:   workloadNames,
+	}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.serverURL, "database-url", defaultServerURL, "PostgreSQL server `URL`; the harness creates and drops its own databases there")
+	fs.BoolVar(&c.quick, "quick", false, "small sizes and one round: checks that the harness works (no timing assertions)")
+	fs.IntVar(&c.n, "n", 100_000, "events per append, drain and fan-out run")
+	fs.IntVar(&c.rounds, "rounds", 3, "rounds of every workload; Rheo and River alternate within each")
+	fs.Var((*intList)(&c.concurrency), "concurrency", "handler concurrencies of the drain workload")
+	fs.IntVar(&c.producers, "producers", 4, "producers of the append workload (Rheo: one partition each)")
+	fs.Var((*intList)(&c.rates), "rates", "events per second of the latency workload")
+	fs.DurationVar(&c.latencyDuration, "latency-duration", 10*time.Second, "duration of each latency run")
+	fs.IntVar(&c.latencyProducers, "latency-producers", 1, "producers of the latency workload (Rheo: one partition each)")
+	fs.IntVar(&c.latencyConcurrency, "latency-concurrency", 64, "handler concurrency of the latency workload")
+	fs.Var((*intList)(&c.groups), "groups", "group counts of the fan-out workload")
+	fs.IntVar(&c.fanoutConcurrency, "fanout-concurrency", 8, "handler concurrency of each group in the fan-out workload")
+	fs.IntVar(&c.costN, "cost-n", 1_000_000, "events of the cost workload")
+	fs.IntVar(&c.costConcurrency, "cost-concurrency", 64, "handler concurrency of the cost workload's drain")
+	fs.Var((*intList)(&c.scale), "scale", "stream sizes of the scale workload (fetch time against log length); it runs once, not per round")
+	fs.IntVar(&c.scaleFetched, "scale-fetched", 10_000, "events fetched, from the end of the stream, in each scale run")
+	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ","))
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if c.quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		quick := map[string]string{
+			"n": "2000", "rounds": "1", "concurrency": "1,8", "rates": "200",
+			"latency-duration": "1s", "groups": "1,4", "cost-n": "2000",
+			"scale": "1000,5000", "scale-fetched": "1000",
+		}
+		for name, v := range quick {
+			if !set[name] {
+				if err := fs.Set(name, v); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	if c.rounds < 1 || c.n < 1 || c.producers < 1 || c.costN < 1 || c.scaleFetched < 1 ||
+		c.latencyProducers < 1 || c.latencyConcurrency < 1 || c.fanoutConcurrency < 1 || c.costConcurrency < 1 {
+		return nil, errors.New("counts must be at least 1")
+	}
+	if c.latencyDuration <= 0 {
+		return nil, errors.New("--latency-duration must be positive")
+	}
+	return c, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the benchmark and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	c, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := c.execute(ctx, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+// execute runs the plan and prints the report. Every database it created
+// is dropped before it returns. It connects to c.serverURL unless c.srv
+// is already set.
+func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err error) {
+	c.log = stderr
+	if c.srv == nil {
+		if c.srv, err = newServer(ctx, c.serverURL); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		if cerr := c.srv.close(); err == nil {
+			err = cerr
+		}
+	}()
+	st, err := c.srv.settings(ctx)
+	if err != nil {
+		return err
+	}
+	loadBefore := loadAverage()
+	report := &sizeReport{}
+	res := newResults()
+	started := time.Now()
+	for _, m := range c.plan(report) {
+		rounds := c.rounds
+		if m.once {
+			rounds = 1
+		}
+		for round := range rounds {
+			// Alternate which system goes first, so neither always runs
+			// on a warmer (or more loaded) machine.
+			order := []string{systemRheo, systemRiver}
+			if round%2 == 1 {
+				order = []string{systemRiver, systemRheo}
+			}
+			for _, system := range order {
+				f := m.rheo
+				if system == systemRiver {
+					f = m.river
+				}
+				if f == nil {
+					continue
+				}
+				samples, err := f(ctx)
+				if err != nil {
+					return fmt.Errorf("%s, round %d, %s: %w", m.label, round+1, system, err)
+				}
+				for _, s := range samples {
+					res.add(system, s.name, s.unit, s.value)
+					c.logf("%-40s round %d %-5s %12s %s", s.name, round+1, system, format(s.value), s.unit)
+				}
+			}
+		}
+	}
+	c.writeReport(stdout, st, loadBefore, time.Since(started), res, report)
+	return nil
+}
+
+func (c *config) writeReport(w io.Writer, st settings, loadBefore string, took time.Duration, res *results, report *sizeReport) {
+	mode := "full"
+	if c.quick {
+		mode = "quick"
+	}
+	fmt.Fprintf(w, "rheo vs river benchmark (%s mode), %d round(s), took %s\n", mode, c.rounds, took.Round(time.Second))
+	fmt.Fprintf(w, "machine: %d CPUs, %s; load average before %s, after %s\n", st.CPUs, st.GoVersion, loadBefore, loadAverage())
+	fmt.Fprintf(w, "postgresql: %s; shared_buffers=%s synchronous_commit=%s fsync=%s wal_level=%s max_connections=%s autovacuum_naptime=%s\n",
+		st.Version, st.SharedBuffers, st.SynchronousCommit, st.Fsync, st.WALLevel, st.MaxConnections, st.AutovacuumNaptime)
+	fmt.Fprintf(w, "sizes: n=%d, append producers=%d, latency %s per rate with %d producer(s) at concurrency %d, fan-out concurrency %d per group, cost n=%d at concurrency %d, scale %s fetching the last %d\n",
+		c.n, c.producers, c.latencyDuration, c.latencyProducers, c.latencyConcurrency, c.fanoutConcurrency,
+		c.costN, c.costConcurrency, (*intList)(&c.scale).String(), c.scaleFetched)
+	fmt.Fprintln(w)
+	res.writeTable(w)
+	fmt.Fprintln(w)
+	report.write(w)
+	res.writeSummary(w)
+}
+
+// withRheo runs f on a fresh Rheo database.
+func (s *server) withRheo(ctx context.Context, f func(*rheoSystem) error) error {
+	db, release, err := s.fresh(ctx, systemRheo)
+	if err != nil {
+		return err
+	}
+	defer release()
+	sys := newRheo(db)
+	defer sys.close()
+	return f(sys)
+}
+
+// withRiver runs f on a fresh River database.
+func (s *server) withRiver(ctx context.Context, f func(*riverSystem) error) error {
+	db, release, err := s.fresh(ctx, systemRiver)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return f(newRiver(db))
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// testServerURL returns the PostgreSQL server to run against: the one
+// RHEO_TEST_DATABASE_URL names, else the local default. Without a
+// reachable server the test is skipped, except under CI=true.
+func testServerURL(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv("RHEO_TEST_DATABASE_URL")
+	if u == "" {
+		u = defaultServerURL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		msg := "no PostgreSQL server for the benchmark harness: " + err.Error()
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	_ = conn.Close(ctx)
+	return u
+}
+
+// TestQuickRun runs the whole harness in quick mode and checks that every
+// workload reported its figures for both systems and that every database
+// it created is gone. It asserts nothing about the timings.
+func TestQuickRun(t *testing.T) {
+	serverURL := testServerURL(t)
+	c, err := parseFlags([]string{"--quick", "--database-url", serverURL}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := c.execute(t.Context(), &stdout, &stderr); err != nil {
+		t.Fatalf("quick run failed: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"postgresql: ", "shared_buffers=", "synchronous_commit=", "fsync=", "wal_level=", "max_connections=",
+		"ratio rheo/river append b=1: ",
+		"ratio rheo/river append b=1000 vs InsertManyFast: ",
+		"ratio rheo/river drain c=1: ",
+		"ratio rheo/river drain c=8: ",
+		"ratio rheo/river latency 200/s p99: ",
+		"ratio rheo/river fanout groups=4: ",
+		"ratio rheo/river fanout extra group WAL: ",
+		"ratio rheo/river cost WAL consume: ",
+		"rheo cost deliveries+indexes after drain: ",
+		"rheo fetch per lease 5k/1k: ",
+		"deliveries_lease_id_key", // the size of every Rheo index is listed
+		"river_job_pkey",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// The closing lines are the summary, one per figure.
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "rheo ") && !strings.HasPrefix(last, "ratio ") {
+		t.Errorf("the last line is not a figure: %q", last)
+	}
+
+	conn, err := pgx.Connect(t.Context(), serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	if len(c.srv.created) == 0 {
+		t.Fatal("the run created no databases")
+	}
+	var left []string
+	rows, err := conn.Query(t.Context(), `SELECT datname FROM pg_database WHERE datname = ANY ($1)`, c.srv.created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("databases left behind: %v", left)
+	}
+}
+
+// TestInterruptedRunDropsDatabases cancels a run while it works and
+// checks that it still drops what it created.
+func TestInterruptedRunDropsDatabases(t *testing.T) {
+	serverURL := testServerURL(t)
+	c, err := parseFlags([]string{"--quick", "--workloads", "drain", "--n", "1000000", "--database-url", serverURL}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.srv, err = newServer(t.Context(), serverURL); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		// Cancel once the drain's database (after the template) exists
+		// and events are going in.
+		for ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			if c.srv.createdCount() >= 2 {
+				time.Sleep(500 * time.Millisecond)
+				cancel()
+				return
+			}
+		}
+	}()
+	err = c.execute(ctx, io.Discard, io.Discard)
+	cancel()
+	if err == nil {
+		t.Fatal("the interrupted run reported success")
+	}
+	conn, err := pgx.Connect(t.Context(), serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	var left int
+	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_database WHERE datname = ANY ($1)`,
+		c.srv.created).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left > 0 {
+		t.Errorf("%d of %d databases left behind after the interrupt", left, len(c.srv.created))
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	t.Run("quick mode shrinks the sizes not given", func(t *testing.T) {
+		c, err := parseFlags([]string{"--quick", "--n", "500"}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.n != 500 || c.rounds != 1 || c.costN != 2000 || c.latencyDuration != time.Second {
+			t.Errorf("n=%d rounds=%d cost-n=%d latency-duration=%s", c.n, c.rounds, c.costN, c.latencyDuration)
+		}
+	})
+	t.Run("the full mode keeps the defaults", func(t *testing.T) {
+		c, err := parseFlags(nil, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.n != 100_000 || c.rounds != 3 || c.serverURL != defaultServerURL || len(c.workloads) != len(workloadNames) {
+			t.Errorf("n=%d rounds=%d url=%s workloads=%v", c.n, c.rounds, c.serverURL, c.workloads)
+		}
+	})
+	t.Run("an unknown workload is refused", func(t *testing.T) {
+		if _, err := parseFlags([]string{"--workloads", "append,nope"}, io.Discard); err == nil {
+			t.Error("no error")
+		}
+	})
+	t.Run("a non-positive list entry is refused", func(t *testing.T) {
+		if _, err := parseFlags([]string{"--concurrency", "1,0"}, io.Discard); err == nil {
+			t.Error("no error")
+		}
+	})
+}
+
+func TestStatistics(t *testing.T) {
+	t.Run("median of odd and even counts", func(t *testing.T) {
+		if m := median([]float64{3, 1, 2}); m != 2 {
+			t.Errorf("median = %v, want 2", m)
+		}
+		if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+			t.Errorf("median = %v, want 2.5", m)
+		}
+	})
+	t.Run("percentiles by nearest rank", func(t *testing.T) {
+		var d []time.Duration
+		for i := 1; i <= 100; i++ {
+			d = append(d, time.Duration(i)*time.Millisecond)
+		}
+		for p, want := range map[float64]time.Duration{50: 50 * time.Millisecond, 99: 99 * time.Millisecond, 100: 100 * time.Millisecond} {
+			if got := percentile(d, p); got != want {
+				t.Errorf("p%v = %v, want %v", p, got, want)
+			}
+		}
+	})
+	t.Run("the summary has one line per figure, ratio where both ran", func(t *testing.T) {
+		r := newResults()
+		r.add(systemRheo, "drain c=1", "events/s", 300)
+		r.add(systemRiver, "drain c=1", "events/s", 100)
+		r.add(systemRheo, "fetch per lease", "µs", 12)
+		var b bytes.Buffer
+		r.writeSummary(&b)
+		want := "ratio rheo/river drain c=1: 3.00\nrheo fetch per lease: 12.0 µs\n"
+		if b.String() != want {
+			t.Errorf("summary:\n%s\nwant:\n%s", b.String(), want)
+		}
+	})
+}

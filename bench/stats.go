@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Systems compared.
+const (
+	systemRheo  = "rheo"
+	systemRiver = "river"
+)
+
+// figure is one measured quantity, with one sample per round and system.
+type figure struct {
+	name  string
+	unit  string
+	rheo  []float64
+	river []float64
+}
+
+// results keeps the figures in the order they were first measured.
+type results struct {
+	figures []*figure
+	byName  map[string]*figure
+}
+
+func newResults() *results { return &results{byName: map[string]*figure{}} }
+
+// add records one round's value of a figure for a system.
+func (r *results) add(system, name, unit string, v float64) {
+	f := r.byName[name]
+	if f == nil {
+		f = &figure{name: name, unit: unit}
+		r.byName[name] = f
+		r.figures = append(r.figures, f)
+	}
+	switch system {
+	case systemRheo:
+		f.rheo = append(f.rheo, v)
+	case systemRiver:
+		f.river = append(f.river, v)
+	}
+}
+
+// median of xs; NaN when empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// percentile of sorted durations by the nearest-rank method.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// format renders v with a precision that suits its size.
+func format(v float64) string {
+	switch a := math.Abs(v); {
+	case math.IsNaN(v):
+		return "-"
+	case a >= 1000:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+// spread is "median [min – max]", or "-" without samples.
+func spread(xs []float64) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s [%s – %s]", format(median(xs)), format(slices.Min(xs)), format(slices.Max(xs)))
+}
+
+// ratio of the medians, Rheo over River; NaN when either is missing.
+func (f *figure) ratio() float64 {
+	if len(f.rheo) == 0 || len(f.river) == 0 {
+		return math.NaN()
+	}
+	return median(f.rheo) / median(f.river)
+}
+
+// writeTable prints every figure: median and range per system and the
+// ratio of the medians.
+func (r *results) writeTable(w io.Writer) {
+	nameWidth := len("figure")
+	for _, f := range r.figures {
+		nameWidth = max(nameWidth, len(f.name)+len(f.unit)+3)
+	}
+	fmt.Fprintf(w, "%-*s  %-32s  %-32s  %s\n", nameWidth, "figure", "rheo median [min – max]", "river median [min – max]", "rheo/river")
+	fmt.Fprintln(w, strings.Repeat("-", nameWidth+32+32+16))
+	for _, f := range r.figures {
+		fmt.Fprintf(w, "%-*s  %-32s  %-32s  %s\n", nameWidth, f.name+" ("+f.unit+")",
+			spread(f.rheo), spread(f.river), format(f.ratio()))
+	}
+}
+
+// writeSummary prints the closing lines, one per figure: the ratio where
+// both systems were measured, else the single system's median.
+func (r *results) writeSummary(w io.Writer) {
+	for _, f := range r.figures {
+		switch {
+		case len(f.rheo) > 0 && len(f.river) > 0:
+			fmt.Fprintf(w, "ratio rheo/river %s: %.2f\n", f.name, f.ratio())
+		case len(f.rheo) > 0:
+			fmt.Fprintf(w, "rheo %s: %s %s\n", f.name, format(median(f.rheo)), f.unit)
+		default:
+			fmt.Fprintf(w, "river %s: %s %s\n", f.name, format(median(f.river)), f.unit)
+		}
+	}
+}
