@@ -2,6 +2,7 @@ package rheo_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -93,4 +94,33 @@ func TestCausedBy(t *testing.T) {
 		_, err = rheo.CausedBy(rheo.Event{ID: "e", Metadata: json.RawMessage(`{"correlation_id": 1}`)}, nil)
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
 	})
+}
+
+// ExampleCausedBy builds the metadata of an event caused by another and
+// the filter that finds the whole conversation.
+func ExampleCausedBy() {
+	placed := rheo.Event{ID: "evt-1", Metadata: rheo.Lineage{CorrelationID: "order-42", Producer: "shop"}.Metadata()}
+
+	paid, err := rheo.CausedBy(placed, rheo.Lineage{Producer: "billing"}.Metadata())
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(paid))
+
+	lineage, err := rheo.LineageOf(paid)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("caused by %s in %s\n", lineage.CausationID, lineage.CorrelationID)
+
+	conversation := rheo.Query{Metadata: rheo.Lineage{CorrelationID: lineage.CorrelationID}.Metadata()}
+	filter, err := conversation.Filter()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(string(filter))
+	// Output:
+	// {"causation_id":"evt-1","correlation_id":"order-42","producer":"billing"}
+	// caused by evt-1 in order-42
+	// {"metadata":{"correlation_id":"order-42"}}
 }
