@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(62);
+SELECT plan(66);
 
 SELECT has_function('rheo', 'query', ARRAY['text', 'jsonb', 'integer', 'text', 'boolean']::name[],
     'rheo.query(stream, filter, max_count, after, descending)');
@@ -211,6 +211,30 @@ SELECT results_eq(format('SELECT "partition", sequence FROM rheo.query(%L, after
     'descending: the walk covers what was there at its first page, not later appends');
 SELECT is(cardinality((SELECT events FROM rheo.query_page('live', '{"type": "none"}'))), 0,
     'a query matching nothing returns an empty page');
+
+-- Lineage lookups read their matches through the lineage indexes, not
+-- the stream: rows of rheo.events read in this transaction, before and
+-- after each lookup.
+SELECT rheo.create_stream('lineage', 4);
+SELECT count(*) FROM rheo.append_batch('lineage', (SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 4000) n),
+                                       metadata => '{"correlation_id": "bulk", "causation_id": "bulk"}');
+SELECT count(*) FROM rheo.append_batch('lineage', '[{"n": 1}, {"n": 2}]', metadata => '{"correlation_id": "needle", "causation_id": "pin"}');
+ANALYZE rheo.events;
+CREATE FUNCTION pg_temp.events_read() RETURNS bigint LANGUAGE sql AS $fn$
+    SELECT coalesce(t.seq_tup_read, 0) + coalesce(t.idx_tup_fetch, 0)
+      FROM pg_stat_xact_user_tables t WHERE t.relid = 'rheo.events'::regclass
+$fn$;
+CREATE TEMP TABLE reads (n bigint);
+INSERT INTO reads SELECT pg_temp.events_read();
+SELECT is((SELECT count(*) FROM rheo.query('lineage', '{"metadata": {"correlation_id": "needle"}}')), 2::bigint,
+    'lineage: the correlation id lookup finds its events');
+SELECT cmp_ok(pg_temp.events_read() - (SELECT n FROM reads), '<', 20::bigint,
+    'lineage: a correlation id lookup reads its matches, not the 4000 other events of the stream');
+UPDATE reads SET n = pg_temp.events_read();
+SELECT is((SELECT count(*) FROM rheo.query('lineage', '{"metadata": {"causation_id": "pin"}}', descending => true)), 2::bigint,
+    'lineage: the causation id lookup finds its events');
+SELECT cmp_ok(pg_temp.events_read() - (SELECT n FROM reads), '<', 20::bigint,
+    'lineage: a causation id lookup reads its matches, not the stream');
 
 SELECT * FROM finish();
 ROLLBACK;
