@@ -21,6 +21,8 @@ import (
 // (rheo.ErrStaleLease, …) or are *rheo.AmbiguousError / *rheo.FailedError,
 // or wrap rheo.ErrBackendUnavailable; raw driver errors never escape.
 type Ops interface {
+	Querier
+
 	// CreateStream creates a stream with partitionCount partitions.
 	CreateStream(ctx context.Context, stream string, partitionCount int) error
 	// CreateGroup creates a consumer group on a stream. opts may be nil.

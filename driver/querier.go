@@ -7,8 +7,7 @@ import (
 	"github.com/rheo-go/rheo"
 )
 
-// Querier searches a stream's history. The PostgreSQL and SQLite drivers
-// implement it, and so do their transactions.
+// Querier searches a stream's history; it is part of Ops.
 type Querier interface {
 	// Query returns one page of the events of stream that q selects, in
 	// q's order, with the cursor of the next page. Errors: stream_not_found;
@@ -51,14 +50,6 @@ func QueryAll(ctx context.Context, q Querier, stream string, query rheo.Query) i
 	}
 }
 
-// QueryReplayer can search a stream and replay a group: a Driver that
-// implements Querier, or one of its transactions.
-type QueryReplayer interface {
-	Querier
-	// Replay makes events claimable again for a group.
-	Replay(ctx context.Context, stream, group string, opts rheo.ReplayOptions) (int64, error)
-}
-
 // ReplayQuery makes every event that query selects claimable again for
 // group, as Replay with EventIDs does: events the group acked or
 // dead-lettered are reopened at attempt 1, while events not offered yet,
@@ -69,7 +60,7 @@ type QueryReplayer interface {
 // Each page is its own replay: run it in a transaction (Transactor.InTx)
 // for all or nothing. The stream and group are checked before the query,
 // so a missing group is group_not_found whatever the query.
-func ReplayQuery(ctx context.Context, d QueryReplayer, stream, group string, query rheo.Query) (int64, error) {
+func ReplayQuery(ctx context.Context, d Ops, stream, group string, query rheo.Query) (int64, error) {
 	if _, err := d.Replay(ctx, stream, group, rheo.ReplayOptions{EventIDs: []string{}}); err != nil {
 		return 0, err
 	}

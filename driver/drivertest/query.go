@@ -16,9 +16,8 @@ import (
 	"github.com/rheo-go/rheo/driver"
 )
 
-// QueryCases checks history search (driver.Querier): filters, ordering,
-// paging, lineage and replay by query. Drivers that do not implement
-// driver.Querier skip them.
+// QueryCases checks history search (driver.Querier, part of every
+// driver): filters, ordering, paging, lineage and replay by query.
 func QueryCases(t *testing.T, h Harness) {
 	t.Run("a query without filters returns every event in (sequence, partition) order", func(t *testing.T) {
 		b := setup(t, h)
@@ -114,7 +113,7 @@ func QueryCases(t *testing.T, h Harness) {
 		s := b.stream(2)
 		b.appendTo(s, 0, 1)
 		b.appendTo(s, 1, 2)
-		q := b.querier()
+		q := b.d
 		cursor := b.query(s, rheo.Query{MaxCount: 1}).Cursor
 		cases := []struct {
 			name   string
@@ -251,7 +250,7 @@ func QueryCases(t *testing.T, h Harness) {
 			all = append(all, b.appendTo(s, n%2, n))
 		}
 		slices.SortFunc(all, compareQueryOrder)
-		counting := &countingQuerier{q: b.querier()}
+		counting := &countingQuerier{q: b.d}
 		var got []rheo.Event
 		for ev, err := range driver.QueryAll(b.ctx, counting, s, rheo.Query{MaxCount: 2}) {
 			require.NoError(t, err)
@@ -270,7 +269,7 @@ func QueryCases(t *testing.T, h Harness) {
 	t.Run("QueryAll yields the query's error", func(t *testing.T) {
 		b := setup(t, h)
 		var errs []error
-		for _, err := range driver.QueryAll(b.ctx, b.querier(), "missing-"+uniqueName("s"), rheo.Query{}) {
+		for _, err := range driver.QueryAll(b.ctx, b.d, "missing-"+uniqueName("s"), rheo.Query{}) {
 			errs = append(errs, err)
 		}
 		require.Len(t, errs, 1)
@@ -329,7 +328,7 @@ func QueryCases(t *testing.T, h Harness) {
 		leases := b.fetch(s, other, &rheo.FetchOptions{MaxCount: 100})
 		require.Len(t, leases, 9)
 
-		n, err := driver.ReplayQuery(b.ctx, b.replayer(), s, g, rheo.Query{Type: "red", MaxCount: 2})
+		n, err := driver.ReplayQuery(b.ctx, b.d, s, g, rheo.Query{Type: "red", MaxCount: 2})
 		require.NoError(t, err)
 		require.Equal(t, int64(len(red)), n)
 		again := b.fetch(s, g, &rheo.FetchOptions{MaxCount: 100})
@@ -338,13 +337,13 @@ func QueryCases(t *testing.T, h Harness) {
 			require.Equal(t, 1, l.Attempt)
 		}
 
-		n, err = driver.ReplayQuery(b.ctx, b.replayer(), s, other, rheo.Query{Type: "red"})
+		n, err = driver.ReplayQuery(b.ctx, b.d, s, other, rheo.Query{Type: "red"})
 		require.NoError(t, err)
 		require.Zero(t, n, "leased events are left as they are")
 
-		_, err = driver.ReplayQuery(b.ctx, b.replayer(), s, "missing", rheo.Query{MaxCount: -1})
+		_, err = driver.ReplayQuery(b.ctx, b.d, s, "missing", rheo.Query{MaxCount: -1})
 		require.ErrorIs(t, err, rheo.ErrGroupNotFound, "the group is checked before the query")
-		_, err = driver.ReplayQuery(b.ctx, b.replayer(), s, g, rheo.Query{Partition: ptr(5)})
+		_, err = driver.ReplayQuery(b.ctx, b.d, s, g, rheo.Query{Partition: ptr(5)})
 		require.ErrorIs(t, err, rheo.ErrInvalidPartition)
 	})
 
@@ -359,9 +358,7 @@ func QueryCases(t *testing.T, h Harness) {
 		err := tr.InTx(b.ctx, func(ctx context.Context, tx driver.Tx) error {
 			ev, err := tx.Append(ctx, s, payload(2), nil)
 			require.NoError(t, err)
-			q, ok := tx.(driver.Querier)
-			require.True(t, ok, "the driver's transactions are Queriers too")
-			page, err := q.Query(ctx, s, rheo.Query{Descending: true, MaxCount: 1})
+			page, err := tx.Query(ctx, s, rheo.Query{Descending: true, MaxCount: 1})
 			require.NoError(t, err)
 			require.Equal(t, []string{ev.ID}, eventIDs(page.Events))
 			return nil
@@ -370,29 +367,9 @@ func QueryCases(t *testing.T, h Harness) {
 	})
 }
 
-// querier returns the driver as a driver.Querier, or skips the case.
-func (b *bundle) querier() driver.Querier {
-	b.t.Helper()
-	q, ok := b.d.(driver.Querier)
-	if !ok {
-		b.t.Skip("the driver does not search history (driver.Querier)")
-	}
-	return q
-}
-
-// replayer returns the driver as a driver.QueryReplayer.
-func (b *bundle) replayer() driver.QueryReplayer {
-	b.t.Helper()
-	q, ok := b.d.(driver.QueryReplayer)
-	if !ok {
-		b.t.Skip("the driver does not search history (driver.Querier)")
-	}
-	return q
-}
-
 func (b *bundle) query(stream string, q rheo.Query) rheo.Page {
 	b.t.Helper()
-	page, err := b.querier().Query(b.ctx, stream, q)
+	page, err := b.d.Query(b.ctx, stream, q)
 	require.NoError(b.t, err)
 	require.NotEmpty(b.t, page.Cursor, "every page has a cursor")
 	return page

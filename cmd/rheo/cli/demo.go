@@ -610,10 +610,6 @@ const demoTrader = "ana"
 // appended: the trades of one trader by payload (paging with the cursor),
 // one order's events by correlation id, and a symbol's latest quotes.
 func (d *demo) query() error {
-	querier, ok := d.drv.(driver.Querier)
-	if !ok {
-		return failf("the driver cannot query the history")
-	}
 	byQueryOrder := func(a, b rheo.Event) int {
 		if a.Sequence != b.Sequence {
 			return int(a.Sequence - b.Sequence)
@@ -633,7 +629,7 @@ func (d *demo) query() error {
 	var trades []rheo.Event
 	pages := 0
 	for {
-		page, err := querier.Query(d.ctx, d.stream, q)
+		page, err := d.drv.Query(d.ctx, d.stream, q)
 		if err != nil {
 			return err
 		}
@@ -662,7 +658,7 @@ func (d *demo) query() error {
 		return err
 	}
 
-	page, err := querier.Query(d.ctx, d.stream, rheo.Query{Metadata: rheo.Lineage{CorrelationID: demoCorrelationQuery}.Metadata()})
+	page, err := d.drv.Query(d.ctx, d.stream, rheo.Query{Metadata: rheo.Lineage{CorrelationID: demoCorrelationQuery}.Metadata()})
 	if err != nil {
 		return err
 	}
@@ -693,7 +689,7 @@ func (d *demo) query() error {
 		}
 	}
 	slices.SortFunc(wantQuotes, func(a, b rheo.Event) int { return byQueryOrder(b, a) })
-	page, err = querier.Query(d.ctx, d.stream, rheo.Query{Type: "quote", Key: symbol, MaxCount: 3, Descending: true})
+	page, err = d.drv.Query(d.ctx, d.stream, rheo.Query{Type: "quote", Key: symbol, MaxCount: 3, Descending: true})
 	if err != nil {
 		return err
 	}

@@ -86,11 +86,7 @@ takes. Paging never skips or repeats an event, even while events arrive.`,
 }
 
 func (c *call) query(drv driver.Driver, q rheo.Query) error {
-	querier, ok := drv.(driver.Querier)
-	if !ok {
-		return failf("the %s driver cannot query the history", c.target.Kind)
-	}
-	page, err := querier.Query(c.ctx, c.stream, q)
+	page, err := drv.Query(c.ctx, c.stream, q)
 	if err != nil {
 		return err
 	}

@@ -49,10 +49,6 @@ every partition at least once a second; stop it with Ctrl-C. With
 }
 
 func (c *call) tail(drv driver.Driver, n int, follow bool, partitions []int) error {
-	querier, ok := drv.(driver.Querier)
-	if !ok {
-		return failf("the %s driver cannot query the history", c.target.Kind)
-	}
 	if partitions == nil {
 		count, err := c.partitionCount(drv)
 		if err != nil {
@@ -73,7 +69,7 @@ func (c *call) tail(drv driver.Driver, n int, follow bool, partitions []int) err
 	var latest []rheo.Event
 	for _, p := range partitions {
 		// One event at least, to learn the partition's position.
-		page, err := querier.Query(c.ctx, c.stream, rheo.Query{Partition: &p, Descending: true, MaxCount: max(n, 1)})
+		page, err := drv.Query(c.ctx, c.stream, rheo.Query{Partition: &p, Descending: true, MaxCount: max(n, 1)})
 		if err != nil {
 			return err
 		}
