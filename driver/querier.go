@@ -18,9 +18,6 @@ type Querier interface {
 	Query(ctx context.Context, stream string, q rheo.Query) (rheo.Page, error)
 }
 
-// defaultQueryCount is the page size of a Query whose MaxCount is 0.
-const defaultQueryCount = 100
-
 // QueryAll returns every event of stream that query selects, starting
 // after query.After, reading pages of query.MaxCount events (defaults to
 // 100) only as the loop asks for more. It stops after the first page
@@ -95,7 +92,7 @@ func ReplayQuery(ctx context.Context, d Ops, stream, group string, query rheo.Qu
 // pageSize is the page size of query: its MaxCount, 100 when 0.
 func pageSize(query rheo.Query) int {
 	if query.MaxCount == 0 {
-		return defaultQueryCount
+		return DefaultQueryCount
 	}
 	return query.MaxCount
 }

@@ -105,11 +105,11 @@ func TestArguments(t *testing.T) {
 			-time.Millisecond:       -1,
 			-500 * time.Microsecond: -1,
 		} {
-			got, err := millis("d", d)
+			got, err := driver.Millis("d", d)
 			require.NoError(t, err)
 			require.Equal(t, want, got, "%s", d)
 		}
-		_, err := millis("lease duration", 30*24*time.Hour)
+		_, err := driver.Millis("lease duration", 30*24*time.Hour)
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
 	})
 

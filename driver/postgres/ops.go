@@ -31,15 +31,6 @@ type ops struct {
 	clock driver.Clock
 }
 
-// Operation defaults of the SPEC, for Go zero values.
-const (
-	defaultMaxAttempts   = 5
-	defaultReadCount     = 100
-	defaultFetchCount    = 10
-	defaultLeaseDuration = 30 * time.Second
-	defaultDeadLetters   = 100
-)
-
 // run calls fn with a querier and translates its error. write marks
 // operations that change state.
 func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier) error) error {
@@ -81,7 +72,7 @@ func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.
 	}
 	maxAttempts := opts.MaxAttempts
 	if maxAttempts == 0 {
-		maxAttempts = defaultMaxAttempts
+		maxAttempts = driver.DefaultMaxAttempts
 	}
 	return o.run(ctx, "create_group", true, func(q querier) error {
 		_, err := q.Exec(ctx, `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
@@ -190,7 +181,7 @@ func (o *ops) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) (
 	}
 	maxCount := opts.MaxCount
 	if maxCount == 0 {
-		maxCount = defaultReadCount
+		maxCount = driver.DefaultReadCount
 	}
 	var events []rheo.Event
 	err := o.run(ctx, "read", false, func(q querier) error {
@@ -213,13 +204,13 @@ func (o *ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchO
 	}
 	maxCount := opts.MaxCount
 	if maxCount == 0 {
-		maxCount = defaultFetchCount
+		maxCount = driver.DefaultFetchCount
 	}
 	leaseDuration := opts.LeaseDuration
 	if leaseDuration == 0 {
-		leaseDuration = defaultLeaseDuration
+		leaseDuration = driver.DefaultLeaseDuration
 	}
-	leaseMS, err := millis("lease duration", leaseDuration)
+	leaseMS, err := driver.Millis("lease duration", leaseDuration)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +275,7 @@ func (o *ops) Renew(ctx context.Context, leaseID string, d time.Duration) (time.
 	if err != nil {
 		return time.Time{}, err
 	}
-	leaseMS, err := millis("lease duration", d)
+	leaseMS, err := driver.Millis("lease duration", d)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -363,7 +354,7 @@ func (o *ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions
 	if err != nil {
 		return "", err
 	}
-	delayMS, err := millis("retry delay", opts.Delay)
+	delayMS, err := driver.Millis("retry delay", opts.Delay)
 	if err != nil {
 		return "", err
 	}
@@ -481,7 +472,7 @@ func (o *ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.
 	}
 	maxCount := opts.MaxCount
 	if maxCount == 0 {
-		maxCount = defaultDeadLetters
+		maxCount = driver.DefaultDeadLetterCount
 	}
 	var letters []rheo.DeadLetter
 	err := o.run(ctx, "dead_letters", false, func(q querier) error {
@@ -566,19 +557,6 @@ func partitionArray(partitions []int) []int32 {
 // SPEC's order of checks.
 func clampInt32(v int) int32 {
 	return int32(max(math.MinInt32, min(math.MaxInt32, v)))
-}
-
-// millis converts d to whole milliseconds, rounding down so that a
-// negative duration stays negative and is reported by the SQL function.
-func millis(what string, d time.Duration) (int32, error) {
-	ms := d.Milliseconds()
-	if d < 0 && d%time.Millisecond != 0 {
-		ms--
-	}
-	if ms > math.MaxInt32 || ms < math.MinInt32 {
-		return 0, rheo.Errorf(rheo.ErrInvalidArgument, "%s %s is out of range", what, d)
-	}
-	return int32(ms), nil
 }
 
 // leaseIDArg parses a lease id. A string that is not a UUID cannot have

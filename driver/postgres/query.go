@@ -15,9 +15,6 @@ var (
 	_ driver.Querier = (*Tx)(nil)
 )
 
-// defaultQueryCount is the SPEC-style default of max_count for queries.
-const defaultQueryCount = 100
-
 // Query returns one page of the events of stream that q selects, with the
 // cursor of the next page: one call of rheo.query_page, so the events and
 // the cursor come from one snapshot.
@@ -28,7 +25,7 @@ func (o *ops) Query(ctx context.Context, stream string, q rheo.Query) (rheo.Page
 	}
 	maxCount := q.MaxCount
 	if maxCount == 0 {
-		maxCount = defaultQueryCount
+		maxCount = driver.DefaultQueryCount
 	}
 	page := rheo.Page{Events: []rheo.Event{}}
 	err = o.run(ctx, "query", false, func(qr querier) error {

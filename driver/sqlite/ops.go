@@ -3,10 +3,10 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
-	"math"
 	"time"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
 )
 
 // ops implements driver.Ops for a Driver and for its transactions: each
@@ -29,15 +29,6 @@ func (o ops) runChecked(ctx context.Context, op string, texts []string, fn func(
 	return o.run(ctx, op, fn)
 }
 
-// Operation defaults of the SPEC, for Go zero values.
-const (
-	defaultMaxAttempts   = 5
-	defaultReadCount     = 100
-	defaultFetchCount    = 10
-	defaultLeaseDuration = 30 * time.Second
-	defaultDeadLetters   = 100
-)
-
 // CreateStream creates a stream with partitionCount partitions.
 func (o ops) CreateStream(ctx context.Context, stream string, partitionCount int) error {
 	return o.runChecked(ctx, "create_stream", []string{stream}, func(s *session) error {
@@ -52,7 +43,7 @@ func (o ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.C
 	}
 	maxAttempts := opts.MaxAttempts
 	if maxAttempts == 0 {
-		maxAttempts = defaultMaxAttempts
+		maxAttempts = driver.DefaultMaxAttempts
 	}
 	return o.runChecked(ctx, "create_group", []string{stream, group}, func(s *session) error {
 		return s.createGroup(ctx, stream, group, maxAttempts, start{after: opts.StartAfter, at: opts.StartAt}, opts.Partitions)
@@ -115,7 +106,7 @@ func (o ops) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) ([
 	}
 	maxCount := opts.MaxCount
 	if maxCount == 0 {
-		maxCount = defaultReadCount
+		maxCount = driver.DefaultReadCount
 	}
 	var events []rheo.Event
 	err := o.runChecked(ctx, "read", []string{stream}, func(s *session) error {
@@ -133,13 +124,13 @@ func (o ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOp
 	}
 	maxCount := opts.MaxCount
 	if maxCount == 0 {
-		maxCount = defaultFetchCount
+		maxCount = driver.DefaultFetchCount
 	}
 	leaseDuration := opts.LeaseDuration
 	if leaseDuration == 0 {
-		leaseDuration = defaultLeaseDuration
+		leaseDuration = driver.DefaultLeaseDuration
 	}
-	leaseMS, err := millis("lease duration", leaseDuration)
+	leaseMS, err := driver.Millis("lease duration", leaseDuration)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +140,7 @@ func (o ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOp
 		leases, err = s.fetch(ctx, stream, group, fetchArgs{
 			maxCount:   maxCount,
 			consumerID: opts.ConsumerID,
-			leaseMS:    leaseMS,
+			leaseMS:    int64(leaseMS),
 			partitions: opts.Partitions,
 		})
 		return err
@@ -165,14 +156,14 @@ func (o ops) Renew(ctx context.Context, leaseID string, d time.Duration) (time.T
 	if err != nil {
 		return time.Time{}, err
 	}
-	leaseMS, err := millis("lease duration", d)
+	leaseMS, err := driver.Millis("lease duration", d)
 	if err != nil {
 		return time.Time{}, err
 	}
 	var expiresAt time.Time
 	err = o.run(ctx, "renew", func(s *session) error {
 		var err error
-		expiresAt, err = s.renew(ctx, id, leaseMS)
+		expiresAt, err = s.renew(ctx, id, int64(leaseMS))
 		return err
 	})
 	return expiresAt, err
@@ -226,14 +217,14 @@ func (o ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions)
 	if err != nil {
 		return "", err
 	}
-	delayMS, err := millis("retry delay", opts.Delay)
+	delayMS, err := driver.Millis("retry delay", opts.Delay)
 	if err != nil {
 		return "", err
 	}
 	var outcome rheo.RetryOutcome
 	err = o.runChecked(ctx, "retry", []string{opts.Reason}, func(s *session) error {
 		var err error
-		outcome, err = s.retry(ctx, id, opts.Reason, delayMS)
+		outcome, err = s.retry(ctx, id, opts.Reason, int64(delayMS))
 		return err
 	})
 	return outcome, err
@@ -316,7 +307,7 @@ func (o ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.D
 	}
 	maxCount := opts.MaxCount
 	if maxCount == 0 {
-		maxCount = defaultDeadLetters
+		maxCount = driver.DefaultDeadLetterCount
 	}
 	var letters []rheo.DeadLetter
 	err := o.runChecked(ctx, "dead_letters", []string{stream, group, opts.After}, func(s *session) error {
@@ -347,19 +338,4 @@ func checkItem(payload json.RawMessage, key, id string) error {
 		return err
 	}
 	return checkText("event id", id)
-}
-
-// millis converts d to whole milliseconds, rounding down so that a
-// negative duration stays negative and fails the operation's own check.
-// The range is PostgreSQL's int argument's, so both drivers accept the
-// same durations.
-func millis(what string, d time.Duration) (int64, error) {
-	ms := d.Milliseconds()
-	if d < 0 && d%time.Millisecond != 0 {
-		ms--
-	}
-	if ms > math.MaxInt32 || ms < math.MinInt32 {
-		return 0, rheo.Errorf(rheo.ErrInvalidArgument, "%s %s is out of range", what, d)
-	}
-	return ms, nil
 }

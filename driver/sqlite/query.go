@@ -25,9 +25,6 @@ var (
 	_ driver.Querier = (*txOps)(nil)
 )
 
-// defaultQueryCount is the page size of a Query whose MaxCount is 0.
-const defaultQueryCount = 100
-
 // Query returns one page of the events of stream that q selects, with the
 // cursor of the next page. It follows rheo.query_page of PostgreSQL step
 // for step (see sql/functions/query.sql): the same checks in the same
@@ -121,7 +118,7 @@ func checkQuery(q rheo.Query, count int) (eventQuery, error) {
 	}
 	eq.maxCount = q.MaxCount
 	if eq.maxCount == 0 {
-		eq.maxCount = defaultQueryCount
+		eq.maxCount = driver.DefaultQueryCount
 	}
 	if eq.maxCount < 0 {
 		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", eq.maxCount)

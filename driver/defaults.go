@@ -1,0 +1,41 @@
+package driver
+
+import (
+	"math"
+	"time"
+
+	"github.com/rheo-go/rheo"
+)
+
+// The SPEC's defaults, which every driver applies to Go zero values in the
+// option structs of package rheo.
+const (
+	// DefaultMaxAttempts is a new group's max_attempts.
+	DefaultMaxAttempts = 5
+	// DefaultReadCount is Read's max_count.
+	DefaultReadCount = 100
+	// DefaultFetchCount is Fetch's max_count.
+	DefaultFetchCount = 10
+	// DefaultLeaseDuration is Fetch's lease duration.
+	DefaultLeaseDuration = 30 * time.Second
+	// DefaultDeadLetterCount is DeadLetters' max_count.
+	DefaultDeadLetterCount = 100
+	// DefaultQueryCount is the page size of a Query.
+	DefaultQueryCount = 100
+)
+
+// Millis converts d to whole milliseconds for the SQL functions' *_ms
+// arguments, rounding down so that a negative duration stays negative and
+// is reported by the operation's own check. Durations outside
+// PostgreSQL's int range are invalid_argument, on every driver alike;
+// what names the argument in the error.
+func Millis(what string, d time.Duration) (int32, error) {
+	ms := d.Milliseconds()
+	if d < 0 && d%time.Millisecond != 0 {
+		ms--
+	}
+	if ms > math.MaxInt32 || ms < math.MinInt32 {
+		return 0, rheo.Errorf(rheo.ErrInvalidArgument, "%s %s is out of range", what, d)
+	}
+	return int32(ms), nil
+}
