@@ -26,9 +26,10 @@ type querier interface {
 // ops runs each operation as one call of its SQL function, on a
 // connection of pool or, when tx is set, in tx.
 type ops struct {
-	pool  *pgxpool.Pool
-	tx    pgx.Tx
-	clock driver.Clock
+	pool   *pgxpool.Pool
+	tx     pgx.Tx
+	clock  driver.Clock
+	vacuum *vacuumer // nil when turned off
 }
 
 // run calls fn with a querier and translates its error. write marks
@@ -294,10 +295,14 @@ func (o *ops) Ack(ctx context.Context, leaseID string) error {
 	if err != nil {
 		return err
 	}
-	return o.run(ctx, "ack", true, func(q querier) error {
+	err = o.run(ctx, "ack", true, func(q querier) error {
 		_, err := q.Exec(ctx, `SELECT rheo.ack(lease_id => $1, clock => $2)`, id, o.now())
 		return err
 	})
+	if err == nil {
+		o.vacuum.settledRows(1)
+	}
+	return err
 }
 
 // AckBatch acks each lease independently and reports one result per
@@ -333,13 +338,16 @@ func (o *ops) AckBatch(ctx context.Context, leaseIDs []string) ([]rheo.AckResult
 		return nil, err
 	}
 	results := make([]rheo.AckResult, len(leaseIDs))
+	acked := 0
 	for i, s := range leaseIDs {
 		results[i] = rheo.AckResult{LeaseID: s}
 		if id, err := leaseIDArg(s); err == nil && settled[id.Bytes] > 0 {
 			settled[id.Bytes]--
 			results[i].OK = true
+			acked++
 		}
 	}
+	o.vacuum.settledRows(acked)
 	return results, nil
 }
 
@@ -363,6 +371,9 @@ func (o *ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions
 		return q.QueryRow(ctx, `SELECT rheo.retry(lease_id => $1, reason => $2, delay_ms => $3, clock => $4)`,
 			id, textArg(opts.Reason), delayMS, o.now()).Scan(&outcome)
 	})
+	if err == nil {
+		o.vacuum.settledRows(1)
+	}
 	return rheo.RetryOutcome(outcome), err
 }
 
@@ -373,11 +384,15 @@ func (o *ops) Reject(ctx context.Context, leaseID string, reason string) error {
 	if err != nil {
 		return err
 	}
-	return o.run(ctx, "reject", true, func(q querier) error {
+	err = o.run(ctx, "reject", true, func(q querier) error {
 		_, err := q.Exec(ctx, `SELECT rheo.reject(lease_id => $1, reason => $2, clock => $3)`,
 			id, textArg(reason), o.now())
 		return err
 	})
+	if err == nil {
+		o.vacuum.settledRows(1)
+	}
+	return err
 }
 
 // Replay makes events claimable again for a group and returns how many.

@@ -63,9 +63,18 @@ type Options struct {
 	// function that reads time, so tests can pin time. Defaults to nil:
 	// the database's now().
 	Clock driver.Clock
-	// Logger receives the wakeup listener's connection problems. Defaults
-	// to slog.Default().
+	// Logger receives the wakeup listener's connection problems and failed
+	// vacuums. Defaults to slog.Default().
 	Logger *slog.Logger
+	// VacuumEvery is how many settles (acks, retries, rejects) made through
+	// the driver start a VACUUM of rheo.deliveries, run in the background
+	// on a connection of the pool, one at a time. Settles leave dead rows
+	// there that only a VACUUM makes reusable, and autovacuum comes at most
+	// once per autovacuum_naptime: between two visits a busy group would
+	// grow the table and its lease_id index by hundreds of megabytes.
+	// Defaults to DefaultVacuumEvery; a negative value leaves the table to
+	// autovacuum alone.
+	VacuumEvery int
 }
 
 // Driver runs Rheo operations against PostgreSQL. It implements
@@ -95,7 +104,7 @@ func New(pool *pgxpool.Pool, opts *Options) *Driver {
 		logger = slog.Default()
 	}
 	return &Driver{
-		ops:     &ops{pool: pool, clock: opts.Clock},
+		ops:     &ops{pool: pool, clock: opts.Clock, vacuum: newVacuumer(pool, logger, opts.VacuumEvery)},
 		pool:    pool,
 		wakeups: newListener(pool.Config().ConnConfig, logger),
 	}
@@ -155,11 +164,13 @@ func (d *Driver) Wakeups(stream string) (<-chan driver.Wakeup, func()) {
 	return d.wakeups.subscribe(stream)
 }
 
-// Close stops the wakeup listener and, when the driver opened the pool
-// itself (Open), closes the pool. It is safe to call more than once.
+// Close stops the wakeup listener and a VACUUM in progress and, when the
+// driver opened the pool itself (Open), closes the pool. It is safe to
+// call more than once.
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		d.wakeups.close()
+		d.vacuum.close()
 		if d.ownsPool {
 			d.pool.Close()
 		}
@@ -170,7 +181,7 @@ func (d *Driver) Close() error {
 // WithTx binds the operations to the host's transaction tx: what they
 // write commits or rolls back with it. The host commits or rolls back tx.
 func (d *Driver) WithTx(tx pgx.Tx) driver.Tx {
-	return &Tx{ops: &ops{tx: tx, clock: d.clock}, tx: tx}
+	return &Tx{ops: &ops{tx: tx, clock: d.clock, vacuum: d.vacuum}, tx: tx}
 }
 
 // InTx begins a transaction on the driver's pool, calls fn with it, and
