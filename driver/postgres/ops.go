@@ -502,7 +502,7 @@ func (o *ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.
 			d := rheo.DeadLetter{Event: rheo.Event{Stream: stream}}
 			var typ, key *string
 			err := row.Scan(&d.Event.ID, &d.Event.Partition, &d.Event.Sequence, &d.Attempt, &d.Reason,
-				&d.DeadLetteredAt, &typ, &key, &d.Event.Payload, &d.Event.Metadata, &d.Event.TS)
+				&d.DeadLetteredAt, &typ, &key, (*[]byte)(&d.Event.Payload), (*[]byte)(&d.Event.Metadata), &d.Event.TS)
 			d.Event.Type, d.Event.Key = deref(typ), deref(key)
 			return d, err
 		})
@@ -523,10 +523,15 @@ func (o *ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupIn
 	return info, err
 }
 
+// scanEvent reads a row of rheo.events. JSON columns, here and in the
+// other scans, are read through *[]byte, which pgx copies as they are; a
+// *json.RawMessage would go through json.Unmarshal, which parses every
+// document again only to copy it.
 func scanEvent(row pgx.CollectableRow) (rheo.Event, error) {
 	var ev rheo.Event
 	var key, typ *string
-	err := row.Scan(&ev.Stream, &ev.Partition, &ev.Sequence, &ev.ID, &key, &typ, &ev.Payload, &ev.Metadata, &ev.TS)
+	err := row.Scan(&ev.Stream, &ev.Partition, &ev.Sequence, &ev.ID, &key, &typ,
+		(*[]byte)(&ev.Payload), (*[]byte)(&ev.Metadata), &ev.TS)
 	ev.Key, ev.Type = deref(key), deref(typ)
 	return ev, err
 }
@@ -536,7 +541,7 @@ func scanLease(row pgx.CollectableRow) (rheo.Lease, error) {
 	var key, typ *string
 	err := row.Scan(&l.LeaseID, &l.Receipt, &l.Event.Stream, &l.Group, &l.ConsumerID, &l.Attempt,
 		&l.LeasedAt, &l.ExpiresAt, &l.Event.ID, &l.Event.Partition, &l.Event.Sequence, &key, &typ,
-		&l.Event.Payload, &l.Event.Metadata, &l.Event.TS)
+		(*[]byte)(&l.Event.Payload), (*[]byte)(&l.Event.Metadata), &l.Event.TS)
 	l.Event.Key, l.Event.Type = deref(key), deref(typ)
 	return l, err
 }
