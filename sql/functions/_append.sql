@@ -138,24 +138,35 @@ BEGIN
         END LOOP;
 
         PERFORM set_config('rheo.appending', 'on', true);
-        -- The ids grow with the input order, so ordering by them returns
-        -- the events in input order.
-        RETURN QUERY
-        WITH inserted AS (
+        IF cardinality(v_new_parts) = 1 THEN
+            -- One partition: the sequences follow the input order, and the
+            -- INSERT returns its rows in the order its SELECT makes them.
+            RETURN QUERY
             INSERT INTO rheo.events AS e (stream, "partition", sequence, id, key, payload, metadata, ts)
-            SELECT p_stream, r.part,
-                   v_bases[array_position(v_new_parts, r.part)]
-                   + row_number() OVER (PARTITION BY r.part ORDER BY x.ord),
-                   v_id_prefix || to_hex(v_id_base + x.ord), k.key, x.v, p_metadata, v_ts
+            SELECT p_stream, v_new_parts[1], v_bases[1] + x.ord,
+                   v_id_prefix || to_hex(v_id_base + x.ord),
+                   coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')), x.v, p_metadata, v_ts
               FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
-             CROSS JOIN LATERAL (SELECT coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')) AS key) AS k
-             CROSS JOIN LATERAL (SELECT CASE WHEN p_partition IS NOT NULL THEN p_partition
-                                             WHEN k.key IS NULL OR v_count = 1 THEN 0
-                                             ELSE ((('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint) % v_count)::int
-                                        END AS part) AS r
-            RETURNING e.*
-        )
-        SELECT * FROM inserted i ORDER BY i.id COLLATE "C";
+            RETURNING e.*;
+        ELSE
+            -- The ids grow with the input order, so ordering by them returns
+            -- the events in input order.
+            RETURN QUERY
+            WITH inserted AS (
+                INSERT INTO rheo.events AS e (stream, "partition", sequence, id, key, payload, metadata, ts)
+                SELECT p_stream, r.part,
+                       v_bases[array_position(v_new_parts, r.part)]
+                       + row_number() OVER (PARTITION BY r.part ORDER BY x.ord),
+                       v_id_prefix || to_hex(v_id_base + x.ord), k.key, x.v, p_metadata, v_ts
+                  FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
+                 CROSS JOIN LATERAL (SELECT coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')) AS key) AS k
+                 CROSS JOIN LATERAL (SELECT CASE WHEN k.key IS NULL THEN 0
+                                                 ELSE ((('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint) % v_count)::int
+                                            END AS part) AS r
+                RETURNING e.*
+            )
+            SELECT * FROM inserted i ORDER BY i.id COLLATE "C";
+        END IF;
         PERFORM set_config('rheo.appending', 'off', true);
     ELSE
         -- Some ids were given: each may repeat a stored event or an earlier
