@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,6 +38,7 @@ type config struct {
 	rounds             int
 	concurrency        []int
 	producers          int
+	batches            []int
 	rates              []int
 	latencyDuration    time.Duration
 	latencyProducers   int
@@ -107,6 +109,7 @@ func (l *stringList) Set(v string) error {
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c := &config{
 		concurrency: intList{1, 8, 64},
+		batches:     intList{1, 100, 1000},
 		rates:       intList{1000, 10000},
 		groups:      intList{1, 4, 16},
 		scale:       intList{10_000, 10_000_000},
@@ -119,7 +122,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.n, "n", 100_000, "events per append, drain and fan-out run")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds of every workload; Rheo and River alternate within each")
 	fs.Var((*intList)(&c.concurrency), "concurrency", "handler concurrencies of the drain workload")
-	fs.IntVar(&c.producers, "producers", 4, "producers of the append workload (Rheo: one partition each)")
+	fs.IntVar(&c.producers, "producers", runtime.NumCPU(), "producers of the append workload (Rheo: one partition each); defaults to one per CPU")
+	fs.Var((*intList)(&c.batches), "batches", "events per call of the append workload (1: Append / Insert)")
 	fs.Var((*intList)(&c.rates), "rates", "events per second of the latency workload")
 	fs.DurationVar(&c.latencyDuration, "latency-duration", 10*time.Second, "duration of each latency run")
 	fs.IntVar(&c.latencyProducers, "latency-producers", 1, "producers of the latency workload (Rheo: one partition each)")
@@ -253,8 +257,8 @@ func (c *config) writeReport(w io.Writer, st settings, loadBefore string, took t
 	fmt.Fprintf(w, "machine: %d CPUs, %s; load average before %s, after %s\n", st.CPUs, st.GoVersion, loadBefore, loadAverage())
 	fmt.Fprintf(w, "postgresql: %s; shared_buffers=%s synchronous_commit=%s fsync=%s wal_level=%s max_connections=%s autovacuum_naptime=%s\n",
 		st.Version, st.SharedBuffers, st.SynchronousCommit, st.Fsync, st.WALLevel, st.MaxConnections, st.AutovacuumNaptime)
-	fmt.Fprintf(w, "sizes: n=%d, append producers=%d, latency %s per rate with %d producer(s) at concurrency %d, fan-out concurrency %d per group, cost n=%d at concurrency %d, scale %s fetching the last %d\n",
-		c.n, c.producers, c.latencyDuration, c.latencyProducers, c.latencyConcurrency, c.fanoutConcurrency,
+	fmt.Fprintf(w, "sizes: n=%d (drain: at most %d per handler slot), append producers=%d, latency %s per rate with %d producer(s) at concurrency %d, fan-out concurrency %d per group, cost n=%d at concurrency %d, scale %s fetching the last %d\n",
+		c.n, drainPerHandler, c.producers, c.latencyDuration, c.latencyProducers, c.latencyConcurrency, c.fanoutConcurrency,
 		c.costN, c.costConcurrency, (*intList)(&c.scale).String(), c.scaleFetched)
 	fmt.Fprintln(w)
 	res.writeTable(w)

@@ -46,6 +46,15 @@ func (c *config) onRiver(f func(ctx context.Context, s *riverSystem) ([]sample, 
 	}
 }
 
+// drainPerHandler caps the events of a drain run at this many per handler
+// slot, so that low concurrencies, which drain slowly, take seconds, not
+// minutes.
+const drainPerHandler = 10_000
+
+// drainEvents is the number of events a drain run at concurrency conc
+// consumes: n, capped at drainPerHandler per handler slot.
+func (c *config) drainEvents(conc int) int { return min(c.n, drainPerHandler*conc) }
+
 func perSecond(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -56,22 +65,23 @@ func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsec
 func (c *config) plan(report *sizeReport) []measurement {
 	var plan []measurement
 	if c.runs("append") {
-		for _, batch := range []int{1, 100, 1000} {
+		for _, batch := range c.batches {
 			plan = append(plan, c.appendMeasurement(batch))
 		}
 	}
 	if c.runs("drain") {
 		for _, conc := range c.concurrency {
 			name := "drain c=" + strconv.Itoa(conc)
+			n := c.drainEvents(conc)
 			plan = append(plan, measurement{
 				label: name,
 				rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
-					d, err := s.drain(ctx, c.n, conc)
-					return []sample{{name, "events/s", perSecond(c.n, d)}}, err
+					d, err := s.drain(ctx, n, conc)
+					return []sample{{name, "events/s", perSecond(n, d)}}, err
 				}),
 				river: c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
-					d, err := s.drain(ctx, c.n, conc)
-					return []sample{{name, "events/s", perSecond(c.n, d)}}, err
+					d, err := s.drain(ctx, n, conc)
+					return []sample{{name, "events/s", perSecond(n, d)}}, err
 				}),
 			})
 		}
@@ -216,9 +226,10 @@ func (c *config) latencyMeasurement(rate int) measurement {
 	}
 }
 
-func costSamples(r costResult, hot []string) []sample {
+func costSamples(r costResult, n int, hot []string) []sample {
 	all, dead := totals(r.drained)
 	samples := []sample{
+		{"cost drain", "events/s", perSecond(n, r.drain)},
 		{"cost WAL append", "bytes/event", r.appendWAL},
 		{"cost WAL consume", "bytes/event", r.consumeWAL},
 		{"cost all tables+indexes after drain", "MB", float64(all) / mb},
@@ -245,7 +256,7 @@ func (c *config) costMeasurement(report *sizeReport) measurement {
 			}
 			report.add(fmt.Sprintf("rheo relations after draining %d events:", c.costN), r.drained)
 			report.add("rheo relations after VACUUM of the bookkeeping tables:", r.vacuumed)
-			return costSamples(r, []string{"deliveries"}), nil
+			return costSamples(r, c.costN, []string{"deliveries"}), nil
 		}),
 		river: c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
 			r, err := s.cost(ctx, c.costN, c.costConcurrency)
@@ -254,7 +265,7 @@ func (c *config) costMeasurement(report *sizeReport) measurement {
 			}
 			report.add(fmt.Sprintf("river relations after working %d jobs:", c.costN), r.drained)
 			report.add("river relations after VACUUM river_job:", r.vacuumed)
-			return costSamples(r, nil), nil
+			return costSamples(r, c.costN, nil), nil
 		}),
 	}
 }

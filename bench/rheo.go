@@ -256,8 +256,9 @@ func (s *rheoSystem) latency(ctx context.Context, rate int, d time.Duration, pro
 
 // costResult is what a cost run measured.
 type costResult struct {
-	appendWAL  float64 // WAL bytes per event appended
-	consumeWAL float64 // WAL bytes per event consumed by one group
+	appendWAL  float64       // WAL bytes per event appended
+	consumeWAL float64       // WAL bytes per event consumed by one group
+	drain      time.Duration // from the worker's start to the last ack
 	drained    []relation
 	vacuumed   []relation
 }
@@ -285,7 +286,7 @@ func (s *rheoSystem) cost(ctx context.Context, n, concurrency int) (costResult, 
 	if err != nil {
 		return r, err
 	}
-	if _, err := s.consume(ctx, stream, "cost", n, concurrency); err != nil {
+	if r.drain, err = s.consume(ctx, stream, "cost", n, concurrency); err != nil {
 		return r, err
 	}
 	lsn2, err := walLSN(ctx, s.db.pool)

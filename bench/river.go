@@ -264,10 +264,12 @@ func (s *riverSystem) cost(ctx context.Context, n, concurrency int) (costResult,
 	}
 	wait, cancel := completions(ctx, client, n)
 	defer cancel()
+	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return r, err
 	}
 	err = wait()
+	r.drain = time.Since(start)
 	if serr := client.Stop(context.WithoutCancel(ctx)); err == nil {
 		err = serr
 	}
