@@ -75,16 +75,18 @@ BEGIN
     -- Delivery rows are taken with SKIP LOCKED here and below: a row
     -- locked by a settle in progress is that settle's to finish, and a
     -- fetch that never waits for delivery rows cannot deadlock with
-    -- settles that lock them in another order.
-    WITH expired AS (
+    -- settles that lock them in another order. The rows found are then
+    -- deleted by their physical address (ctid), so that the leases in
+    -- progress are scanned once, not once per lease by a join.
+    WITH due AS MATERIALIZED (
+        SELECT x.ctid AS tid FROM rheo.deliveries x
+         WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_scope)
+           AND x.state = 'leased' AND x.expires_at <= v_now
+           AND x.attempt >= v_group.max_attempts
+           FOR UPDATE SKIP LOCKED
+    ), expired AS (
         DELETE FROM rheo.deliveries AS d
-         USING (SELECT x."partition", x.sequence FROM rheo.deliveries x
-                 WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_scope)
-                   AND x.state = 'leased' AND x.expires_at <= v_now
-                   AND x.attempt >= v_group.max_attempts
-                   FOR UPDATE SKIP LOCKED) AS due
-         WHERE d.group_id = v_group.group_id AND d."partition" = due."partition"
-           AND d.sequence = due.sequence
+         WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
         RETURNING d."partition", d.sequence, d.attempt
     )
     INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
@@ -198,17 +200,18 @@ BEGIN
     -- partition the deliveries due again all precede the cursor, so the
     -- result is in (partition, sequence) order. A delivery row locked by
     -- a settle in progress is that settle's to finish (SKIP LOCKED), so
-    -- the claim may return fewer leases than planned.
+    -- the claim may return fewer leases than planned. The deliveries due
+    -- again are updated by ctid, as above.
     RETURN QUERY
     WITH plan AS (
         SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
                x.quota - least(x.quota, x.reclaim) AS fresh
           FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
          WHERE x.quota > 0
-    ), picked AS (
-        SELECT d."partition", d.sequence
+    ), picked AS MATERIALIZED (
+        SELECT d.tid
           FROM plan p
-         CROSS JOIN LATERAL (SELECT d."partition", d.sequence FROM rheo.deliveries d
+         CROSS JOIN LATERAL (SELECT d.ctid AS tid FROM rheo.deliveries d
                               WHERE d.group_id = v_group.group_id AND d."partition" = p.part
                                 AND d.expires_at <= v_now
                                 AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
@@ -220,9 +223,7 @@ BEGIN
         UPDATE rheo.deliveries AS d
            SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
                attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
-          FROM picked
-         WHERE d.group_id = v_group.group_id AND d."partition" = picked."partition"
-           AND d.sequence = picked.sequence
+         WHERE d.ctid = ANY (ARRAY(SELECT picked.tid FROM picked))
         RETURNING d."partition", d.sequence, d.lease_id, d.attempt
     ), fresh AS (
         -- The lease ids are made here, so that the result can be read from
