@@ -69,11 +69,14 @@ BEGIN
     IF v_n = 0 THEN
         RETURN;
     END IF;
-    SELECT x.ord INTO v_bad
-      FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
-     WHERE jsonb_typeof(x.v) <> 'object'
-     LIMIT 1;
-    IF FOUND THEN
+    -- A JSON path test does not expand the array into a value per element;
+    -- the first offending element is looked for only when there is one.
+    -- Strict mode: lax mode would look inside an element that is an array.
+    IF jsonb_path_exists(p_payloads, 'strict $[*] ? (@.type() != "object")') THEN
+        SELECT x.ord INTO v_bad
+          FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
+         WHERE jsonb_typeof(x.v) <> 'object'
+         LIMIT 1;
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = CASE WHEN v_n = 1 THEN 'payload must be a JSON object'
                           ELSE format('payload %s of the batch is not a JSON object', v_bad - 1) END;
