@@ -162,9 +162,11 @@ func (o *ops) AppendBatch(ctx context.Context, stream string, items []rheo.Batch
 	}
 	var events []rheo.Event
 	err = o.run(ctx, "append_batch", true, func(q querier) error {
+		// rheo.append_batch returns the events in input order, and a scan of
+		// a function's result keeps the order the function returned its rows
+		// in; an ORDER BY on WITH ORDINALITY would sort them again.
 		rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM rheo.append_batch(stream => $1, payloads => $2,
-			keys => $3, ids => $4, "partition" => $5, metadata => $6, clock => $7) WITH ORDINALITY AS e
-			ORDER BY e.ordinality`,
+			keys => $3, ids => $4, "partition" => $5, metadata => $6, clock => $7) AS e`,
 			stream, json.RawMessage(payloads), keys, ids, partition, metadata, o.now())
 		if err != nil {
 			return err
