@@ -44,6 +44,7 @@ type config struct {
 	latencyProducers   int
 	latencyConcurrency int
 	groups             []int
+	fanoutN            int
 	fanoutConcurrency  int
 	costN              int
 	costConcurrency    int
@@ -129,7 +130,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.latencyProducers, "latency-producers", 1, "producers of the latency workload (Rheo: one partition each)")
 	fs.IntVar(&c.latencyConcurrency, "latency-concurrency", 64, "handler concurrency of the latency workload")
 	fs.Var((*intList)(&c.groups), "groups", "group counts of the fan-out workload")
-	fs.IntVar(&c.fanoutConcurrency, "fanout-concurrency", 8, "handler concurrency of each group in the fan-out workload")
+	fs.IntVar(&c.fanoutN, "fanout-n", 20_000, "events of the fan-out workload (each group consumes all of them)")
+	fs.IntVar(&c.fanoutConcurrency, "fanout-concurrency", 64, "handler concurrency of each group in the fan-out workload")
 	fs.IntVar(&c.costN, "cost-n", 1_000_000, "events of the cost workload")
 	fs.IntVar(&c.costConcurrency, "cost-concurrency", 64, "handler concurrency of the cost workload's drain")
 	fs.Var((*intList)(&c.scale), "scale", "stream sizes of the scale workload (fetch time against log length); it runs once, not per round")
@@ -145,7 +147,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		quick := map[string]string{
-			"n": "2000", "rounds": "1", "concurrency": "1,8", "rates": "200",
+			"n": "2000", "fanout-n": "2000", "rounds": "1", "concurrency": "1,8", "rates": "200",
 			"latency-duration": "1s", "groups": "1,4", "cost-n": "2000",
 			"scale": "1000,5000", "scale-fetched": "1000",
 		}
@@ -158,7 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	}
 	if c.rounds < 1 || c.n < 1 || c.producers < 1 || c.costN < 1 || c.scaleFetched < 1 ||
-		c.latencyProducers < 1 || c.latencyConcurrency < 1 || c.fanoutConcurrency < 1 || c.costConcurrency < 1 {
+		c.latencyProducers < 1 || c.latencyConcurrency < 1 || c.fanoutN < 1 || c.fanoutConcurrency < 1 || c.costConcurrency < 1 {
 		return nil, errors.New("counts must be at least 1")
 	}
 	if c.latencyDuration <= 0 {
@@ -210,6 +212,7 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 		return err
 	}
 	loadBefore := loadAverage()
+	loads := &loadSamples{}
 	report := &sizeReport{}
 	res := newResults()
 	started := time.Now()
@@ -226,6 +229,7 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 				order = []string{systemRiver, systemRheo}
 			}
 			for _, system := range order {
+				loads.sample()
 				f := m.rheo
 				if system == systemRiver {
 					f = m.river
@@ -244,21 +248,22 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 			}
 		}
 	}
-	c.writeReport(stdout, st, loadBefore, time.Since(started), res, report)
+	c.writeReport(stdout, st, loadBefore, loads, time.Since(started), res, report)
 	return nil
 }
 
-func (c *config) writeReport(w io.Writer, st settings, loadBefore string, took time.Duration, res *results, report *sizeReport) {
+func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads *loadSamples, took time.Duration, res *results, report *sizeReport) {
 	mode := "full"
 	if c.quick {
 		mode = "quick"
 	}
 	fmt.Fprintf(w, "rheo vs river benchmark (%s mode), %d round(s), took %s\n", mode, c.rounds, took.Round(time.Second))
-	fmt.Fprintf(w, "machine: %d CPUs, %s; load average before %s, after %s\n", st.CPUs, st.GoVersion, loadBefore, loadAverage())
+	fmt.Fprintf(w, "machine: %d CPUs, %s; load average before %s, after %s; 1-minute load at the start of each run %s\n",
+		st.CPUs, st.GoVersion, loadBefore, loadAverage(), loads)
 	fmt.Fprintf(w, "postgresql: %s; shared_buffers=%s synchronous_commit=%s fsync=%s wal_level=%s max_connections=%s autovacuum_naptime=%s\n",
 		st.Version, st.SharedBuffers, st.SynchronousCommit, st.Fsync, st.WALLevel, st.MaxConnections, st.AutovacuumNaptime)
-	fmt.Fprintf(w, "sizes: n=%d (drain: at most %d per handler slot), append producers=%d, latency %s per rate with %d producer(s) at concurrency %d, fan-out concurrency %d per group, cost n=%d at concurrency %d, scale %s fetching the last %d\n",
-		c.n, drainPerHandler, c.producers, c.latencyDuration, c.latencyProducers, c.latencyConcurrency, c.fanoutConcurrency,
+	fmt.Fprintf(w, "sizes: n=%d (drain: at most %d per handler slot), append producers=%d, latency %s per rate with %d producer(s) at concurrency %d, fan-out n=%d at concurrency %d per group, cost n=%d at concurrency %d, scale %s fetching the last %d\n",
+		c.n, drainPerHandler, c.producers, c.latencyDuration, c.latencyProducers, c.latencyConcurrency, c.fanoutN, c.fanoutConcurrency,
 		c.costN, c.costConcurrency, (*intList)(&c.scale).String(), c.scaleFetched)
 	fmt.Fprintln(w)
 	res.writeTable(w)

@@ -157,12 +157,12 @@ func (c *config) fanoutSamples(runs []fanoutResult) []sample {
 	for i, g := range c.groups {
 		name := "fanout groups=" + strconv.Itoa(g)
 		samples = append(samples,
-			sample{name, "deliveries/s", perSecond(c.n*g, runs[i].d)},
-			sample{name + " WAL", "bytes/delivery", float64(runs[i].wal) / float64(c.n*g)})
+			sample{name, "deliveries/s", perSecond(c.fanoutN*g, runs[i].d)},
+			sample{name + " WAL", "bytes/delivery", float64(runs[i].wal) / float64(c.fanoutN*g)})
 	}
 	if len(c.groups) > 1 {
 		first, last := 0, len(c.groups)-1
-		extra := float64((c.groups[last] - c.groups[first]) * c.n)
+		extra := float64((c.groups[last] - c.groups[first]) * c.fanoutN)
 		samples = append(samples,
 			sample{"fanout extra group time", "µs/event", micros(runs[last].d-runs[first].d) / extra},
 			sample{"fanout extra group WAL", "bytes/event", float64(runs[last].wal-runs[first].wal) / extra})
@@ -177,7 +177,7 @@ func (c *config) fanoutMeasurement() measurement {
 			runs := make([]fanoutResult, len(c.groups))
 			for i, g := range c.groups {
 				err := c.srv.withRheo(ctx, func(s *rheoSystem) (err error) {
-					runs[i].d, runs[i].wal, err = s.fanout(ctx, c.n, g, c.fanoutConcurrency)
+					runs[i].d, runs[i].wal, err = s.fanout(ctx, c.fanoutN, g, c.fanoutConcurrency)
 					return err
 				})
 				if err != nil {
@@ -190,7 +190,7 @@ func (c *config) fanoutMeasurement() measurement {
 			runs := make([]fanoutResult, len(c.groups))
 			for i, g := range c.groups {
 				err := c.srv.withRiver(ctx, func(s *riverSystem) (err error) {
-					runs[i].d, runs[i].wal, err = s.fanout(ctx, c.n, g, c.fanoutConcurrency)
+					runs[i].d, runs[i].wal, err = s.fanout(ctx, c.fanoutN, g, c.fanoutConcurrency)
 					return err
 				})
 				if err != nil {

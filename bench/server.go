@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -265,6 +266,39 @@ func loadAverage() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// loadSamples collects the 1-minute load average over a run.
+type loadSamples struct {
+	min, max float64
+	n        int
+}
+
+// sample reads the 1-minute load average now.
+func (l *loadSamples) sample() {
+	f := strings.Fields(loadAverage())
+	if len(f) == 0 {
+		return
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return
+	}
+	if l.n == 0 || v < l.min {
+		l.min = v
+	}
+	if l.n == 0 || v > l.max {
+		l.max = v
+	}
+	l.n++
+}
+
+// String is "min – max", or "unknown" without samples.
+func (l *loadSamples) String() string {
+	if l.n == 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.2f – %.2f", l.min, l.max)
 }
 
 // redact hides a password in a URL for messages.
