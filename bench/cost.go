@@ -79,26 +79,35 @@ const mb = 1 << 20
 // sizeReport keeps the relation sizes of the last cost round of each
 // system, printed after the table of figures.
 type sizeReport struct {
-	lines []string
+	titles []string
+	tables map[string]string
 }
 
+// add records the table of relations under title, replacing the one an
+// earlier round recorded under the same title.
 func (r *sizeReport) add(title string, rels []relation) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n", title)
-	fmt.Fprintf(&b, "  %-36s %-6s %12s %12s %12s\n", "relation", "kind", "size", "live tuples", "dead tuples")
+	fmt.Fprintf(&b, "  %-38s %-6s %12s %12s %12s\n", "relation", "kind", "size", "live tuples", "dead tuples")
 	for _, rel := range rels {
 		kind, live, dead := "table", fmt.Sprint(rel.LiveRows), fmt.Sprint(rel.DeadRows)
 		if rel.Index {
 			kind, live, dead = "index", "", ""
 		}
-		fmt.Fprintf(&b, "  %-36s %-6s %12s %12s %12s\n", rel.Name, kind, humanBytes(rel.Bytes), live, dead)
+		fmt.Fprintf(&b, "  %-38s %-6s %12s %12s %12s\n", rel.Name, kind, humanBytes(rel.Bytes), live, dead)
 	}
-	r.lines = append(r.lines, b.String())
+	if r.tables == nil {
+		r.tables = map[string]string{}
+	}
+	if _, ok := r.tables[title]; !ok {
+		r.titles = append(r.titles, title)
+	}
+	r.tables[title] = b.String()
 }
 
 func (r *sizeReport) write(w io.Writer) {
-	for _, l := range r.lines {
-		fmt.Fprintln(w, l)
+	for _, t := range r.titles {
+		fmt.Fprintln(w, r.tables[t])
 	}
 }
 
