@@ -12,6 +12,9 @@ CREATE OR REPLACE FUNCTION rheo._append(stream text, payloads jsonb, keys text[]
 RETURNS SETOF rheo.events
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- A hot path: JIT compilation, redone at every call, would cost more than
+-- the statements (see rheo.fetch).
+SET jit = off
 AS $$
 DECLARE
     p_stream    ALIAS FOR $1;

@@ -9,6 +9,9 @@ SET search_path = pg_catalog, pg_temp
 -- picks one when statistics are missing or stale (a new table has none).
 SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
+-- A hot path: JIT compilation, redone at every call, would cost more than
+-- the statement (see rheo.fetch).
+SET jit = off
 AS $$
 DECLARE
     p_lease_id ALIAS FOR $1;
