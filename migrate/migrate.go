@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"net"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/rheo-go/rheo"
 )
 
@@ -41,16 +43,36 @@ const (
 )
 
 // wrapErr puts a failed step in the error vocabulary: a connection that
-// broke is backend_unavailable, anything else is failed. Every step runs
-// in a transaction and is skipped once done, so running the migration
-// again is always safe.
+// broke is backend_unavailable, anything else is failed. A run is one
+// transaction, so running the migration again is always safe.
 func wrapErr(ctx context.Context, step string, err error, connBroken bool) error {
 	var netErr net.Error
 	if ctx.Err() == nil && (connBroken || errors.As(err, &netErr)) {
 		return rheo.Errorf(rheo.ErrBackendUnavailable, "migrate: %s: %v", step, err)
 	}
-	return &rheo.FailedError{Op: "migrate", Err: fmt.Errorf("%s: %w", step, err)}
+	return &rheo.FailedError{Op: "migrate", Err: &stepError{step: step, err: err}}
 }
+
+// stepError is a failed step. A server's error reads as its message (and
+// detail), without the driver's decoration.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string {
+	var pgErr *pgconn.PgError
+	if errors.As(e.err, &pgErr) {
+		msg := pgErr.Message
+		if pgErr.Detail != "" {
+			msg += " (" + pgErr.Detail + ")"
+		}
+		return e.step + ": " + msg
+	}
+	return e.step + ": " + e.err.Error()
+}
+
+func (e *stepError) Unwrap() error { return e.err }
 
 // newerSchemaError refuses to touch a database migrated by a newer build:
 // installing this build's functions over a newer schema would break it.

@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path"
 	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	tern "github.com/jackc/tern/v2/migrate"
 
 	rheosql "github.com/rheo-go/rheo/sql"
@@ -28,28 +28,97 @@ const AdvisoryLockKey int64 = 0x7268656f6d696772
 // last schema migration applied.
 const versionTable = "rheo.schema_version"
 
-// Postgres brings the database behind conn up to date, under the session
-// advisory lock AdvisoryLockKey, so concurrent runs wait for each other:
+// Postgres brings the database behind conn up to date in one
+// transaction, under the session advisory lock AdvisoryLockKey, so
+// concurrent runs wait for each other:
 //
 //  1. CREATE SCHEMA IF NOT EXISTS rheo;
-//  2. the schema migrations (rheosql.Schema, with tern), each in its own
-//     transaction, tracked in rheo.schema_version;
-//  3. the functions (rheosql.Functions, all files in lexical order) in one
-//     transaction, skipped when the sha256 of the files equals the one
-//     recorded in rheo.function_set.
+//  2. Rheo's roles (Roles), created when missing if the current role may
+//     create roles; otherwise a Warn record says what is left undone and
+//     the install goes on without them (see PostgresRoles);
+//  3. the schema migrations (rheosql.Schema, with tern), tracked in
+//     rheo.schema_version;
+//  4. the schema and everything in it handed over to rheo_owner;
+//  5. the functions (rheosql.Functions, all files in lexical order),
+//     created as rheo_owner, skipped when the sha256 of the files equals
+//     the one recorded in rheo.function_set and the roles have their
+//     privileges.
 //
-// A second run changes nothing. conn must be a session of its own (not in
-// a transaction, not behind a transaction-pooling proxy, which would lose
-// the session lock); its session settings are reset (RESET ALL) after each
-// schema migration. opts may be nil.
+// A second run changes nothing. The current role must be a superuser, a
+// member of rheo_owner, or have CREATEROLE, in which case it is a member
+// of rheo_owner within the run's transaction only; any other role
+// installs Rheo as its own (step 2's Warn record). conn must be a session
+// of its own (not in a transaction, not behind a transaction-pooling
+// proxy, which would lose the session lock); its session settings are
+// reset (RESET ALL) after each schema migration. opts may be nil.
 //
 // Errors wrap rheo.ErrBackendUnavailable when the connection broke, and
-// are *rheo.FailedError otherwise. Every step is atomic, so running
+// are *rheo.FailedError otherwise. The run is atomic, so running
 // Postgres again after an error is safe.
-func Postgres(ctx context.Context, conn *pgx.Conn, opts *Options) (err error) {
+func Postgres(ctx context.Context, conn *pgx.Conn, opts *Options) error {
 	log := opts.logger()
-	fail := func(step string, err error) error { return wrapErr(ctx, step, err, conn.IsClosed()) }
+	return inInstall(ctx, conn, func(tx pgx.Tx, in installer, fail func(string, error) error) error {
+		if notice := in.notice(); notice != "" {
+			log.WarnContext(ctx, notice)
+		}
+		// The migrations run in the install's transaction.
+		m, err := tern.NewMigratorEx(ctx, conn, versionTable, &tern.MigratorOptions{DisableTx: true})
+		if err != nil {
+			return fail("create "+versionTable, err)
+		}
+		if err := m.LoadMigrations(rheosql.Schema); err != nil {
+			return fail("load schema migrations", err)
+		}
+		current, err := m.GetCurrentVersion(ctx)
+		if err != nil {
+			return fail("read "+versionTable, err)
+		}
+		if latest := int32(len(m.Migrations)); current > latest {
+			return fail("schema migration", newerSchemaError(current, latest))
+		}
+		m.OnStart = func(version int32, name, _, _ string) {
+			log.InfoContext(ctx, "applying schema migration", logKeyVersion, version, logKeyName, name)
+		}
+		if err := m.Migrate(ctx); err != nil {
+			return fail("schema migration", err)
+		}
+		return installFunctions(ctx, tx, in, false, log, fail)
+	})
+}
 
+// PostgresRoles does what an install by a role that may not create
+// roles left undone: it creates Rheo's roles, hands the schema rheo and
+// everything in it over to rheo_owner and installs the functions again
+// with their privileges, in one transaction. Rheo must be installed
+// already (Postgres). The current role must be a superuser or have
+// CREATEROLE. Running it again changes nothing but the functions'
+// install time. Errors are those of Postgres.
+func PostgresRoles(ctx context.Context, conn *pgx.Conn, opts *Options) error {
+	log := opts.logger()
+	return inInstall(ctx, conn, func(tx pgx.Tx, in installer, fail func(string, error) error) error {
+		if !in.createRole {
+			return fail("roles", fmt.Errorf("%s may not create roles: run rheo-migrate roles as a superuser or a role with CREATEROLE", in.name))
+		}
+		var installed bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('rheo.function_set') IS NOT NULL`).Scan(&installed); err != nil {
+			return fail("look for Rheo", err)
+		}
+		if !installed {
+			return fail("roles", errors.New("Rheo is not installed in this database: run rheo-migrate up first"))
+		}
+		return installFunctions(ctx, tx, in, true, log, fail)
+	})
+}
+
+// inInstall runs fn in one transaction on conn, under the session
+// advisory lock AdvisoryLockKey, after CREATE SCHEMA IF NOT EXISTS rheo,
+// with the roles prepared (createRolesSQL, ownerAccessSQL); when fn
+// succeeds, Rheo is handed over to rheo_owner where the current role may
+// act as it, the run's membership in rheo_owner ends (ownerReleaseSQL)
+// and the transaction commits. fail, which fn uses for its errors, puts a
+// failed step in the error vocabulary.
+func inInstall(ctx context.Context, conn *pgx.Conn, fn func(tx pgx.Tx, in installer, fail func(string, error) error) error) (err error) {
+	fail := func(step string, err error) error { return wrapErr(ctx, step, err, conn.IsClosed()) }
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", AdvisoryLockKey); err != nil {
 		return fail("take the migration lock", err)
 	}
@@ -64,66 +133,98 @@ func Postgres(ctx context.Context, conn *pgx.Conn, opts *Options) (err error) {
 		}
 	}()
 
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS rheo"); err != nil {
-		return fail("create schema rheo", err)
-	}
-
-	m, err := tern.NewMigrator(ctx, conn, versionTable)
+	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return fail("create "+versionTable, err)
+		return fail("begin", err)
 	}
-	if err := m.LoadMigrations(rheosql.Schema); err != nil {
-		return fail("load schema migrations", err)
+	// After a commit the rollback is a no-op.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	for _, step := range []struct{ name, sql string }{
+		{"create schema rheo", "CREATE SCHEMA IF NOT EXISTS rheo"},
+		{"create roles", createRolesSQL},
+		{"act as " + OwnerRole, ownerAccessSQL},
+	} {
+		if _, err := tx.Exec(ctx, step.sql); err != nil {
+			return fail(step.name, err)
+		}
 	}
-	current, err := m.GetCurrentVersion(ctx)
+	in, err := readInstaller(ctx, tx)
 	if err != nil {
-		return fail("read "+versionTable, err)
+		return fail("read the current role", err)
 	}
-	if latest := int32(len(m.Migrations)); current > latest {
-		return fail("schema migration", newerSchemaError(current, latest))
+	if err := fn(tx, in, fail); err != nil {
+		return err
 	}
-	m.OnStart = func(version int32, name, _, _ string) {
-		log.InfoContext(ctx, "applying schema migration", logKeyVersion, version, logKeyName, name)
+	if _, err := tx.Exec(ctx, ownerReleaseSQL); err != nil {
+		return fail("end the membership in "+OwnerRole, err)
 	}
-	if err := m.Migrate(ctx); err != nil {
-		return fail("schema migration", err)
+	if err := tx.Commit(ctx); err != nil {
+		return fail("commit", err)
 	}
+	return nil
+}
 
+// installFunctions hands Rheo over to rheo_owner, when the current role
+// may act as it, and installs the functions unless the installed ones
+// are current and the roles have their privileges; force installs them
+// in any case. The functions are created as rheo_owner, so that they
+// belong to it.
+func installFunctions(ctx context.Context, tx pgx.Tx, in installer, force bool, log *slog.Logger,
+	fail func(string, error) error) error {
+	if in.asOwner {
+		if _, err := tx.Exec(ctx, handOverSQL); err != nil {
+			return fail("hand Rheo over to "+OwnerRole, err)
+		}
+	}
 	set, err := loadFunctions()
 	if err != nil {
 		return fail("load functions", err)
 	}
-	var installed string
-	err = conn.QueryRow(ctx, "SELECT sha256 FROM rheo.function_set").Scan(&installed)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	var current, missing bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM rheo.function_set WHERE sha256 = $1), (`+grantsMissingSQL+`)`,
+		set.sha256).Scan(&current, &missing); err != nil {
 		return fail("read rheo.function_set", err)
 	}
-	if installed == set.sha256 {
+	if current && !missing && !force {
 		log.DebugContext(ctx, "functions are current", logKeySHA256, set.sha256)
 		return nil
 	}
-	if err := installFunctions(ctx, conn, set); err != nil {
+	var role string
+	if err := tx.QueryRow(ctx, `SELECT current_setting('role')`).Scan(&role); err != nil {
+		return fail("install functions", err)
+	}
+	if in.asOwner {
+		if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+OwnerRole); err != nil {
+			return fail("install functions", err)
+		}
+	}
+	for _, f := range set.files {
+		// No arguments: pgx sends the file with the simple protocol,
+		// which runs all of its statements.
+		if _, err := tx.Exec(ctx, f.sql); err != nil {
+			return fail("install functions", fmt.Errorf("%s: %w", f.name, err))
+		}
+	}
+	if _, err := tx.Exec(ctx, `
+INSERT INTO rheo.function_set (id, sha256, installed_at) VALUES (true, $1, now())
+ON CONFLICT (id) DO UPDATE SET sha256 = excluded.sha256, installed_at = excluded.installed_at`, set.sha256); err != nil {
+		return fail("install functions", err)
+	}
+	// Back to the role the run started as.
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+roleName(role)); err != nil {
 		return fail("install functions", err)
 	}
 	log.InfoContext(ctx, "installed functions", logKeySHA256, set.sha256)
 	return nil
 }
 
-func installFunctions(ctx context.Context, conn *pgx.Conn, set functionSet) error {
-	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		for _, f := range set.files {
-			// No arguments: pgx sends the file with the simple protocol,
-			// which runs all of its statements.
-			if _, err := tx.Exec(ctx, f.sql); err != nil {
-				return fmt.Errorf("%s: %w", f.name, err)
-			}
-		}
-		_, err := tx.Exec(ctx, `
-INSERT INTO rheo.function_set (id, sha256, installed_at) VALUES (true, $1, now())
-ON CONFLICT (id) DO UPDATE SET sha256 = excluded.sha256, installed_at = excluded.installed_at`,
-			set.sha256)
-		return err
-	})
+// roleName is the argument of SET ROLE that restores the setting role,
+// as current_setting('role') reports it.
+func roleName(setting string) string {
+	if setting == "none" {
+		return "NONE"
+	}
+	return pgx.Identifier{setting}.Sanitize()
 }
 
 // PostgresStatus reports the number of the last schema migration applied
@@ -135,53 +236,73 @@ func PostgresStatus(ctx context.Context, conn *pgx.Conn) (applied, latest int32,
 		return 0, 0, wrapErr(ctx, "load schema migrations", err, false)
 	}
 	latest = int32(len(names))
-	err = conn.QueryRow(ctx, `
-SELECT coalesce((SELECT max(version) FROM rheo.schema_version), 0)`).Scan(&applied)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never installed
-		return 0, latest, nil
-	}
-	if err != nil {
-		return 0, 0, wrapErr(ctx, "read "+versionTable, err, conn.IsClosed())
-	}
-	return applied, latest, nil
+	err = readInstalled(ctx, conn, "read "+versionTable, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT coalesce((SELECT max(version) FROM rheo.schema_version), 0)`).Scan(&applied)
+	})
+	return applied, latest, err
 }
 
 // PostgresFunctionsCurrent reports whether the functions installed in the
-// database behind conn are the ones this build carries (false when none
-// are installed).
+// database behind conn are the ones this build carries, with the roles'
+// privileges (false when none are installed).
 func PostgresFunctionsCurrent(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	set, err := loadFunctions()
 	if err != nil {
 		return false, wrapErr(ctx, "load functions", err, false)
 	}
 	var current bool
-	err = conn.QueryRow(ctx, `
-SELECT EXISTS (SELECT FROM rheo.function_set WHERE sha256 = $1)`, set.sha256).Scan(&current)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never installed
-		return false, nil
-	}
-	if err != nil {
-		return false, wrapErr(ctx, "read rheo.function_set", err, conn.IsClosed())
-	}
-	return current, nil
+	err = readInstalled(ctx, conn, "read rheo.function_set", func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM rheo.function_set WHERE sha256 = $1) AND NOT (`+grantsMissingSQL+`)`,
+			set.sha256).Scan(&current)
+	})
+	return current, err
 }
 
+// readInstalled runs fn in a transaction that is rolled back, acting as
+// rheo_owner where the current role may (see ownerAccessSQL), so that
+// nothing outlives the read. A database where Rheo was never installed
+// leaves the results at their zero values.
+func readInstalled(ctx context.Context, conn *pgx.Conn, step string, fn func(tx pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, ownerAccessSQL); err != nil {
+			return err
+		}
+		var installed bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('rheo.function_set') IS NOT NULL`).Scan(&installed); err != nil || !installed {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return errRollBack
+	})
+	if err == nil || errors.Is(err, errRollBack) {
+		return nil
+	}
+	return wrapErr(ctx, step, err, conn.IsClosed())
+}
+
+// errRollBack ends readInstalled's transaction without committing.
+var errRollBack = errors.New("roll back")
+
 // PostgresSQL returns the whole PostgreSQL install as one SQL script, for
-// hosts that run migrations with psql or their own tool: the schema
-// migrations in order, then the functions. It is what Postgres does,
-// recorded in the same tables, so either may follow the other.
+// hosts that run migrations with psql or their own tool. It does what
+// Postgres does, in the same order, recorded in the same tables, so
+// either may follow the other: the roles, the schema migrations in
+// order, the hand-over to rheo_owner, then the functions. What an install
+// by a role that may not create roles leaves undone is said in a NOTICE.
 //
 // Rerunning it changes nothing: each migration runs inside a DO block only
 // when rheo.schema_version is below its version, and the functions only
-// when rheo.function_set holds another checksum. Each DO block is atomic
-// on its own, together with its bookkeeping. Run the script in one
-// transaction (psql -1 -v ON_ERROR_STOP=1 -f rheo.sql, or as one migration
-// of the host's tool) so that its first statement, a transaction-level
-// advisory lock on AdvisoryLockKey, keeps concurrent installs apart; the
-// script has no BEGIN or COMMIT of its own. Migrations that cannot run in
-// a transaction cannot be part of it.
+// when rheo.function_set holds another checksum or the roles lack their
+// privileges. Each DO block is atomic on its own, together with its
+// bookkeeping. Run the script in one transaction (psql -1 -v
+// ON_ERROR_STOP=1 -f rheo.sql, or as one migration of the host's tool) so
+// that its first statement, a transaction-level advisory lock on
+// AdvisoryLockKey, keeps concurrent installs apart, and so that a
+// temporary membership in rheo_owner (see Postgres) cannot outlive it;
+// the script has no BEGIN or COMMIT of its own. Migrations that cannot
+// run in a transaction cannot be part of it.
 //
 // PostgresSQL panics if the embedded SQL cannot be loaded, which the
 // package's tests rule out for every build.
@@ -196,15 +317,22 @@ func PostgresSQL() string {
 	}
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `-- Rheo PostgreSQL install: schema migrations 1 to %d, then the functions
--- (sha256 %s). Run it in one transaction; rerunning it changes nothing.
+	fmt.Fprintf(&b, `-- Rheo PostgreSQL install: roles, schema migrations 1 to %d, then the
+-- functions (sha256 %s). Run it in one transaction; rerunning it changes
+-- nothing.
 
 DO $$BEGIN PERFORM pg_advisory_xact_lock(%d); END$$;
 
 CREATE SCHEMA IF NOT EXISTS rheo;
+
+-- Roles: created when missing, if the current role may create roles.
+%s;
+
+%s;
+
 CREATE TABLE IF NOT EXISTS %s (version int4 NOT NULL);
-INSERT INTO %[4]s (version) SELECT 0 WHERE NOT EXISTS (SELECT FROM %[4]s);
-`, len(ms), set.sha256, AdvisoryLockKey, versionTable)
+INSERT INTO %[6]s (version) SELECT 0 WHERE NOT EXISTS (SELECT FROM %[6]s);
+`, len(ms), set.sha256, AdvisoryLockKey, createRolesSQL, ownerAccessSQL, versionTable)
 
 	for _, m := range ms {
 		fmt.Fprintf(&b, "\n-- Schema migration %d: %s\n", m.Sequence, m.Name)
@@ -212,24 +340,49 @@ INSERT INTO %[4]s (version) SELECT 0 WHERE NOT EXISTS (SELECT FROM %[4]s);
 			fmt.Sprintf("(SELECT version FROM %s) < %d", versionTable, m.Sequence),
 			m.UpSQL,
 			fmt.Sprintf("UPDATE %s SET version = %d;", versionTable, m.Sequence),
+			false,
 		))
 	}
 
-	b.WriteString("\n-- Functions: " + strings.Join(set.names(), ", ") + "\n")
+	b.WriteString("\n-- The schema and everything in it belong to rheo_owner.\n" + handOverSQL + ";\n")
+
+	b.WriteString("\n-- Functions, created as rheo_owner: " + strings.Join(set.names(), ", ") + "\n")
 	b.WriteString(doBlock(
-		fmt.Sprintf("NOT EXISTS (SELECT FROM rheo.function_set WHERE sha256 = '%s')", set.sha256),
+		fmt.Sprintf(`NOT EXISTS (SELECT FROM rheo.function_set WHERE sha256 = '%s')
+     OR (%s)`, set.sha256, grantsMissingSQL),
 		set.concat(),
 		fmt.Sprintf(`INSERT INTO rheo.function_set (id, sha256, installed_at) VALUES (true, '%s', now())
     ON CONFLICT (id) DO UPDATE SET sha256 = excluded.sha256, installed_at = excluded.installed_at;`, set.sha256),
+		true,
 	))
+	b.WriteString("\n" + ownerReleaseSQL + ";\n")
 	return b.String()
 }
 
 // doBlock returns a DO statement that, when cond holds, executes body
 // (any number of statements) and then the bookkeeping statement after.
-func doBlock(cond, body, after string) string {
+// asOwner runs both as rheo_owner when the current role may act as it,
+// and then returns to the role it ran as.
+func doBlock(cond, body, after string, asOwner bool) string {
 	inner := dollarQuote(body, "rheo_sql")
-	block := fmt.Sprintf("BEGIN\n  IF %s THEN\n    EXECUTE %s;\n    %s\n  END IF;\nEND\n", cond, inner, after)
+	var block string
+	if asOwner {
+		block = fmt.Sprintf(`DECLARE
+  v_role text := current_setting('role');
+BEGIN
+  IF %s THEN
+    IF pg_has_role(current_user, '%s', 'MEMBER') THEN
+      SET LOCAL ROLE %[2]s;
+    END IF;
+    EXECUTE %s;
+    %s
+    EXECUTE 'SET LOCAL ROLE ' || CASE v_role WHEN 'none' THEN 'NONE' ELSE quote_ident(v_role) END;
+  END IF;
+END
+`, cond, OwnerRole, inner, after)
+	} else {
+		block = fmt.Sprintf("BEGIN\n  IF %s THEN\n    EXECUTE %s;\n    %s\n  END IF;\nEND\n", cond, inner, after)
+	}
 	return "DO " + dollarQuote(block, "rheo_do") + ";\n"
 }
 

@@ -3,6 +3,7 @@
 //
 //	rheo-migrate up     [--database-url URL]   apply what is missing
 //	rheo-migrate status [--database-url URL]   show what is applied
+//	rheo-migrate roles  [--database-url URL]   create the roles, hand Rheo over to rheo_owner
 //	rheo-migrate sql    [--sqlite]             print the install SQL
 //
 // URL defaults to $DATABASE_URL. It is a PostgreSQL URL (postgres://… or
@@ -39,6 +40,8 @@ import (
 const usage = `Usage:
   rheo-migrate up     [--database-url URL]   apply the missing migrations and functions
   rheo-migrate status [--database-url URL]   show the applied and latest versions
+  rheo-migrate roles  [--database-url URL]   create Rheo's roles and hand Rheo over to rheo_owner
+                                             (PostgreSQL, as a superuser or a role with CREATEROLE)
   rheo-migrate sql    [--sqlite]             print the install SQL (PostgreSQL, or SQLite)
 
 URL defaults to $DATABASE_URL. Accepted forms: ` + dburl.Forms + `
@@ -69,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var databaseURL *string
 	var sqlite *bool
 	switch cmd {
-	case "up", "status":
+	case "up", "status", "roles":
 		databaseURL = fs.String("database-url", "", "database URL; defaults to $DATABASE_URL")
 	case "sql":
 		sqlite = fs.Bool("sqlite", false, "print the SQLite install SQL instead of PostgreSQL's")
@@ -113,9 +116,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return fail(stderr, err)
 	}
 	var out []string
-	if target.Kind == dburl.Postgres {
+	switch {
+	case target.Kind == dburl.Postgres:
 		out, err = postgres(ctx, cmd, target)
-	} else {
+	case cmd == "roles":
+		fmt.Fprintf(stderr, "rheo-migrate roles: SQLite has no roles; it applies to PostgreSQL only\n%s", usage)
+		return 2
+	default:
 		out, err = sqliteCmd(ctx, cmd, target)
 	}
 	if err != nil {
@@ -133,14 +140,25 @@ func fail(stderr io.Writer, err error) int {
 	return 1
 }
 
-// postgres runs cmd ("up" or "status") on a PostgreSQL target and returns
-// the lines to print.
+// postgres runs cmd ("up", "status" or "roles") on a PostgreSQL target
+// and returns the lines to print.
 func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, error) {
 	conn, err := connectPostgres(ctx, target.DSN)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+
+	if cmd == "roles" {
+		if err := migrate.PostgresRoles(ctx, conn, nil); err != nil {
+			return nil, err
+		}
+		roles, err := migrate.PostgresRoleState(ctx, conn)
+		if err != nil {
+			return nil, err
+		}
+		return []string{rolesLine(roles)}, nil
+	}
 
 	applied, latest, err := migrate.PostgresStatus(ctx, conn)
 	if err != nil {
@@ -151,11 +169,18 @@ func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, e
 		return nil, err
 	}
 	if cmd == "status" {
-		return []string{
+		roles, err := migrate.PostgresRoleState(ctx, conn)
+		if err != nil {
+			return nil, err
+		}
+		lines := []string{
 			schemaLine(applied, latest),
 			"functions: " + map[bool]string{true: "current", false: "not current"}[current],
-			pendingLine(applied < latest || !current),
-		}, nil
+		}
+		if applied > 0 {
+			lines = append(lines, rolesLine(roles))
+		}
+		return append(lines, pendingLine(applied < latest || !current)), nil
 	}
 
 	if err := migrate.Postgres(ctx, conn, nil); err != nil {
@@ -165,11 +190,30 @@ func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, e
 	if err != nil {
 		return nil, err
 	}
+	roles, err := migrate.PostgresRoleState(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
 	fnLine := "functions: current"
 	if !current {
 		fnLine = "functions: installed"
 	}
-	return []string{upSchemaLine(applied, after), fnLine}, nil
+	return []string{upSchemaLine(applied, after), fnLine, rolesLine(roles)}, nil
+}
+
+// rolesLine says how Rheo's roles stand and, when they are not settled,
+// what to run.
+func rolesLine(s migrate.RoleState) string {
+	switch {
+	case len(s.Missing) > 0:
+		return fmt.Sprintf("roles: %s missing; run rheo-migrate roles as a superuser or a role with CREATEROLE",
+			strings.Join(s.Missing, ", "))
+	case s.SchemaOwner != migrate.OwnerRole:
+		return fmt.Sprintf("roles: Rheo belongs to %s, not %s; run rheo-migrate roles as a superuser or a role with CREATEROLE",
+			s.SchemaOwner, migrate.OwnerRole)
+	}
+	return "roles: " + migrate.OwnerRole + " owns Rheo; grant " +
+		strings.Join(migrate.Roles[1:], ", ") + " to login roles"
 }
 
 // connectPostgres connects, turning a failure into one readable cause.

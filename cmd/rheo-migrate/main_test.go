@@ -137,21 +137,50 @@ func TestPostgres(t *testing.T) {
 			"functions: not current",
 			"status: pending, run rheo-migrate up")
 	})
+	t.Run("roles before up asks for up", func(t *testing.T) {
+		runCmd(t, "roles", "--database-url", url).wantFailure(t,
+			"rheo-migrate: migrate: failed: roles: Rheo is not installed in this database: run rheo-migrate up first")
+	})
 	t.Run("up installs", func(t *testing.T) {
 		runCmd(t, "up", "--database-url", url).wantOutput(t,
 			fmt.Sprintf("schema: version 0 -> %d", latest),
-			"functions: installed")
+			"functions: installed",
+			settledRoles)
 	})
 	t.Run("up again changes nothing", func(t *testing.T) {
 		runCmd(t, "up", "--database-url", url).wantOutput(t,
 			fmt.Sprintf("schema: version %d, already current", latest),
-			"functions: current")
+			"functions: current",
+			settledRoles)
 	})
 	t.Run("status of an installed database", func(t *testing.T) {
 		runCmd(t, "status", "--database-url", url).wantOutput(t,
 			fmt.Sprintf("schema: version %d of %d", latest, latest),
 			"functions: current",
+			settledRoles,
 			"status: up to date")
+	})
+	t.Run("roles on a settled install changes nothing", func(t *testing.T) {
+		runCmd(t, "roles", "--database-url", url).wantOutput(t, settledRoles)
+	})
+	t.Run("roles of an install owned by its installer hands it over", func(t *testing.T) {
+		installer := testdb.NewRole(t, "")
+		fresh := testdb.NewDatabase(t)
+		conn := pgxConnect(t, fresh)
+		if _, err := conn.Exec(context.Background(), "ALTER DATABASE "+dbName(t, fresh)+" OWNER TO "+installer); err != nil {
+			t.Fatal(err)
+		}
+		runCmd(t, "up", "--database-url", testdb.AsRole(t, fresh, installer)).wantOutput(t,
+			fmt.Sprintf("schema: version 0 -> %d", latest),
+			"functions: installed",
+			"roles: Rheo belongs to "+installer+", not rheo_owner; run rheo-migrate roles as a superuser or a role with CREATEROLE")
+		runCmd(t, "roles", "--database-url", testdb.AsRole(t, fresh, installer)).wantFailure(t,
+			"rheo-migrate: migrate: failed: roles: "+installer+" may not create roles: run rheo-migrate roles as a superuser or a role with CREATEROLE")
+		runCmd(t, "roles", "--database-url", fresh).wantOutput(t, settledRoles)
+		runCmd(t, "status", "--database-url", testdb.AsRole(t, fresh, installer)).wantFailure(t,
+			"rheo-migrate: migrate: failed: read rheo.schema_version: Rheo in this database belongs to rheo_owner and "+
+				installer+" may not act as it: run rheo-migrate as a superuser or a role with CREATEROLE, or GRANT rheo_owner TO "+
+				installer+" for the run")
 	})
 	t.Run("a database the server does not have", func(t *testing.T) {
 		cfg, err := pgx.ParseConfig(url)
@@ -162,6 +191,29 @@ func TestPostgres(t *testing.T) {
 		runCmd(t, "up", "--database-url", testdb.WithDatabase(t, url, "rheo_no_such_db")).wantFailure(t,
 			"rheo-migrate: cannot connect to the database at "+addr+`: database "rheo_no_such_db" does not exist`)
 	})
+}
+
+// settledRoles is the roles line of an install that rheo_owner owns.
+const settledRoles = "roles: rheo_owner owns Rheo; grant rheo_reader, rheo_producer, rheo_consumer, rheo_admin to login roles"
+
+// dbName returns the database of url.
+func dbName(t *testing.T, url string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Database
+}
+
+func pgxConnect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
+	return conn
 }
 
 func TestSQLite(t *testing.T) {

@@ -140,3 +140,46 @@ func randomSuffix() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// NewRole creates a login role for t with the given extra attributes
+// (such as "CREATEROLE"), and drops it when t ends, with the membership
+// grants and the databases' ownership it holds then. Create it before the
+// databases it is to own objects in: those are dropped first, as cleanups
+// run in the reverse order of their registration.
+func NewRole(t testing.TB, attributes string) string {
+	t.Helper()
+	admin := ServerURL(t)
+	name := "rheo_test_role_" + randomSuffix()
+	ctx := context.Background()
+	exec := func(sql string) error {
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	if err := exec("CREATE ROLE " + ident + " LOGIN " + attributes); err != nil {
+		t.Fatalf("create test role: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := exec("REASSIGN OWNED BY " + ident + " TO CURRENT_USER; DROP OWNED BY " + ident + "; DROP ROLE " + ident); err != nil {
+			t.Errorf("drop test role %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// AsRole returns databaseURL with its user replaced by role (the server
+// trusts local connections, as the test server does).
+func AsRole(t testing.TB, databaseURL, role string) string {
+	t.Helper()
+	u, err := url.Parse(databaseURL)
+	if err != nil {
+		t.Fatalf("parse database URL: %v", err)
+	}
+	u.User = url.User(role)
+	return u.String()
+}

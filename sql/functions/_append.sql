@@ -143,7 +143,6 @@ BEGIN
             v_bases := v_bases || v_base;
         END LOOP;
 
-        PERFORM set_config('rheo.appending', 'on', true);
         IF cardinality(v_new_parts) = 1 THEN
             -- One partition: the sequences follow the input order, and the
             -- INSERT returns its rows in the order its SELECT makes them.
@@ -173,7 +172,6 @@ BEGIN
             )
             SELECT * FROM inserted i ORDER BY i.id COLLATE "C";
         END IF;
-        PERFORM set_config('rheo.appending', 'off', true);
     ELSE
         -- Some ids were given: each may repeat a stored event or an earlier
         -- input of the batch. One row per input, in input order: effective
@@ -241,7 +239,6 @@ BEGIN
                         RETURNING pt.high_watermark - v_counts[i] INTO v_base;
                         v_bases := v_bases || v_base;
                     END LOOP;
-                    PERFORM set_config('rheo.appending', 'on', true);
                     INSERT INTO rheo.events (stream, "partition", sequence, id, key, payload, metadata, ts)
                     SELECT p_stream, u.part,
                            b.base + row_number() OVER (PARTITION BY u.part ORDER BY u.ord),
@@ -250,7 +247,6 @@ BEGIN
                            WITH ORDINALITY AS u(id, key, part, payload, is_new, ord)
                       JOIN unnest(v_new_parts, v_bases) AS b(part, base) ON b.part = u.part
                      WHERE u.is_new;
-                    PERFORM set_config('rheo.appending', 'off', true);
                 END IF;
                 EXIT;
             EXCEPTION WHEN unique_violation THEN
@@ -282,3 +278,5 @@ BEGIN
          ORDER BY u.ord;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._append(text, jsonb, text[], text[], int, jsonb, timestamptz, timestamptz)');

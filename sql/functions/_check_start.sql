@@ -15,3 +15,5 @@ BEGIN
     END IF;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._check_start(bigint, timestamptz)');

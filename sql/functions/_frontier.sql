@@ -12,3 +12,5 @@ AS $$
           ORDER BY d.sequence LIMIT 1),
         $3) - 1
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._frontier(int, int, bigint)');

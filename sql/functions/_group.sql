@@ -19,3 +19,5 @@ BEGIN
     END IF;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._group(text, text)');

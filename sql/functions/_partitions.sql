@@ -25,3 +25,5 @@ BEGIN
     RETURN ARRAY(SELECT DISTINCT x FROM unnest(p_partitions) x ORDER BY x);
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._partitions(int[], int)');

@@ -27,3 +27,5 @@ BEGIN
      WHERE c.group_id = p_group_id AND c."partition" = ANY (p_partitions);
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._place_cursors(int, text, int[], bigint, timestamptz)');

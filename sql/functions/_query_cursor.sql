@@ -69,3 +69,7 @@ BEGIN
     RETURN v_positions;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._query_fingerprint(text, jsonb, boolean)');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._query_cursor_encode(text, bigint[])');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._query_cursor_decode(text, text, int)');

@@ -138,3 +138,7 @@ BEGIN
     RETURN v_n::bigint;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._query_filter(jsonb, int)');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._query_filter_ts(jsonb, text)');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._query_filter_sequence(jsonb, text)');

@@ -35,3 +35,5 @@ BEGIN
     RETURN greatest(0, least(v_next - 1, v_high) - p_n);
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._rewind(int, text, int, bigint)');

@@ -16,3 +16,5 @@ BEGIN
     RETURN v_count;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._stream(text)');

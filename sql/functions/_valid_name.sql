@@ -6,3 +6,5 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT coalesce($1 ~ '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$', false)
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._valid_name(text)');

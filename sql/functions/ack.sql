@@ -3,6 +3,7 @@
 CREATE OR REPLACE FUNCTION rheo.ack(lease_id uuid, clock timestamptz DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Settles find their delivery through the lease_id index only: a table
 -- scan would read every deleted row not yet vacuumed, and the planner
@@ -26,3 +27,5 @@ BEGIN
     END IF;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.ack(uuid, timestamptz)', 'rheo_consumer');

@@ -3,6 +3,7 @@
 CREATE OR REPLACE FUNCTION rheo.ack_batch(lease_ids uuid[], clock timestamptz DEFAULT NULL)
 RETURNS TABLE (lease_id uuid, ok boolean)
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Settles find their delivery through the lease_id index only: a table
 -- scan would read every deleted row not yet vacuumed, and the planner
@@ -32,3 +33,5 @@ BEGIN
      ORDER BY u.ord;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.ack_batch(uuid[], timestamptz)', 'rheo_consumer');

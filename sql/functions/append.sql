@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION rheo.append(stream text, payload jsonb, key text DEFA
                                        clock timestamptz DEFAULT NULL)
 RETURNS rheo.events
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -15,3 +16,5 @@ BEGIN
     RETURN v_event;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.append(text, jsonb, text, int, text, jsonb, timestamptz, timestamptz)', 'rheo_producer');

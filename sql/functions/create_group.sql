@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION rheo.create_group(stream text, group_name text, max_a
                                              partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -49,3 +50,5 @@ BEGIN
     END IF;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz)', 'rheo_admin');

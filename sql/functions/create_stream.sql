@@ -3,6 +3,7 @@ CREATE OR REPLACE FUNCTION rheo.create_stream(stream text, partition_count int D
                                               clock timestamptz DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -38,3 +39,5 @@ BEGIN
     SELECT p_stream, x, 0 FROM generate_series(0, p_count - 1) x;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.create_stream(text, int, timestamptz)', 'rheo_admin');

@@ -6,6 +6,7 @@ RETURNS TABLE (event_id text, "partition" int, sequence bigint, attempt int, rea
                dead_lettered_at timestamptz, type text, key text, payload jsonb,
                metadata jsonb, ts timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -46,3 +47,5 @@ BEGIN
          LIMIT p_max_count;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.dead_letters(text, text, int, text)', 'rheo_reader');

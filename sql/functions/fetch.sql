@@ -14,6 +14,7 @@ CREATE OR REPLACE FUNCTION rheo.fetch(stream text, group_name text, max_count in
                                       partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
 RETURNS SETOF rheo.lease
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Every statement probes an index. A table scan of deliveries would read
 -- every deleted row not yet vacuumed, and the planner picks one when
@@ -270,3 +271,5 @@ BEGIN
      ORDER BY 10, 11;  -- partition, sequence
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.fetch(text, text, int, text, int, int[], timestamptz)', 'rheo_consumer');

@@ -3,6 +3,7 @@ CREATE OR REPLACE FUNCTION rheo.group_info(stream text, group_name text, clock t
 RETURNS TABLE (lag bigint, inflight bigint, pending_retry bigint, dead_letters bigint,
                oldest_unsettled_ts timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -33,3 +34,5 @@ BEGIN
                    WHERE c.group_id = v_group.group_id));
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.group_info(text, text, timestamptz)', 'rheo_reader');

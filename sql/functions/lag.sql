@@ -3,6 +3,7 @@
 CREATE OR REPLACE FUNCTION rheo.lag(stream text, group_name text, partitions int[] DEFAULT NULL)
 RETURNS TABLE ("partition" int, frontier bigint, high_watermark bigint, lag bigint)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -23,3 +24,5 @@ BEGIN
          ORDER BY c."partition";
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.lag(text, text, int[])', 'rheo_reader');

@@ -2,6 +2,7 @@
 CREATE OR REPLACE FUNCTION rheo.list_groups(stream text)
 RETURNS TABLE (group_name text, max_attempts int, created_at timestamptz)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -15,3 +16,5 @@ BEGIN
          ORDER BY g.group_name;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.list_groups(text)', 'rheo_reader');

@@ -20,6 +20,7 @@ CREATE OR REPLACE FUNCTION rheo.query_page(stream text, filter jsonb DEFAULT '{}
                                            after text DEFAULT NULL, descending boolean DEFAULT false)
 RETURNS TABLE (events rheo.events[], next_cursor text)
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -173,6 +174,7 @@ CREATE OR REPLACE FUNCTION rheo.query(stream text, filter jsonb DEFAULT '{}', ma
                                       after text DEFAULT NULL, descending boolean DEFAULT false)
 RETURNS SETOF rheo.events
 LANGUAGE sql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT e.stream, e."partition", e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts
@@ -180,3 +182,6 @@ AS $$
      CROSS JOIN LATERAL unnest(q.events) WITH ORDINALITY AS e
      ORDER BY e.ordinality
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.query_page(text, jsonb, int, text, boolean)', 'rheo_reader');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.query(text, jsonb, int, text, boolean)', 'rheo_reader');

@@ -3,6 +3,7 @@ CREATE OR REPLACE FUNCTION rheo.read(stream text, after bigint DEFAULT 0, max_co
                                      "partition" int DEFAULT 0)
 RETURNS SETOF rheo.events
 LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -32,3 +33,5 @@ BEGIN
          LIMIT p_max_count;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.read(text, bigint, int, int)', 'rheo_reader');

@@ -2,6 +2,7 @@
 CREATE OR REPLACE FUNCTION rheo.reject(lease_id uuid, reason text DEFAULT NULL, clock timestamptz DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -26,3 +27,5 @@ BEGIN
     END IF;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.reject(uuid, text, timestamptz)', 'rheo_consumer');

@@ -3,6 +3,7 @@ CREATE OR REPLACE FUNCTION rheo.renew(lease_id uuid, lease_ms int DEFAULT 30000,
                                       clock timestamptz DEFAULT NULL)
 RETURNS timestamptz
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -29,3 +30,5 @@ BEGIN
     RETURN v_expires;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.renew(uuid, int, timestamptz)', 'rheo_consumer');

@@ -5,6 +5,7 @@ CREATE OR REPLACE FUNCTION rheo.replay(stream text, group_name text, from_sequen
                                        partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -81,3 +82,5 @@ BEGIN
     RETURN v_total;
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.replay(text, text, bigint, text[], timestamptz, int[], timestamptz)', 'rheo_admin');

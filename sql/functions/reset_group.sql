@@ -6,6 +6,7 @@ CREATE OR REPLACE FUNCTION rheo.reset_group(stream text, group_name text, confir
                                             partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -37,3 +38,5 @@ BEGIN
     PERFORM rheo._place_cursors(v_group.group_id, p_stream, v_scope, p_start_after, p_start_at);
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.reset_group(text, text, boolean, bigint, timestamptz, int[], timestamptz)', 'rheo_admin');

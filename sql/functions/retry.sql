@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION rheo.retry(lease_id uuid, reason text DEFAULT NULL, d
                                       clock timestamptz DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -47,3 +48,5 @@ BEGIN
     RETURN 'retrying';
 END
 $$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.retry(uuid, text, int, timestamptz)', 'rheo_consumer');

@@ -1,0 +1,50 @@
+-- Sets who holds privilege on object: nobody but its owner, plus the
+-- listed roles. Every function file ends with a call of it, so that a
+-- function's privileges read beside its body (see docs/security.md).
+--
+-- PostgreSQL grants EXECUTE on a new function to PUBLIC, and CREATE OR
+-- REPLACE keeps whatever was granted before, so the privilege is revoked
+-- from PUBLIC and from every Rheo role first: moving a function from one
+-- role to another takes it away from the first. Roles that do not exist
+-- (an install by a role that may not create roles) are skipped; `rheo-migrate
+-- roles` creates them later and installs the functions again.
+--
+-- privilege and object are constants of Rheo's own SQL files, never user
+-- input; no role but the owner may call this.
+CREATE OR REPLACE FUNCTION rheo._access(privilege text, object text, VARIADIC roles text[] DEFAULT '{}')
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_privilege ALIAS FOR $1;
+    p_object    ALIAS FOR $2;
+    p_roles     ALIAS FOR $3;
+    v_role      text;
+BEGIN
+    EXECUTE format('REVOKE %s ON %s FROM PUBLIC', p_privilege, p_object);
+    FOR v_role IN
+        SELECT r.rolname FROM pg_roles r
+         WHERE r.rolname IN ('rheo_reader', 'rheo_producer', 'rheo_consumer', 'rheo_admin')
+    LOOP
+        EXECUTE format('REVOKE %s ON %s FROM %I', p_privilege, p_object, v_role);
+    END LOOP;
+    FOR v_role IN
+        SELECT r.rolname FROM pg_roles r WHERE r.rolname = ANY (p_roles)
+    LOOP
+        EXECUTE format('GRANT %s ON %s TO %I', p_privilege, p_object, v_role);
+    END LOOP;
+END
+$$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._access(text, text, text[])');
+
+-- Every Rheo role may look into the schema; what it may do there is
+-- granted object by object.
+SELECT rheo._access('USAGE', 'SCHEMA rheo', 'rheo_reader', 'rheo_producer', 'rheo_consumer', 'rheo_admin');
+
+-- Tables, views and sequences: nothing for anyone but their owner. The
+-- files of rheo.events and rheo.group_status grant SELECT on them.
+SELECT rheo._access('ALL', format('%s %s', CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass))
+  FROM pg_class c
+ WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S');
