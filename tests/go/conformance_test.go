@@ -32,22 +32,32 @@ func TestConformance(t *testing.T) {
 }
 
 // postgresHarness migrates one database for the whole run; every driver
-// shares its pool, and the cases keep apart by stream name.
+// shares its pool, and the cases keep apart by stream name. The drivers
+// log in as an application would: as a role granted rheo_admin (which
+// includes every other Rheo role) and nothing else. The raw writes are
+// tried as the superuser that installed Rheo, which the guard refuses
+// too.
 func postgresHarness(tb testing.TB) drivertest.Harness {
 	tb.Helper()
 	ctx := context.Background()
+	app := testdb.NewRole(tb, "")
 	url := testdb.NewDatabase(tb)
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(tb, err)
 	require.NoError(tb, migrate.Postgres(ctx, conn, nil))
+	_, err = conn.Exec(ctx, "GRANT rheo_admin TO "+pgx.Identifier{app}.Sanitize())
+	require.NoError(tb, err)
 	require.NoError(tb, conn.Close(ctx))
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(tb, err)
 	tb.Cleanup(pool.Close)
+	appPool, err := pgxpool.New(ctx, testdb.AsRole(tb, url, app))
+	require.NoError(tb, err)
+	tb.Cleanup(appPool.Close)
 
 	return drivertest.Harness{
 		NewDriver: func(tb testing.TB, clock driver.Clock) driver.Driver {
-			d := postgres.New(pool, &postgres.Options{Clock: clock})
+			d := postgres.New(appPool, &postgres.Options{Clock: clock})
 			tb.Cleanup(func() { _ = d.Close() })
 			return d
 		},

@@ -182,7 +182,8 @@ SELECT count(*) FROM pg_proc WHERE pronamespace = 'rheo'::regnamespace AND prona
 		migrateRunScript(t, viaSQL, migrate.PostgresSQL())
 		migrateWantCurrent(t, viaSQL)
 		want, got := migratePostgresState(t, viaGo), migratePostgresState(t, viaSQL)
-		if got.definitions != want.definitions || got.tables != want.tables || got.sha256 != want.sha256 {
+		if got.definitions != want.definitions || got.tables != want.tables || got.sha256 != want.sha256 ||
+			got.privileges != want.privileges {
 			t.Fatalf("install SQL differs from migrate.Postgres:\nSQL %+v\nGo  %+v", got, want)
 		}
 
@@ -197,6 +198,155 @@ SELECT count(*) FROM pg_proc WHERE pronamespace = 'rheo'::regnamespace AND prona
 			t.Fatalf("migrate.Postgres after the install SQL changed the database:\nbefore %+v\nafter  %+v", got, again)
 		}
 	})
+}
+
+// TestMigratePostgresInstallers installs Rheo as roles of every kind an
+// installer can be: a superuser (the other tests), a role with
+// CREATEROLE (a managed server's administrator) and a database owner that
+// may not create roles.
+func TestMigratePostgresInstallers(t *testing.T) {
+	ctx := context.Background()
+
+	// installAs makes a database owned by a new login role with the given
+	// attributes and returns the role, a connection as it, and one as the
+	// superuser.
+	installAs := func(t *testing.T, attributes string) (role string, conn, admin *pgx.Conn) {
+		t.Helper()
+		role = testdb.NewRole(t, attributes)
+		url := testdb.NewDatabase(t)
+		admin = pgtapConnect(t, url)
+		if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+
+			" OWNER TO "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+		return role, pgtapConnect(t, testdb.AsRole(t, url, role)), admin
+	}
+
+	t.Run("an installer with CREATEROLE hands Rheo to rheo_owner and keeps no membership", func(t *testing.T) {
+		role, conn, admin := installAs(t, "CREATEROLE")
+		if err := migrate.Postgres(ctx, conn, nil); err != nil {
+			t.Fatal(err)
+		}
+		migrateWantOwnedBy(t, admin, migrate.OwnerRole)
+		migrateWantNoMembership(t, admin, role)
+		migrateWantCurrent(t, conn)
+		before := migratePostgresState(t, admin)
+		if err := migrate.Postgres(ctx, conn, nil); err != nil {
+			t.Fatalf("second run: %v", err)
+		}
+		if after := migratePostgresState(t, admin); after != before {
+			t.Fatalf("second run changed the database:\nbefore %+v\nafter  %+v", before, after)
+		}
+		migrateWantNoMembership(t, admin, role)
+	})
+
+	t.Run("the install SQL run with CREATEROLE gives the same database", func(t *testing.T) {
+		role, conn, admin := installAs(t, "CREATEROLE")
+		migrateRunScript(t, conn, migrate.PostgresSQL())
+		migrateWantOwnedBy(t, admin, migrate.OwnerRole)
+		migrateWantNoMembership(t, admin, role)
+		_, viaGo, viaGoAdmin := installAs(t, "CREATEROLE")
+		if err := migrate.Postgres(ctx, viaGo, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := migratePostgresState(t, admin), migratePostgresState(t, viaGoAdmin); got.privileges != want.privileges {
+			t.Fatalf("install SQL privileges differ:\nSQL %s\nGo  %s", got.privileges, want.privileges)
+		}
+	})
+
+	t.Run("an installer that may not create roles installs Rheo as its own and roles hands it over", func(t *testing.T) {
+		role, conn, admin := installAs(t, "")
+		var logs migrateLogs
+		if err := migrate.Postgres(ctx, conn, &migrate.Options{Logger: slog.New(&logs)}); err != nil {
+			t.Fatal(err)
+		}
+		warning := role + " may not act as rheo_owner, so Rheo's functions run as " + role
+		if !slices.ContainsFunc(logs.messages(), func(m string) bool { return strings.HasPrefix(m, warning) }) {
+			t.Fatalf("log records %q, want one starting %q", logs.messages(), warning)
+		}
+		migrateWantOwnedBy(t, admin, role)
+		if err := migrate.PostgresRoles(ctx, conn, nil); !errors.Is(err, rheo.ErrFailed) ||
+			!strings.Contains(err.Error(), role+" may not create roles") {
+			t.Fatalf("roles as %s: err = %v, want failed: … may not create roles", role, err)
+		}
+
+		if err := migrate.PostgresRoles(ctx, admin, nil); err != nil {
+			t.Fatal(err)
+		}
+		migrateWantOwnedBy(t, admin, migrate.OwnerRole)
+		migrateWantCurrent(t, admin)
+		state, err := migrate.PostgresRoleState(ctx, admin)
+		if err != nil || !state.Settled() {
+			t.Fatalf("role state = %+v, %v; want settled", state, err)
+		}
+		// Rheo now belongs to rheo_owner, which the database owner may not
+		// act as: it is told so instead of failing on a permission.
+		err = migrate.Postgres(ctx, conn, nil)
+		if !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), "Rheo in this database belongs to rheo_owner and "+role+" may not act as it") {
+			t.Fatalf("up as %s after roles: err = %v, want failed: Rheo in this database belongs to rheo_owner …", role, err)
+		}
+		if _, _, err := migrate.PostgresStatus(ctx, conn); err == nil || !strings.Contains(err.Error(), "may not act as it") {
+			t.Fatalf("status as %s after roles: err = %v, want … may not act as it", role, err)
+		}
+	})
+
+	t.Run("installs into several databases at once share the roles", func(t *testing.T) {
+		conns := []*pgx.Conn{
+			pgtapConnect(t, testdb.NewDatabase(t)), pgtapConnect(t, testdb.NewDatabase(t)),
+			pgtapConnect(t, testdb.NewDatabase(t)),
+		}
+		errs := make([]error, len(conns))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, conn := range conns {
+			wg.Go(func() {
+				<-start
+				errs[i] = migrate.Postgres(ctx, conn, nil)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("run %d: %v", i, err)
+			}
+			migrateWantOwnedBy(t, conns[i], migrate.OwnerRole)
+		}
+	})
+}
+
+// migrateWantOwnedBy checks that owner owns schema rheo and everything in
+// it.
+func migrateWantOwnedBy(t *testing.T, conn *pgx.Conn, owner string) {
+	t.Helper()
+	var others []string
+	err := conn.QueryRow(context.Background(), `
+SELECT ARRAY(
+    SELECT 'schema rheo' FROM pg_namespace n WHERE n.nspname = 'rheo' AND n.nspowner::regrole::text <> $1
+    UNION ALL
+    SELECT c.oid::regclass::text FROM pg_class c
+     WHERE c.relnamespace = 'rheo'::regnamespace AND c.relowner::regrole::text <> $1
+    UNION ALL
+    SELECT p.oid::regprocedure::text FROM pg_proc p
+     WHERE p.pronamespace = 'rheo'::regnamespace AND p.proowner::regrole::text <> $1)`, owner).Scan(&others)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(others) > 0 {
+		t.Fatalf("not owned by %s: %v", owner, others)
+	}
+}
+
+// migrateWantNoMembership checks that role is no member of rheo_owner.
+func migrateWantNoMembership(t *testing.T, conn *pgx.Conn, role string) {
+	t.Helper()
+	var member bool
+	if err := conn.QueryRow(context.Background(), `SELECT pg_has_role($1, $2, 'MEMBER')`, role, migrate.OwnerRole).Scan(&member); err != nil {
+		t.Fatal(err)
+	}
+	if member {
+		t.Fatalf("%s is still a member of %s", role, migrate.OwnerRole)
+	}
 }
 
 func TestMigrateSQLite(t *testing.T) {
@@ -355,6 +505,7 @@ type migratePgState struct {
 	definitions   string
 	functionXmins string
 	tables        string
+	privileges    string // owners and ACLs of the schema and everything in it
 }
 
 func migratePostgresState(t *testing.T, conn *pgx.Conn) migratePgState {
@@ -371,8 +522,18 @@ SELECT (SELECT version FROM rheo.schema_version),
           FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace) l),
        (SELECT string_agg(line, E'\n' ORDER BY line) FROM (
           SELECT c.relname || ' ' || c.relkind::text AS line
-          FROM pg_class c WHERE c.relnamespace = 'rheo'::regnamespace) l)
-FROM rheo.function_set f`).Scan(&s.version, &s.sha256, &s.installedAt, &s.definitions, &s.functionXmins, &s.tables)
+          FROM pg_class c WHERE c.relnamespace = 'rheo'::regnamespace) l),
+       (SELECT string_agg(line, E'\n' ORDER BY line) FROM (
+          SELECT 'schema ' || n.nspowner::regrole::text || ' ' || coalesce(n.nspacl::text, '') AS line
+          FROM pg_namespace n WHERE n.nspname = 'rheo'
+          UNION ALL
+          SELECT c.relname || ' ' || c.relowner::regrole::text || ' ' || coalesce(c.relacl::text, '')
+          FROM pg_class c WHERE c.relnamespace = 'rheo'::regnamespace
+          UNION ALL
+          SELECT p.oid::regprocedure::text || ' ' || p.proowner::regrole::text || ' ' || p.prosecdef::text
+                 || ' ' || coalesce(p.proacl::text, '')
+          FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace) l)
+FROM rheo.function_set f`).Scan(&s.version, &s.sha256, &s.installedAt, &s.definitions, &s.functionXmins, &s.tables, &s.privileges)
 	if err != nil {
 		t.Fatalf("read install state: %v", err)
 	}
