@@ -72,8 +72,12 @@ type Options struct {
 	// there that only a VACUUM makes reusable, and autovacuum comes at most
 	// once per autovacuum_naptime: between two visits a busy group would
 	// grow the table and its lease_id index by hundreds of megabytes.
-	// Defaults to DefaultVacuumEvery; a negative value leaves the table to
-	// autovacuum alone.
+	// Only the table's owner, the database's owner or a superuser may
+	// VACUUM it (and on PostgreSQL 17, rheo_consumer, which holds MAINTAIN
+	// on it): for any other role the driver logs that once at Info and
+	// leaves the table to autovacuum, which the schema sets to visit it
+	// often. Defaults to DefaultVacuumEvery; a negative value leaves the
+	// table to autovacuum alone.
 	VacuumEvery int
 }
 

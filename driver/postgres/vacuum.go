@@ -22,6 +22,18 @@ const DefaultVacuumEvery = 20_000
 // them, so the table keeps the size of the work done between two runs.
 const vacuumSQL = `VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) rheo.deliveries`
 
+// mayVacuumSQL tells whether the current role may VACUUM rheo.deliveries:
+// a superuser, the table's owner or the database's owner (or a member of
+// either), or on PostgreSQL 17 a holder of the MAINTAIN privilege, which
+// Rheo grants rheo_consumer there. Any other role's VACUUM is skipped
+// with a warning rather than failing.
+const mayVacuumSQL = `SELECT r.rolsuper
+       OR pg_has_role(c.relowner, 'USAGE')
+       OR pg_has_role(d.datdba, 'USAGE')
+       OR current_setting('server_version_num')::int >= 170000 AND has_table_privilege(c.oid, 'MAINTAIN')
+  FROM pg_roles r, pg_class c, pg_database d
+ WHERE r.rolname = current_user AND c.oid = 'rheo.deliveries'::regclass AND d.datname = current_database()`
+
 // vacuumer keeps rheo.deliveries small while the driver settles
 // deliveries. Every settle leaves a dead row there (an ack deletes its
 // row, a retry or reject rewrites or deletes it), and PostgreSQL reuses
@@ -31,6 +43,10 @@ const vacuumSQL = `VACUUM (SKIP_LOCKED, TRUNCATE false, PROCESS_TOAST false) rhe
 // the table and its lease_id index grow by hundreds of megabytes. So after
 // every `every` settles the driver runs a VACUUM of that one table in the
 // background, one at a time; at that rate each run has little to do.
+//
+// An application role granted only rheo_consumer may not VACUUM (before
+// PostgreSQL 17): the first run finds that out, says so once, and the
+// vacuumer stops, leaving the table to autovacuum.
 type vacuumer struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
@@ -38,6 +54,7 @@ type vacuumer struct {
 
 	settled atomic.Int64 // settles since the last run began
 	running atomic.Bool
+	refused atomic.Bool // the role may not VACUUM the table
 
 	mu     sync.Mutex // guards closed and runs.Add against close
 	closed bool
@@ -62,7 +79,7 @@ func newVacuumer(pool *pgxpool.Pool, logger *slog.Logger, every int) *vacuumer {
 // settledRows counts n settled deliveries and starts a VACUUM when enough
 // have gathered and none is running.
 func (v *vacuumer) settledRows(n int) {
-	if v == nil || n <= 0 || v.settled.Add(int64(n)) < v.every {
+	if v == nil || n <= 0 || v.refused.Load() || v.settled.Add(int64(n)) < v.every {
 		return
 	}
 	if !v.running.CompareAndSwap(false, true) {
@@ -82,9 +99,18 @@ func (v *vacuumer) settledRows(n int) {
 func (v *vacuumer) run() {
 	defer v.runs.Done()
 	defer v.running.Store(false)
-	// A role that does not own the table gets a warning, not an error:
-	// the table is then left to autovacuum.
-	if _, err := v.pool.Exec(v.ctx, vacuumSQL); err != nil && !errors.Is(err, context.Canceled) {
+	var may bool
+	err := v.pool.QueryRow(v.ctx, mayVacuumSQL).Scan(&may)
+	if err == nil && !may {
+		v.refused.Store(true)
+		v.logger.InfoContext(v.ctx, "rheo: this role may not VACUUM rheo.deliveries, which is left to autovacuum; "+
+			"see the driver's VacuumEvery option")
+		return
+	}
+	if err == nil {
+		_, err = v.pool.Exec(v.ctx, vacuumSQL)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
 		v.logger.WarnContext(v.ctx, "rheo: vacuum of rheo.deliveries failed", "error", err)
 	}
 }

@@ -3,6 +3,8 @@ package postgres_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +13,31 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/internal/testdb"
 )
+
+// recordedLogs is a slog.Handler that keeps the messages of its records.
+type recordedLogs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *recordedLogs) Enabled(context.Context, slog.Level) bool { return true }
+func (l *recordedLogs) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *recordedLogs) WithGroup(string) slog.Handler            { return l }
+
+func (l *recordedLogs) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, r.Message)
+	return nil
+}
+
+func (l *recordedLogs) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
 
 func TestVacuum(t *testing.T) {
 	ctx := t.Context()
@@ -26,15 +52,12 @@ func TestVacuum(t *testing.T) {
 		return n
 	}
 
-	// settle appends n events and acks them all, in batches of 4, through
-	// a driver with the given VacuumEvery. It returns the pool and the
-	// driver, still open.
-	settle := func(t *testing.T, every, n int) (*pgxpool.Pool, *postgres.Driver) {
+	// settleOn appends n events and acks them all, in batches of 4,
+	// through a driver on pool with opts. It returns the driver, still
+	// open.
+	settleOn := func(t *testing.T, pool *pgxpool.Pool, opts *postgres.Options, n int) *postgres.Driver {
 		t.Helper()
-		pool, err := pgxpool.New(ctx, newDatabase(t))
-		require.NoError(t, err)
-		t.Cleanup(pool.Close)
-		d := postgres.New(pool, &postgres.Options{VacuumEvery: every})
+		d := postgres.New(pool, opts)
 		t.Cleanup(func() { _ = d.Close() })
 		require.NoError(t, d.CreateStream(ctx, "s", 1))
 		require.NoError(t, d.CreateGroup(ctx, "s", "g", nil))
@@ -42,7 +65,7 @@ func TestVacuum(t *testing.T) {
 		for i := range items {
 			items[i] = rheo.BatchItem{Payload: json.RawMessage(`{}`)}
 		}
-		_, err = d.AppendBatch(ctx, "s", items, nil)
+		_, err := d.AppendBatch(ctx, "s", items, nil)
 		require.NoError(t, err)
 		for acked := 0; acked < n; {
 			leases, err := d.Fetch(ctx, "s", "g", &rheo.FetchOptions{MaxCount: 4, LeaseDuration: time.Minute})
@@ -56,7 +79,18 @@ func TestVacuum(t *testing.T) {
 			require.NoError(t, err)
 			acked += len(leases)
 		}
-		return pool, d
+		return d
+	}
+
+	// settle does settleOn with the given VacuumEvery on a fresh database,
+	// as the superuser that installed Rheo. It returns the pool and the
+	// driver, still open.
+	settle := func(t *testing.T, every, n int) (*pgxpool.Pool, *postgres.Driver) {
+		t.Helper()
+		pool, err := pgxpool.New(ctx, newDatabase(t))
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		return pool, settleOn(t, pool, &postgres.Options{VacuumEvery: every}, n)
 	}
 
 	t.Run("settles past VacuumEvery vacuum rheo.deliveries in the background", func(t *testing.T) {
@@ -70,6 +104,26 @@ func TestVacuum(t *testing.T) {
 		pool, d := settle(t, 100, 12)
 		require.NoError(t, d.Close())
 		require.Zero(t, vacuums(t, pool))
+	})
+
+	t.Run("a role that may not vacuum says so once and leaves the table to autovacuum", func(t *testing.T) {
+		app := testdb.NewRole(t, "")
+		url := newDatabase(t)
+		admin, err := pgxpool.New(ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(admin.Close)
+		_, err = admin.Exec(ctx, "GRANT rheo_admin TO "+app)
+		require.NoError(t, err)
+		pool, err := pgxpool.New(ctx, testdb.AsRole(t, url, app))
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		var logs recordedLogs
+		d := settleOn(t, pool, &postgres.Options{VacuumEvery: 4, Logger: slog.New(&logs)}, 24)
+		require.Eventually(t, func() bool { return len(logs.messages()) > 0 }, 30*time.Second, 20*time.Millisecond)
+		require.NoError(t, d.Close())
+		require.Equal(t, []string{"rheo: this role may not VACUUM rheo.deliveries, which is left to autovacuum; " +
+			"see the driver's VacuumEvery option"}, logs.messages())
+		require.Zero(t, vacuums(t, admin))
 	})
 
 	t.Run("a negative VacuumEvery never vacuums", func(t *testing.T) {

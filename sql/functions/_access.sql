@@ -48,3 +48,14 @@ SELECT rheo._access('USAGE', 'SCHEMA rheo', 'rheo_reader', 'rheo_producer', 'rhe
 SELECT rheo._access('ALL', format('%s %s', CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass))
   FROM pg_class c
  WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S');
+
+-- The Go driver vacuums rheo.deliveries after every so many settles
+-- (docs/design.md); from PostgreSQL 17 on that can be granted to the
+-- role that settles.
+DO $$
+BEGIN
+    IF current_setting('server_version_num')::int >= 170000 THEN
+        PERFORM rheo._access('MAINTAIN', 'TABLE rheo.deliveries', 'rheo_consumer');
+    END IF;
+END
+$$;
