@@ -213,7 +213,7 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 	}
 	loadBefore := loadAverage()
 	loads := &loadSamples{}
-	report := &sizeReport{}
+	report := &textReport{}
 	res := newResults()
 	started := time.Now()
 	for _, m := range c.plan(report) {
@@ -252,7 +252,7 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 	return nil
 }
 
-func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads *loadSamples, took time.Duration, res *results, report *sizeReport) {
+func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads *loadSamples, took time.Duration, res *results, report *textReport) {
 	mode := "full"
 	if c.quick {
 		mode = "quick"

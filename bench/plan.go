@@ -62,7 +62,7 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // plan lists the measurements the configuration asks for, in order.
-func (c *config) plan(report *sizeReport) []measurement {
+func (c *config) plan(report *textReport) []measurement {
 	var plan []measurement
 	if c.runs("append") {
 		for _, batch := range c.batches {
@@ -245,7 +245,7 @@ func costSamples(r costResult, n int, hot []string) []sample {
 	return samples
 }
 
-func (c *config) costMeasurement(report *sizeReport) measurement {
+func (c *config) costMeasurement(report *textReport) measurement {
 	label := fmt.Sprintf("cost n=%d", c.costN)
 	return measurement{
 		label: label,
@@ -254,8 +254,8 @@ func (c *config) costMeasurement(report *sizeReport) measurement {
 			if err != nil {
 				return nil, err
 			}
-			report.add(fmt.Sprintf("rheo relations after draining %d events:", c.costN), r.drained)
-			report.add("rheo relations after VACUUM of the bookkeeping tables:", r.vacuumed)
+			report.add(fmt.Sprintf("rheo relations after draining %d events:", c.costN), relationsText(r.drained))
+			report.add("rheo relations after VACUUM of the bookkeeping tables:", relationsText(r.vacuumed))
 			return costSamples(r, c.costN, []string{"deliveries"}), nil
 		}),
 		river: c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
@@ -263,8 +263,8 @@ func (c *config) costMeasurement(report *sizeReport) measurement {
 			if err != nil {
 				return nil, err
 			}
-			report.add(fmt.Sprintf("river relations after working %d jobs:", c.costN), r.drained)
-			report.add("river relations after VACUUM river_job:", r.vacuumed)
+			report.add(fmt.Sprintf("river relations after working %d jobs:", c.costN), relationsText(r.drained))
+			report.add("river relations after VACUUM river_job:", relationsText(r.vacuumed))
 			return costSamples(r, c.costN, nil), nil
 		}),
 	}

@@ -128,3 +128,29 @@ func (r *results) writeSummary(w io.Writer) {
 		}
 	}
 }
+
+// textReport keeps the sections printed after the table of figures, each
+// under its title: the relation sizes of the last cost round of each
+// system.
+type textReport struct {
+	titles []string
+	texts  map[string]string
+}
+
+// add records text under title, replacing the one an earlier round
+// recorded under the same title.
+func (r *textReport) add(title, text string) {
+	if r.texts == nil {
+		r.texts = map[string]string{}
+	}
+	if _, ok := r.texts[title]; !ok {
+		r.titles = append(r.titles, title)
+	}
+	r.texts[title] = text
+}
+
+func (r *textReport) write(w io.Writer) {
+	for _, t := range r.titles {
+		fmt.Fprintf(w, "%s\n%s\n", t, r.texts[t])
+	}
+}
