@@ -15,7 +15,8 @@ const (
 	systemRiver = "river"
 )
 
-// figure is one measured quantity, with one sample per round and system.
+// figure is one measured quantity, with one sample per round and system
+// (per call for the ops workload).
 type figure struct {
 	name  string
 	unit  string
@@ -131,7 +132,7 @@ func (r *results) writeSummary(w io.Writer) {
 
 // textReport keeps the sections printed after the table of figures, each
 // under its title: the relation sizes of the last cost round of each
-// system.
+// system, the table counters of the ops workload.
 type textReport struct {
 	titles []string
 	texts  map[string]string
