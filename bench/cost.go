@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -76,18 +75,10 @@ func contains(xs []string, x string) bool {
 
 const mb = 1 << 20
 
-// sizeReport keeps the relation sizes of the last cost round of each
-// system, printed after the table of figures.
-type sizeReport struct {
-	titles []string
-	tables map[string]string
-}
-
-// add records the table of relations under title, replacing the one an
-// earlier round recorded under the same title.
-func (r *sizeReport) add(title string, rels []relation) {
+// relationsText is a table of relations, one a line, with their kind,
+// size and, for tables, the live and dead tuples.
+func relationsText(rels []relation) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\n", title)
 	fmt.Fprintf(&b, "  %-38s %-6s %12s %12s %12s\n", "relation", "kind", "size", "live tuples", "dead tuples")
 	for _, rel := range rels {
 		kind, live, dead := "table", fmt.Sprint(rel.LiveRows), fmt.Sprint(rel.DeadRows)
@@ -96,19 +87,7 @@ func (r *sizeReport) add(title string, rels []relation) {
 		}
 		fmt.Fprintf(&b, "  %-38s %-6s %12s %12s %12s\n", rel.Name, kind, humanBytes(rel.Bytes), live, dead)
 	}
-	if r.tables == nil {
-		r.tables = map[string]string{}
-	}
-	if _, ok := r.tables[title]; !ok {
-		r.titles = append(r.titles, title)
-	}
-	r.tables[title] = b.String()
-}
-
-func (r *sizeReport) write(w io.Writer) {
-	for _, t := range r.titles {
-		fmt.Fprintln(w, r.tables[t])
-	}
+	return b.String()
 }
 
 func humanBytes(b int64) string {

@@ -1,6 +1,8 @@
 // Command bench measures Rheo side by side with River on one PostgreSQL
 // server: appends, draining, latency, fan-out to several groups, storage
-// cost and fetch time against the length of the log.
+// cost, fetch time against the length of the log, and the cost of the
+// operator calls (group_info, replay and group start by time, fetch with
+// work in flight) on a long log.
 //
 // Each workload runs for Rheo and River alternately, for several rounds,
 // each run on a fresh database cloned from a migrated template; the
@@ -50,6 +52,11 @@ type config struct {
 	costConcurrency    int
 	scale              []int
 	scaleFetched       int
+	opsEvents          int
+	opsPartitions      []int
+	opsBehind          int
+	opsInflight        int
+	opsCalls           int
 	workloads          []string
 
 	srv *server
@@ -57,7 +64,7 @@ type config struct {
 }
 
 // workloadNames are the workloads, in the order they run.
-var workloadNames = []string{"append", "drain", "latency", "fanout", "cost", "scale"}
+var workloadNames = []string{"append", "drain", "latency", "fanout", "cost", "scale", "ops"}
 
 func (c *config) runs(workload string) bool { return contains(c.workloads, workload) }
 
@@ -109,12 +116,13 @@ func (l *stringList) Set(v string) error {
 // sizes that were not given explicitly.
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c := &config{
-		concurrency: intList{1, 8, 64},
-		batches:     intList{1, 100, 1000},
-		rates:       intList{1000, 10000},
-		groups:      intList{1, 4, 16},
-		scale:       intList{10_000, 10_000_000},
-		workloads:   workloadNames,
+		concurrency:   intList{1, 8, 64},
+		batches:       intList{1, 100, 1000},
+		rates:         intList{1000, 10000},
+		groups:        intList{1, 4, 16},
+		scale:         intList{10_000, 10_000_000},
+		opsPartitions: intList{1, 4},
+		workloads:     workloadNames,
 	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -136,6 +144,11 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.costConcurrency, "cost-concurrency", 64, "handler concurrency of the cost workload's drain")
 	fs.Var((*intList)(&c.scale), "scale", "stream sizes of the scale workload (fetch time against log length); it runs once, not per round")
 	fs.IntVar(&c.scaleFetched, "scale-fetched", 10_000, "events fetched, from the end of the stream, in each scale run")
+	fs.IntVar(&c.opsEvents, "ops-events", 2_000_000, "events of each stream of the ops workload (spread evenly over its partitions); it runs once, not per round")
+	fs.Var((*intList)(&c.opsPartitions), "ops-partitions", "partition counts of the ops workload's streams, one stream each")
+	fs.IntVar(&c.opsBehind, "ops-behind", 10_000, "events at the end of each ops stream: the backlog of the ops workload's group_info group, where its replay and create_group start")
+	fs.IntVar(&c.opsInflight, "ops-inflight", 100_000, "leases in flight for the ops workload's second fetch figure")
+	fs.IntVar(&c.opsCalls, "ops-calls", 20, "timed calls of each operation of the ops workload")
 	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ","))
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -150,6 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"n": "2000", "fanout-n": "2000", "rounds": "1", "concurrency": "1,8", "rates": "200",
 			"latency-duration": "1s", "groups": "1,4", "cost-n": "2000",
 			"scale": "1000,5000", "scale-fetched": "1000",
+			"ops-events": "5000", "ops-behind": "500", "ops-inflight": "1000", "ops-calls": "3",
 		}
 		for name, v := range quick {
 			if !set[name] {
@@ -160,8 +174,16 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	}
 	if c.rounds < 1 || c.n < 1 || c.producers < 1 || c.costN < 1 || c.scaleFetched < 1 ||
-		c.latencyProducers < 1 || c.latencyConcurrency < 1 || c.fanoutN < 1 || c.fanoutConcurrency < 1 || c.costConcurrency < 1 {
+		c.latencyProducers < 1 || c.latencyConcurrency < 1 || c.fanoutN < 1 || c.fanoutConcurrency < 1 || c.costConcurrency < 1 ||
+		c.opsEvents < 1 || c.opsBehind < 1 || c.opsInflight < 1 || c.opsCalls < 1 {
 		return nil, errors.New("counts must be at least 1")
+	}
+	if c.opsBehind > c.opsEvents {
+		return nil, errors.New("--ops-behind must not exceed --ops-events")
+	}
+	// Each lease of the ops workload's busy group takes an event.
+	if c.opsInflight+c.opsCalls > c.opsEvents {
+		return nil, errors.New("--ops-inflight plus --ops-calls must not exceed --ops-events")
 	}
 	if c.latencyDuration <= 0 {
 		return nil, errors.New("--latency-duration must be positive")
@@ -213,7 +235,7 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 	}
 	loadBefore := loadAverage()
 	loads := &loadSamples{}
-	report := &sizeReport{}
+	report := &textReport{}
 	res := newResults()
 	started := time.Now()
 	for _, m := range c.plan(report) {
@@ -252,7 +274,7 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 	return nil
 }
 
-func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads *loadSamples, took time.Duration, res *results, report *sizeReport) {
+func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads *loadSamples, took time.Duration, res *results, report *textReport) {
 	mode := "full"
 	if c.quick {
 		mode = "quick"
@@ -262,9 +284,10 @@ func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads 
 		st.CPUs, st.GoVersion, loadBefore, loadAverage(), loads)
 	fmt.Fprintf(w, "postgresql: %s; shared_buffers=%s synchronous_commit=%s fsync=%s wal_level=%s max_connections=%s autovacuum_naptime=%s\n",
 		st.Version, st.SharedBuffers, st.SynchronousCommit, st.Fsync, st.WALLevel, st.MaxConnections, st.AutovacuumNaptime)
-	fmt.Fprintf(w, "sizes: n=%d (drain: at most %d per handler slot), append producers=%d, latency %s per rate with %d producer(s) at concurrency %d, fan-out n=%d at concurrency %d per group, cost n=%d at concurrency %d, scale %s fetching the last %d\n",
+	fmt.Fprintf(w, "sizes: n=%d (drain: at most %d per handler slot), append producers=%d, latency %s per rate with %d producer(s) at concurrency %d, fan-out n=%d at concurrency %d per group, cost n=%d at concurrency %d, scale %s fetching the last %d, ops %s events in %s partition(s), %s behind, %s in flight, %d calls per figure\n",
 		c.n, drainPerHandler, c.producers, c.latencyDuration, c.latencyProducers, c.latencyConcurrency, c.fanoutN, c.fanoutConcurrency,
-		c.costN, c.costConcurrency, (*intList)(&c.scale).String(), c.scaleFetched)
+		c.costN, c.costConcurrency, (*intList)(&c.scale).String(), c.scaleFetched,
+		count(c.opsEvents), (*intList)(&c.opsPartitions).String(), count(c.opsBehind), count(c.opsInflight), c.opsCalls)
 	fmt.Fprintln(w)
 	res.writeTable(w)
 	fmt.Fprintln(w)

@@ -61,6 +61,13 @@ func TestQuickRun(t *testing.T) {
 		"ratio rheo/river cost WAL consume: ",
 		"rheo cost deliveries+indexes after drain: ",
 		"rheo fetch per lease 5k/1k: ",
+		"rheo ops group_info 500 behind, 5k events, 1 partition: ",
+		"rheo ops replay from_ts, last 500, 5k events, 4 partitions: ",
+		"rheo ops create_group start_at, last 500, 5k events, 1 partition: ",
+		"rheo ops fetch(1), 0 in flight, 5k events, 4 partitions: ",
+		"rheo ops fetch(1), 1k in flight, 5k events, 1 partition: ",
+		"rheo ops on 5k events, 4 partitions (River has no equivalent)",
+		"seq_tup_read",            // the ops counters are listed
 		"deliveries_lease_id_key", // the size of every Rheo index is listed
 		"river_job_pkey",
 	} {
@@ -158,6 +165,20 @@ func TestParseFlags(t *testing.T) {
 		}
 		if c.n != 100_000 || c.rounds != 3 || c.serverURL != defaultServerURL || len(c.workloads) != len(workloadNames) {
 			t.Errorf("n=%d rounds=%d url=%s workloads=%v", c.n, c.rounds, c.serverURL, c.workloads)
+		}
+	})
+	t.Run("one workload runs alone", func(t *testing.T) {
+		c, err := parseFlags([]string{"--workloads", "ops"}, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.workloads) != 1 || !c.runs("ops") || c.opsEvents != 2_000_000 || len(c.opsPartitions) != 2 {
+			t.Errorf("workloads=%v ops-events=%d ops-partitions=%v", c.workloads, c.opsEvents, c.opsPartitions)
+		}
+	})
+	t.Run("more leases in flight than events are refused", func(t *testing.T) {
+		if _, err := parseFlags([]string{"--ops-events", "1000", "--ops-inflight", "990", "--ops-calls", "20"}, io.Discard); err == nil {
+			t.Error("no error")
 		}
 	})
 	t.Run("an unknown workload is refused", func(t *testing.T) {

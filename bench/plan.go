@@ -62,7 +62,7 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // plan lists the measurements the configuration asks for, in order.
-func (c *config) plan(report *sizeReport) []measurement {
+func (c *config) plan(report *textReport) []measurement {
 	var plan []measurement
 	if c.runs("append") {
 		for _, batch := range c.batches {
@@ -99,6 +99,9 @@ func (c *config) plan(report *sizeReport) []measurement {
 	}
 	if c.runs("scale") {
 		plan = append(plan, c.scaleMeasurement())
+	}
+	if c.runs("ops") {
+		plan = append(plan, c.opsMeasurement(report))
 	}
 	return plan
 }
@@ -245,7 +248,7 @@ func costSamples(r costResult, n int, hot []string) []sample {
 	return samples
 }
 
-func (c *config) costMeasurement(report *sizeReport) measurement {
+func (c *config) costMeasurement(report *textReport) measurement {
 	label := fmt.Sprintf("cost n=%d", c.costN)
 	return measurement{
 		label: label,
@@ -254,8 +257,8 @@ func (c *config) costMeasurement(report *sizeReport) measurement {
 			if err != nil {
 				return nil, err
 			}
-			report.add(fmt.Sprintf("rheo relations after draining %d events:", c.costN), r.drained)
-			report.add("rheo relations after VACUUM of the bookkeeping tables:", r.vacuumed)
+			report.add(fmt.Sprintf("rheo relations after draining %d events:", c.costN), relationsText(r.drained))
+			report.add("rheo relations after VACUUM of the bookkeeping tables:", relationsText(r.vacuumed))
 			return costSamples(r, c.costN, []string{"deliveries"}), nil
 		}),
 		river: c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
@@ -263,8 +266,8 @@ func (c *config) costMeasurement(report *sizeReport) measurement {
 			if err != nil {
 				return nil, err
 			}
-			report.add(fmt.Sprintf("river relations after working %d jobs:", c.costN), r.drained)
-			report.add("river relations after VACUUM river_job:", r.vacuumed)
+			report.add(fmt.Sprintf("river relations after working %d jobs:", c.costN), relationsText(r.drained))
+			report.add("river relations after VACUUM river_job:", relationsText(r.vacuumed))
 			return costSamples(r, c.costN, nil), nil
 		}),
 	}
@@ -302,6 +305,46 @@ func (c *config) scaleMeasurement() measurement {
 				samples = append(samples, sample{
 					"fetch per lease " + count(c.scale[len(c.scale)-1]) + "/" + count(c.scale[0]), "ratio",
 					float64(last) / float64(first)})
+			}
+			return samples, nil
+		},
+	}
+}
+
+// opsMeasurement is Rheo only, as River has no consumer groups over a
+// log: for a stream of each partition count, the time of every call of
+// each operation, and a table of the calls' counters for the report.
+func (c *config) opsMeasurement(report *textReport) measurement {
+	return measurement{
+		label: "ops",
+		once:  true,
+		rheo: func(ctx context.Context) ([]sample, error) {
+			var samples []sample
+			for _, partitions := range c.opsPartitions {
+				z := opsSizes{events: c.opsEvents, partitions: partitions, behind: c.opsBehind,
+					inflight: c.opsInflight, calls: c.opsCalls}
+				var figures []opsFigure
+				err := c.srv.withRheo(ctx, func(s *rheoSystem) (err error) {
+					figures, err = s.ops(ctx, z, func(loaded int) {
+						if loaded%1_000_000 == 0 {
+							c.logf("  ops: loaded %d of %d events", loaded, z.events)
+						}
+					})
+					return err
+				})
+				if err != nil {
+					return nil, err
+				}
+				for _, f := range figures {
+					for _, ms := range f.milliseconds() {
+						samples = append(samples, sample{"ops " + f.name + ", " + z.String(), "ms", ms})
+					}
+				}
+				report.add(fmt.Sprintf("rheo ops on %s (River has no equivalent): per call, the deltas of "+
+					"pg_stat_user_tables, pg_stat_user_indexes (idx_tup_read) and pg_statio_user_tables (buffers: "+
+					"heap and index blocks hit or read) around the calls on the measuring connection; "+
+					"load: the 1-minute load average at the first call:", z),
+					opsText(figures))
 			}
 			return samples, nil
 		},

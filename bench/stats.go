@@ -15,7 +15,8 @@ const (
 	systemRiver = "river"
 )
 
-// figure is one measured quantity, with one sample per round and system.
+// figure is one measured quantity, with one sample per round and system
+// (per call for the ops workload).
 type figure struct {
 	name  string
 	unit  string
@@ -126,5 +127,31 @@ func (r *results) writeSummary(w io.Writer) {
 		default:
 			fmt.Fprintf(w, "river %s: %s %s\n", f.name, format(median(f.river)), f.unit)
 		}
+	}
+}
+
+// textReport keeps the sections printed after the table of figures, each
+// under its title: the relation sizes of the last cost round of each
+// system, the table counters of the ops workload.
+type textReport struct {
+	titles []string
+	texts  map[string]string
+}
+
+// add records text under title, replacing the one an earlier round
+// recorded under the same title.
+func (r *textReport) add(title, text string) {
+	if r.texts == nil {
+		r.texts = map[string]string{}
+	}
+	if _, ok := r.texts[title]; !ok {
+		r.titles = append(r.titles, title)
+	}
+	r.texts[title] = text
+}
+
+func (r *textReport) write(w io.Writer) {
+	for _, t := range r.titles {
+		fmt.Fprintf(w, "%s\n%s\n", t, r.texts[t])
 	}
 }
