@@ -326,6 +326,23 @@ func replayCases(t *testing.T, h Harness) {
 		require.Equal(t, []position{{0, 2}, {0, 3}, {0, 4}}, positions(b.fetch(s, g, nil)))
 	})
 
+	t.Run("replay from a timestamp finds the first event at or after it in a long log whose timestamps go back and forth", func(t *testing.T) {
+		b := setup(t, h)
+		b.requireReplay()
+		s := b.stream(1)
+		// As for start_at: sequences 1-1000 at minute 10, 1001-2000 at 5,
+		// 2001-3000 at 20, 3001-3500 at 15.
+		appendTimes(b, s, []int{1000, 1000, 1000, 500}, []int{10, 5, 20, 15})
+		g := b.group(s, &rheo.CreateGroupOptions{StartAfter: ptr(int64(3500))})
+		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromTS: ptr(Epoch.Add(11 * time.Minute))})
+		require.NoError(t, err)
+		require.Equal(t, int64(1500), n)
+		require.Equal(t, []int64{2000}, b.frontiers(s, g))
+		n, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromTS: ptr(Epoch.Add(21 * time.Minute))})
+		require.NoError(t, err)
+		require.Zero(t, n, "no event at or after the time: nothing to replay")
+	})
+
 	t.Run("replay limited to partitions leaves the others alone", func(t *testing.T) {
 		b := setup(t, h)
 		b.requireReplay()
@@ -668,6 +685,31 @@ func startCases(t *testing.T, h Harness) {
 		require.Equal(t, []int64{2, 3, 4}, sequences(b.fetch(s, g, nil)), "a later event with an earlier ts is still delivered")
 	})
 
+	t.Run("start_at finds the first event at or after the time in a long log whose timestamps go back and forth", func(t *testing.T) {
+		b := setup(t, h)
+		for _, log := range []struct {
+			counts, minutes []int
+			next            map[int]int64 // start_at minute -> first sequence offered
+		}{
+			// 1-1000 at minute 10, 1001-2000 at 5, 2001-3000 at 20,
+			// 3001-3500 at 15: the first event at or after a time is not
+			// where the timestamps first pass it.
+			{[]int{1000, 1000, 1000, 500}, []int{10, 5, 20, 15},
+				map[int]int64{0: 1, 7: 1, 10: 1, 11: 2001, 15: 2001, 20: 2001, 21: 3501}},
+			// 1-1500 at 20, 1501-2500 at 12, 2501-3500 at 5, 3501-4000 at
+			// 30: the earliest events are the latest until sequence 3500.
+			{[]int{1500, 1000, 1000, 500}, []int{20, 12, 5, 30},
+				map[int]int64{3: 1, 12: 1, 13: 1, 20: 1, 21: 3501, 30: 3501, 31: 4001}},
+		} {
+			s := b.stream(1)
+			appendTimes(b, s, log.counts, log.minutes)
+			for minute, next := range log.next {
+				g := b.group(s, &rheo.CreateGroupOptions{StartAt: ptr(Epoch.Add(time.Duration(minute) * time.Minute))})
+				require.Equal(t, []int64{next - 1}, b.frontiers(s, g), "log %v at %v, start_at minute %d", log.counts, log.minutes, minute)
+			}
+		}
+	})
+
 	t.Run("start_at after every event starts after the high watermark", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)
@@ -701,4 +743,20 @@ func startCases(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.Empty(t, groups)
 	})
+}
+
+// appendTimes appends, for each i, counts[i] events in one batch whose
+// ts is minutes[i] minutes after Epoch, moving the clock there and back.
+func appendTimes(b *bundle, stream string, counts, minutes []int) {
+	b.t.Helper()
+	defer b.clock.Set(b.clock.Now())
+	for i, n := range counts {
+		b.clock.Set(Epoch.Add(time.Duration(minutes[i]) * time.Minute))
+		items := make([]rheo.BatchItem, n)
+		for j := range items {
+			items[j] = rheo.BatchItem{Payload: payload(j)}
+		}
+		_, err := b.d.AppendBatch(b.ctx, stream, items, nil)
+		require.NoError(b.t, err)
+	}
 }

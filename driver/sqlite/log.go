@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rheo-go/rheo"
@@ -178,6 +179,44 @@ func (s *session) storedEvents(ctx context.Context, stream string, inputs []appe
 	return stored, nil
 }
 
+// timeMarkEvery is the distance between two time marks of a partition
+// (rheo_time_marks), as on PostgreSQL.
+const timeMarkEvery = 1024
+
+// markTimes records a time mark at every multiple of timeMarkEvery in
+// (before, high], the sequences just allocated in partition p. The
+// events of one call share their ts, so the greatest ts up to each mark
+// is the partition's new max_ts.
+func (s *session) markTimes(ctx context.Context, stream string, p int, before, high, maxTS int64) error {
+	for mark := (before/timeMarkEvery + 1) * timeMarkEvery; mark <= high; mark += timeMarkEvery {
+		if _, err := s.exec(ctx, `INSERT INTO rheo_time_marks (stream, "partition", sequence, max_ts) VALUES (?1, ?2, ?3, ?4)`,
+			stream, p, mark, maxTS); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstAtSQL is the lowest sequence of partition ?P of stream ?S whose ts
+// is at or after ?T, or NULL when there is none, with ?S, ?P and ?T
+// replaced by the caller's expressions. As on PostgreSQL (rheo._first_at):
+// the first time mark whose running maximum reaches ?T bounds the search
+// to the events after the mark before it.
+func firstAtSQL(stream, partition, at string) string {
+	return strings.NewReplacer("?S", stream, "?P", partition, "?T", at).Replace(`(
+		SELECT e.sequence FROM rheo_events AS e
+		 WHERE e.stream = ?S AND e."partition" = ?P AND e.ts >= ?T
+		   AND e.sequence > coalesce(
+		           (SELECT m.sequence - 1024 FROM rheo_time_marks AS m
+		             WHERE m.stream = ?S AND m."partition" = ?P AND m.max_ts >= ?T
+		             ORDER BY m.max_ts, m.sequence LIMIT 1),
+		           (SELECT m.sequence FROM rheo_time_marks AS m
+		             WHERE m.stream = ?S AND m."partition" = ?P
+		             ORDER BY m.sequence DESC LIMIT 1),
+		           0)
+		 ORDER BY e.sequence LIMIT 1)`)
+}
+
 // insertEvents allocates sequences for the inputs listed in fresh and
 // stores them, filling their places in events. Each partition's
 // allocator row is bumped once for all its events, which get contiguous
@@ -195,14 +234,17 @@ func (s *session) insertEvents(ctx context.Context, stream string, inputs []appe
 	slices.Sort(parts)
 	next := map[int]int64{} // the next sequence to give in each partition
 	for _, p := range parts {
-		var high int64
+		var high, maxTS int64
 		if err := s.queryRow(ctx, `
-			UPDATE rheo_partitions SET high_watermark = high_watermark + ?3
+			UPDATE rheo_partitions SET high_watermark = high_watermark + ?3, max_ts = max(coalesce(max_ts, ?4), ?4)
 			 WHERE stream = ?1 AND "partition" = ?2
-			RETURNING high_watermark`, stream, p, counts[p]).Scan(&high); err != nil {
+			RETURNING high_watermark, max_ts`, stream, p, counts[p], ts).Scan(&high, &maxTS); err != nil {
 			return err
 		}
 		next[p] = high - counts[p] + 1
+		if err := s.markTimes(ctx, stream, p, high-counts[p], high, maxTS); err != nil {
+			return err
+		}
 	}
 
 	// One row per new event: [partition, sequence, id, key, payload].

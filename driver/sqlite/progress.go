@@ -44,10 +44,10 @@ func (s *session) replay(ctx context.Context, stream, group string, o rheo.Repla
 	} else {
 		// A partition with no event at or after FromTS is untouched.
 		rows, err := s.query(ctx, `
-			SELECT e."partition", min(e.sequence) - 1
-			  FROM rheo_events AS e
-			 WHERE e.stream = ?1 AND e."partition" IN (SELECT value FROM json_each(?2)) AND e.ts >= ?3
-			 GROUP BY e."partition"`, stream, intsJSON(scope), o.FromTS.UnixMicro())
+			SELECT f."partition", f.first - 1
+			  FROM (SELECT j.value AS "partition", `+firstAtSQL("?1", "j.value", "?3")+` AS first
+			          FROM json_each(?2) AS j) AS f
+			 WHERE f.first IS NOT NULL`, stream, intsJSON(scope), o.FromTS.UnixMicro())
 		err = scanAll(rows, err, func(rows *sql.Rows) error {
 			var p int
 			var n int64

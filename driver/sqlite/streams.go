@@ -145,15 +145,12 @@ func (s *session) placeCursors(ctx context.Context, groupID int64, stream string
 		us := st.at.UnixMicro()
 		at = &us
 	}
-	// The first event with ts >= at is found by reading the partition:
-	// the log has no index on ts, which every append would pay for.
 	_, err := s.exec(ctx, `
 		UPDATE rheo_cursors AS c
 		   SET next_sequence = CASE
 		           WHEN ?3 IS NOT NULL THEN ?3 + 1
 		           WHEN ?4 IS NOT NULL THEN coalesce(
-		               (SELECT min(e.sequence) FROM rheo_events AS e
-		                 WHERE e.stream = ?2 AND e."partition" = c."partition" AND e.ts >= ?4),
+		               `+firstAtSQL("?2", `c."partition"`, "?4")+`,
 		               (SELECT p.high_watermark + 1 FROM rheo_partitions AS p
 		                 WHERE p.stream = ?2 AND p."partition" = c."partition"))
 		           ELSE 1

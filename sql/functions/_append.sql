@@ -43,7 +43,6 @@ DECLARE
     v_new_parts int[];
     v_counts    int[];
     v_bases     bigint[];
-    v_base      bigint;
     v_tries     int := 0;
     v_generated boolean;
 BEGIN
@@ -132,16 +131,7 @@ BEGIN
                                                 END AS part) AS r
                      GROUP BY r.part) AS c;
         END IF;
-        -- Lock the allocators in partition order so that concurrent
-        -- batches over several partitions cannot deadlock.
-        v_bases := '{}';
-        FOR i IN 1 .. cardinality(v_new_parts) LOOP
-            UPDATE rheo.partitions AS pt
-               SET high_watermark = pt.high_watermark + v_counts[i]
-             WHERE pt.stream = p_stream AND pt."partition" = v_new_parts[i]
-            RETURNING pt.high_watermark - v_counts[i] INTO v_base;
-            v_bases := v_bases || v_base;
-        END LOOP;
+        v_bases := rheo._allocate(p_stream, v_new_parts, v_counts, v_ts);
 
         IF cardinality(v_new_parts) = 1 THEN
             -- One partition: the sequences follow the input order, and the
@@ -230,15 +220,7 @@ BEGIN
                          GROUP BY u.part) AS c;
 
                 IF v_new_parts IS NOT NULL THEN
-                    -- Lock the allocators in partition order (see above).
-                    v_bases := '{}';
-                    FOR i IN 1 .. cardinality(v_new_parts) LOOP
-                        UPDATE rheo.partitions AS pt
-                           SET high_watermark = pt.high_watermark + v_counts[i]
-                         WHERE pt.stream = p_stream AND pt."partition" = v_new_parts[i]
-                        RETURNING pt.high_watermark - v_counts[i] INTO v_base;
-                        v_bases := v_bases || v_base;
-                    END LOOP;
+                    v_bases := rheo._allocate(p_stream, v_new_parts, v_counts, v_ts);
                     INSERT INTO rheo.events (stream, "partition", sequence, id, key, payload, metadata, ts)
                     SELECT p_stream, u.part,
                            b.base + row_number() OVER (PARTITION BY u.part ORDER BY u.ord),

@@ -18,8 +18,7 @@ BEGIN
        SET next_sequence = CASE
                WHEN p_start_after IS NOT NULL THEN p_start_after + 1
                WHEN p_start_at IS NOT NULL THEN coalesce(
-                   (SELECT min(e.sequence) FROM rheo.events e
-                     WHERE e.stream = p_stream AND e."partition" = c."partition" AND e.ts >= p_start_at),
+                   rheo._first_at(p_stream, c."partition", p_start_at),
                    (SELECT pt.high_watermark + 1 FROM rheo.partitions pt
                      WHERE pt.stream = p_stream AND pt."partition" = c."partition"))
                ELSE 1

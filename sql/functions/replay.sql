@@ -71,9 +71,7 @@ BEGIN
         IF p_from_sequence IS NOT NULL THEN
             v_total := v_total + rheo._rewind(v_group.group_id, p_stream, v_p, p_from_sequence);
         ELSE
-            SELECT min(e.sequence) INTO v_first
-              FROM rheo.events e
-             WHERE e.stream = p_stream AND e."partition" = v_p AND e.ts >= p_from_ts;
+            v_first := rheo._first_at(p_stream, v_p, p_from_ts);
             IF v_first IS NOT NULL THEN
                 v_total := v_total + rheo._rewind(v_group.group_id, p_stream, v_p, v_first - 1);
             END IF;
