@@ -151,6 +151,35 @@ func inspectCases(t *testing.T, h Harness) {
 		require.Equal(t, int64(4), b.lag(s, g, nil).Total)
 	})
 
+	t.Run("group info finds the oldest unsettled event of a long backlog whose timestamps go back and forth", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		// 1-1000 at minute 10, 1001-2000 at 20, 2001-3100 at 3, 3101-4100
+		// at 20: the oldest events lie in the middle.
+		appendTimes(b, s, []int{1000, 1000, 1100, 1000}, []int{10, 20, 3, 20})
+		minute := func(m int) time.Time { return Epoch.Add(time.Duration(m) * time.Minute) }
+		for after, oldest := range map[int64]int{0: 3, 1000: 3, 2000: 3, 2048: 3, 3100: 20, 4000: 20} {
+			g := b.group(s, &rheo.CreateGroupOptions{StartAfter: ptr(after)})
+			info := b.info(s, g)
+			require.NotNil(t, info.OldestUnsettledTS, "start_after %d", after)
+			requireSameTime(t, minute(oldest), *info.OldestUnsettledTS, "start_after %d", after)
+		}
+		g := b.group(s, &rheo.CreateGroupOptions{StartAfter: ptr(int64(4100))})
+		require.Nil(t, b.info(s, g).OldestUnsettledTS, "nothing unsettled")
+
+		// An old event reopened among newer ones.
+		b.requireReplay()
+		g = b.group(s, &rheo.CreateGroupOptions{StartAfter: ptr(int64(3100))})
+		old, err := b.d.Read(b.ctx, s, &rheo.ReadOptions{After: 2499, MaxCount: 1})
+		require.NoError(t, err)
+		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{EventIDs: []string{old[0].ID}})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		info := b.info(s, g)
+		require.NotNil(t, info.OldestUnsettledTS)
+		requireSameTime(t, minute(3), *info.OldestUnsettledTS, "a reopened event counts")
+	})
+
 	t.Run("group info of a consumed group has no oldest unsettled event", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)

@@ -2,13 +2,15 @@
 --
 -- Claimable in a partition: deliveries whose retry delay has passed or
 -- whose lease expired (below the attempt limit), then events past the
--- cursor. The cost is O(leases returned + deliveries in progress), never
--- O(history): new events come from an index range scan from the cursor.
+-- cursor. The cost is O(leases returned + deliveries due now), never
+-- O(history) nor O(leases in flight): new events come from an index range
+-- scan from the cursor, deliveries due from the index of their due time.
 --
 -- Concurrent fetchers of one group lock the cursor rows of the partitions
 -- they claim from with SKIP LOCKED, so they spread over partitions instead
 -- of queueing; only a fetcher that could lock no partition with work waits
--- for one. The locks last until the calling transaction ends.
+-- for one, holding no other lock. The locks last until the calling
+-- transaction ends.
 CREATE OR REPLACE FUNCTION rheo.fetch(stream text, group_name text, max_count int DEFAULT 10,
                                       consumer_id text DEFAULT NULL, lease_ms int DEFAULT 30000,
                                       partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
@@ -75,37 +77,16 @@ BEGIN
     v_expires := v_now + make_interval(secs => p_lease_ms / 1000.0);
     v_consumer := coalesce(p_consumer_id, 'consumer-' || gen_random_uuid());
 
-    -- A lease that expired at the attempt limit is dead-lettered rather
-    -- than leased again, so a handler that always crashes cannot loop.
-    -- Delivery rows are taken with SKIP LOCKED here and below: a row
-    -- locked by a settle in progress is that settle's to finish, and a
-    -- fetch that never waits for delivery rows cannot deadlock with
-    -- settles that lock them in another order. The rows found are then
-    -- deleted by their physical address (ctid), so that the leases in
-    -- progress are scanned once, not once per lease by a join.
-    WITH due AS MATERIALIZED (
-        SELECT x.ctid AS tid FROM rheo.deliveries x
-         WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_scope)
-           AND x.state = 'leased' AND x.expires_at <= v_now
-           AND x.attempt >= v_group.max_attempts
-           FOR UPDATE SKIP LOCKED
-    ), expired AS (
-        DELETE FROM rheo.deliveries AS d
-         WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
-        RETURNING d."partition", d.sequence, d.attempt
-    )
-    INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-    SELECT v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
-      FROM expired x;
-    IF p_max_count = 0 THEN
-        RETURN;
-    END IF;
-
     -- Lock the cursor rows of the partitions with work, and read what
     -- each can give: events past the cursor, and deliveries due again
     -- (retry delay passed, or lease expired below the attempt limit),
-    -- each capped at max_count. A row changed by a fetch that committed
-    -- meanwhile is read again after it is locked.
+    -- each capped at max_count. A lease expired at the attempt limit is
+    -- work too: this fetch dead-letters it below. A row changed by a
+    -- fetch that committed meanwhile is read again after it is locked.
+    --
+    -- Deliveries are found by the index of their due time, so the leases
+    -- in flight, however many, are not read. reclaim below max_count
+    -- means those are all the deliveries due in the partition.
     SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
            array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
       INTO v_locked, v_next, v_fresh, v_reclaim
@@ -116,6 +97,7 @@ BEGIN
                              WHERE d.group_id = c.group_id AND d."partition" = c."partition"
                                AND d.expires_at <= v_now
                                AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+                             ORDER BY d.expires_at
                              LIMIT p_max_count) AS r) AS reclaim
               FROM rheo.cursors c
               JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
@@ -123,14 +105,15 @@ BEGIN
                AND (c.next_sequence <= pt.high_watermark
                     OR EXISTS (SELECT 1 FROM rheo.deliveries d
                                 WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                                  AND d.expires_at <= v_now
-                                  AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)))
+                                  AND d.expires_at <= v_now))
              ORDER BY c."partition"
                FOR UPDATE OF c SKIP LOCKED) AS l;
     IF v_locked IS NULL THEN
         -- Every partition with work, if any, is being claimed by another
-        -- fetcher: wait for one rather than report nothing. Holding no
-        -- other cursor lock while waiting keeps this free of deadlocks.
+        -- fetcher (or replayed or reset): wait for one rather than report
+        -- nothing. This is the only wait of a fetch, and it holds no lock
+        -- of Rheo's while it waits, so it cannot close a cycle of waits
+        -- (docs/design.md, "Locks").
         SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
@@ -138,8 +121,7 @@ BEGIN
            AND (c.next_sequence <= pt.high_watermark
                 OR EXISTS (SELECT 1 FROM rheo.deliveries d
                             WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                              AND d.expires_at <= v_now
-                              AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)));
+                              AND d.expires_at <= v_now));
         IF v_candidates IS NULL THEN
             RETURN;
         END IF;
@@ -151,12 +133,40 @@ BEGIN
                                WHERE d.group_id = c.group_id AND d."partition" = c."partition"
                                  AND d.expires_at <= v_now
                                  AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+                               ORDER BY d.expires_at
                                LIMIT p_max_count) AS r)]
           INTO v_locked, v_next, v_fresh, v_reclaim
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
          WHERE c.group_id = v_group.group_id AND c."partition" = v_p
            FOR UPDATE OF c;
+    END IF;
+
+    -- A lease that expired at the attempt limit is dead-lettered rather
+    -- than leased again, so a handler that always crashes cannot loop.
+    -- Only in the partitions locked above: one whose cursor another
+    -- fetcher holds is that fetcher's to clear, and one that a replay or
+    -- reset holds, theirs. Delivery rows are taken with SKIP LOCKED here
+    -- and below: a row locked by a settle in progress is that settle's to
+    -- finish, and a fetch never waits for one. The rows found are then
+    -- deleted by their physical address (ctid), so that they are looked
+    -- up once, not once per row by a join.
+    WITH due AS MATERIALIZED (
+        SELECT x.ctid AS tid FROM rheo.deliveries x
+         WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_locked)
+           AND x.expires_at <= v_now
+           AND x.state = 'leased' AND x.attempt >= v_group.max_attempts
+           FOR UPDATE SKIP LOCKED
+    ), expired AS (
+        DELETE FROM rheo.deliveries AS d
+         WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
+        RETURNING d."partition", d.sequence, d.attempt
+    )
+    INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+    SELECT v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
+      FROM expired x;
+    IF p_max_count = 0 THEN
+        RETURN;
     END IF;
 
     -- Quotas, as if dealt round-robin, one lease per partition per round
@@ -210,20 +220,45 @@ BEGIN
     RETURN QUERY
     WITH plan AS (
         SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
-               x.quota - least(x.quota, x.reclaim) AS fresh
+               x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim < p_max_count AS due_known
           FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
          WHERE x.quota > 0
-    ), picked AS MATERIALIZED (
+    ), candidates AS (
+        -- The deliveries due again with the lowest sequences. When all of a
+        -- partition's due deliveries are known to be fewer than max_count,
+        -- they are read by the index of their due time and sorted;
+        -- otherwise due ones are many, and the primary key finds the
+        -- lowest soon.
         SELECT d.tid
           FROM plan p
-         CROSS JOIN LATERAL (SELECT d.ctid AS tid FROM rheo.deliveries d
-                              WHERE d.group_id = v_group.group_id AND d."partition" = p.part
-                                AND d.expires_at <= v_now
-                                AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                              ORDER BY d.sequence
-                              LIMIT p.reclaim
-                                FOR UPDATE SKIP LOCKED) AS d
-         WHERE p.reclaim > 0
+         CROSS JOIN LATERAL (SELECT y.tid
+                               FROM (SELECT x.ctid AS tid, x.sequence FROM rheo.deliveries x
+                                      WHERE x.group_id = v_group.group_id AND x."partition" = p.part
+                                        AND x.expires_at <= v_now
+                                        AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
+                                      ORDER BY x.expires_at
+                                      LIMIT p_max_count) AS y
+                              ORDER BY y.sequence
+                              LIMIT p.reclaim) AS d
+         WHERE p.reclaim > 0 AND p.due_known
+        UNION ALL
+        SELECT d.tid
+          FROM plan p
+         CROSS JOIN LATERAL (SELECT x.ctid AS tid FROM rheo.deliveries x
+                              WHERE x.group_id = v_group.group_id AND x."partition" = p.part
+                                AND x.expires_at <= v_now
+                                AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
+                              ORDER BY x.sequence
+                              LIMIT p.reclaim) AS d
+         WHERE p.reclaim > 0 AND NOT p.due_known
+    ), picked AS MATERIALIZED (
+        -- Locked with SKIP LOCKED, and the conditions checked again on the
+        -- row as it is once locked.
+        SELECT d.ctid AS tid FROM rheo.deliveries d
+         WHERE d.ctid = ANY (ARRAY(SELECT c.tid FROM candidates c))
+           AND d.expires_at <= v_now
+           AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+           FOR UPDATE SKIP LOCKED
     ), reclaimed AS (
         UPDATE rheo.deliveries AS d
            SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
@@ -245,8 +280,8 @@ BEGIN
          WHERE p.fresh > 0
     ), inserted AS (
         INSERT INTO rheo.deliveries
-               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at)
-        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires
+               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
+        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts
           FROM fresh f
     ), advanced AS (
         -- Sequences are contiguous and visible in order, so the claimed

@@ -1,10 +1,19 @@
 -- A summary of a group's state at clock.
+--
+-- One pass over the group's deliveries gives the counts and their oldest
+-- event (deliveries carry their event's ts). The oldest event not offered
+-- yet is found per partition from the time marks: the events from the
+-- cursor to the end of its segment of 1024, then one row per full segment
+-- after it, then the partition's own row for the segment in progress. So
+-- a group far behind costs a row per 1024 events of its backlog, not the
+-- backlog.
 CREATE OR REPLACE FUNCTION rheo.group_info(stream text, group_name text, clock timestamptz DEFAULT NULL)
 RETURNS TABLE (lag bigint, inflight bigint, pending_retry bigint, dead_letters bigint,
                oldest_unsettled_ts timestamptz)
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off
 AS $$
 DECLARE
     p_stream     ALIAS FOR $1;
@@ -15,23 +24,35 @@ DECLARE
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
     RETURN QUERY
+    WITH delivered AS (
+        SELECT count(*) FILTER (WHERE d.state = 'leased' AND d.expires_at > v_now) AS inflight,
+               count(*) FILTER (WHERE NOT (d.state = 'leased' AND d.expires_at > v_now)) AS pending_retry,
+               min(d.ts) AS oldest
+          FROM rheo.deliveries d
+         WHERE d.group_id = v_group.group_id
+    ), unoffered AS (
+        SELECT min(least(head.ts, marks.ts, tail.ts)) AS oldest
+          FROM rheo.cursors c
+          JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
+         -- k: the first multiple of 1024 at or after the cursor, the end of
+         -- its segment; the last mark: the highest multiple of 1024 allocated.
+         CROSS JOIN LATERAL (SELECT (c.next_sequence + 1023) / 1024 * 1024 AS k,
+                                    pt.high_watermark / 1024 * 1024 AS last_mark) AS b
+         CROSS JOIN LATERAL (SELECT min(e.ts) AS ts FROM rheo.events e
+                              WHERE e.stream = p_stream AND e."partition" = c."partition"
+                                AND e.sequence >= c.next_sequence
+                                AND e.sequence <= least(b.k, pt.high_watermark)) AS head
+         CROSS JOIN LATERAL (SELECT min(m.min_ts) AS ts FROM rheo.time_marks m
+                              WHERE m.stream = p_stream AND m."partition" = c."partition"
+                                AND m.sequence > b.k AND m.sequence <= b.last_mark) AS marks
+         CROSS JOIN LATERAL (SELECT CASE WHEN b.last_mark >= b.k THEN pt.tail_min_ts END AS ts) AS tail
+         WHERE c.group_id = v_group.group_id AND c.next_sequence <= pt.high_watermark
+    )
     SELECT (SELECT coalesce(sum(l.lag), 0)::bigint FROM rheo.lag(p_stream, p_group_name) l),
-           (SELECT count(*) FROM rheo.deliveries d
-             WHERE d.group_id = v_group.group_id AND d.state = 'leased' AND d.expires_at > v_now),
-           (SELECT count(*) FROM rheo.deliveries d
-             WHERE d.group_id = v_group.group_id AND NOT (d.state = 'leased' AND d.expires_at > v_now)),
-           (SELECT count(*) FROM rheo.dead_letters dl WHERE dl.group_id = v_group.group_id),
-           -- Non-terminal: deliveries in progress and events not offered
-           -- yet. The second part reads the unoffered backlog's ts.
-           least((SELECT min(e.ts) FROM rheo.deliveries d
-                   CROSS JOIN LATERAL (SELECT ev.ts FROM rheo.events ev
-                                        WHERE ev.stream = p_stream AND ev."partition" = d."partition"
-                                          AND ev.sequence = d.sequence LIMIT 1) AS e
-                   WHERE d.group_id = v_group.group_id),
-                 (SELECT min(e.ts) FROM rheo.cursors c
-                    JOIN rheo.events e ON e.stream = p_stream AND e."partition" = c."partition"
-                                      AND e.sequence >= c.next_sequence
-                   WHERE c.group_id = v_group.group_id));
+           dl.inflight, dl.pending_retry,
+           (SELECT count(*) FROM rheo.dead_letters x WHERE x.group_id = v_group.group_id),
+           least(dl.oldest, u.oldest)
+      FROM delivered dl, unoffered u;
 END
 $$;
 

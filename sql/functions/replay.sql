@@ -44,9 +44,9 @@ BEGIN
         -- Terminal events only: below the cursor with no delivery in
         -- progress (acked), or dead-lettered.
         WITH target AS (
-            SELECT DISTINCT e."partition", e.sequence
+            SELECT DISTINCT e."partition", e.sequence, e.ts
               FROM unnest(p_event_ids) AS u(id)
-             CROSS JOIN LATERAL (SELECT ev."partition", ev.sequence FROM rheo.events ev
+             CROSS JOIN LATERAL (SELECT ev."partition", ev.sequence, ev.ts FROM rheo.events ev
                                   WHERE ev.id = u.id AND ev.stream = p_stream LIMIT 1) AS e
               JOIN rheo.cursors c ON c.group_id = v_group.group_id AND c."partition" = e."partition"
              WHERE e."partition" = ANY (v_scope)
@@ -60,8 +60,8 @@ BEGIN
              WHERE dl.group_id = v_group.group_id AND dl."partition" = t."partition" AND dl.sequence = t.sequence
         )
         -- attempt 0: the next lease is attempt 1.
-        INSERT INTO rheo.deliveries (group_id, "partition", sequence, state, attempt, expires_at)
-        SELECT v_group.group_id, t."partition", t.sequence, 'pending', 0, coalesce(p_clock, now())
+        INSERT INTO rheo.deliveries (group_id, "partition", sequence, state, attempt, expires_at, ts)
+        SELECT v_group.group_id, t."partition", t.sequence, 'pending', 0, coalesce(p_clock, now()), t.ts
           FROM target t;
         GET DIAGNOSTICS v_total = ROW_COUNT;
         RETURN v_total;
