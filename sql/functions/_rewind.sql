@@ -23,6 +23,12 @@ BEGIN
     IF v_next <= p_n + 1 THEN
         RETURN 0;
     END IF;
+    -- Lock the deliveries in primary key order before deleting them, as
+    -- every multi-row settle does (docs/design.md, "Locks").
+    PERFORM 1 FROM rheo.deliveries d
+      WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > p_n
+      ORDER BY d.sequence
+        FOR UPDATE;
     DELETE FROM rheo.deliveries AS d
      WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > p_n;
     DELETE FROM rheo.dead_letters AS dl

@@ -20,10 +20,20 @@ BEGIN
     IF p_lease_ids IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_ids must not be NULL';
     END IF;
+    -- The deliveries are locked in primary key order, the order in which
+    -- replay and reset_group lock them too, so that a batch settling
+    -- while a group is replayed waits for the replay, or the replay for
+    -- it, but the two never deadlock. They are then deleted by their
+    -- physical address.
     RETURN QUERY
-    WITH settled AS (
-        DELETE FROM rheo.deliveries AS d
+    WITH held AS MATERIALIZED (
+        SELECT d.ctid AS tid FROM rheo.deliveries d
          WHERE d.lease_id = ANY (p_lease_ids) AND d.state = 'leased'
+         ORDER BY d.group_id, d."partition", d.sequence
+           FOR UPDATE
+    ), settled AS (
+        DELETE FROM rheo.deliveries AS d
+         WHERE d.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
         RETURNING d.lease_id
     )
     SELECT u.id,

@@ -31,6 +31,12 @@ BEGIN
       WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
       ORDER BY c."partition"
         FOR UPDATE;
+    -- Deliveries are locked in primary key order before they are
+    -- deleted, as every multi-row settle does (docs/design.md, "Locks").
+    PERFORM 1 FROM rheo.deliveries d
+      WHERE d.group_id = v_group.group_id AND d."partition" = ANY (v_scope)
+      ORDER BY d."partition", d.sequence
+        FOR UPDATE;
     DELETE FROM rheo.deliveries AS d
      WHERE d.group_id = v_group.group_id AND d."partition" = ANY (v_scope);
     DELETE FROM rheo.dead_letters AS dl

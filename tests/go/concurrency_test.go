@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -722,6 +723,205 @@ func TestConcurrentAckSameLease(t *testing.T) {
 	}
 	if frontier != races+2 {
 		t.Errorf("frontier %d after acking every lease, want %d", frontier, races+2)
+	}
+}
+
+// TestConcurrentFetchDuringReplay interleaves a fetch with a replay or
+// reset of its group, one step at a time, in the order that used to
+// deadlock: the replay holds partition 0's cursor while the fetch meets
+// a lease expired at the attempt limit in partition 1 and finds no
+// partition with work it can lock; then the replay goes on to partition
+// 1. The fetch must never hold a delivery while it waits for a cursor,
+// so both finish, neither with 40P01, and the expired lease is a dead
+// letter once.
+func TestConcurrentFetchDuringReplay(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+
+	for _, tc := range []struct {
+		name          string
+		first, second string // statements of the replaying transaction, on partitions 0 then 1
+	}{
+		{"replay", `SELECT rheo.replay($1, 'g', from_sequence => 0, partitions => '{0}', clock => '2030-01-01 01:00Z')`,
+			`SELECT rheo.replay($1, 'g', from_sequence => 0, partitions => '{1}', clock => '2030-01-01 01:00Z')`},
+		{"reset_group", `SELECT rheo.reset_group($1, 'g', confirm => true, partitions => '{0}', clock => '2030-01-01 01:00Z')`,
+			`SELECT rheo.reset_group($1, 'g', confirm => true, partitions => '{1}', clock => '2030-01-01 01:00Z')`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := "interleaved-" + tc.name
+			concExec(ctx, t, pool, `SELECT rheo.create_stream($1, 2)`, stream)
+			concExec(ctx, t, pool, `SELECT rheo.create_group($1, 'g', max_attempts => 1)`, stream)
+			// Partition 1: a lease at its only attempt, expired by 01:00.
+			concExec(ctx, t, pool, `SELECT rheo.append($1, '{}', "partition" => 1)`, stream)
+			concExec(ctx, t, pool, `SELECT count(*) FROM rheo.fetch($1, 'g', partitions => '{1}', lease_ms => 1000,
+				clock => '2030-01-01 00:00Z')`, stream)
+			// Partition 0: one event leased, one not offered yet: work the
+			// fetch would wait for.
+			concExec(ctx, t, pool, `SELECT rheo.append($1, '{}', "partition" => 0)`, stream)
+			concExec(ctx, t, pool, `SELECT count(*) FROM rheo.fetch($1, 'g', partitions => '{0}', lease_ms => 1000,
+				clock => '2030-01-01 00:00Z')`, stream)
+			concExec(ctx, t, pool, `SELECT rheo.append($1, '{}', "partition" => 0)`, stream)
+
+			// 1. The replaying transaction holds partition 0's cursor.
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.WithoutCancel(ctx))
+			if _, err := tx.Exec(ctx, tc.first, stream); err != nil {
+				t.Fatal(err)
+			}
+
+			// 2. A fetch covers both partitions: partition 0 is held, and
+			// partition 1 has only the expired lease.
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			fetched := make(chan error, 1)
+			go func() {
+				_, err := conn.Exec(ctx, `SELECT count(*) FROM rheo.fetch($1, 'g', clock => '2030-01-01 01:00Z')`, stream)
+				fetched <- err
+			}()
+			// It either returns or waits, for partition 0 at most.
+			fetchErr, returned := concDoneOrWaiting(ctx, t, pool, conn.Conn().PgConn().PID(), fetched)
+
+			// 3. The replaying transaction goes on to partition 1, then commits.
+			if _, err := tx.Exec(ctx, tc.second, stream); err != nil {
+				t.Fatalf("%s of partition 1 while a fetch runs: %v", tc.name, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !returned {
+				fetchErr = <-fetched
+			}
+			if fetchErr != nil {
+				t.Fatalf("fetch: %v", fetchErr)
+			}
+		})
+	}
+}
+
+// TestConcurrentAckBatchDuringReplay settles three leases x, y, h in
+// one ack_batch while a replay of their group runs, with a third
+// transaction holding h's delivery so that both statements stop half
+// way. x, of sequence 1, was leased again, so its delivery row now lies
+// after those of y and h (sequences 27 and 28) in the table: a batch that
+// locked its deliveries in the order it finds them would hold y and wait
+// for h while the replay, locking in sequence order, held x and waited
+// for y, and the two would deadlock once h is let go. ack_batch locks
+// them in primary key order, as replay does, so one waits for the other
+// and both finish.
+func TestConcurrentAckBatchDuringReplay(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 5)
+	defer pool.Close()
+
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('churn')`)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('churn', 'g')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('churn',
+		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 50) n))`)
+	fetch := func(max int) []string {
+		rows, _ := pool.Query(ctx, `SELECT lease_id::text FROM rheo.fetch('churn', 'g', max_count => $1, lease_ms => 3600000)`, max)
+		leases, err := pgx.CollectRows(rows, pgx.RowTo[string]) // in sequence order
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leases
+	}
+	first := fetch(50)
+	for _, lease := range first[:25] {
+		concExec(ctx, t, pool, `SELECT rheo.retry($1)`, lease)
+	}
+	again := fetch(25) // sequences 1-25, their rows rewritten
+	picked := []string{again[0], first[26], first[27]}
+	var inTableOrder bool
+	if err := pool.QueryRow(ctx, `
+		SELECT (SELECT ctid FROM rheo.deliveries WHERE lease_id = $2) < (SELECT ctid FROM rheo.deliveries WHERE lease_id = $3)
+		   AND (SELECT ctid FROM rheo.deliveries WHERE lease_id = $3) < (SELECT ctid FROM rheo.deliveries WHERE lease_id = $1)`,
+		picked[0], picked[1], picked[2]).Scan(&inTableOrder); err != nil {
+		t.Fatal(err)
+	}
+	if !inTableOrder {
+		t.Fatal("the setup did not place x's delivery row after y's and h's")
+	}
+
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.WithoutCancel(ctx))
+	if _, err := holder.Exec(ctx, `SELECT 1 FROM rheo.deliveries WHERE lease_id = $1 FOR UPDATE`, picked[2]); err != nil {
+		t.Fatal(err)
+	}
+
+	ackConn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ackConn.Release()
+	acked := make(chan error, 1)
+	var oks []bool
+	go func() {
+		rows, _ := ackConn.Query(ctx, `SELECT ok FROM rheo.ack_batch($1::uuid[])`, picked)
+		var err error
+		oks, err = pgx.CollectRows(rows, pgx.RowTo[bool])
+		acked <- err
+	}()
+	concWaitForLock(ctx, t, pool, ackConn.Conn().PgConn().PID())
+
+	replayConn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replayConn.Release()
+	replayed := make(chan error, 1)
+	go func() {
+		_, err := replayConn.Exec(ctx, `SELECT rheo.replay('churn', 'g', from_sequence => 0)`)
+		replayed <- err
+	}()
+	concWaitForLock(ctx, t, pool, replayConn.Conn().PgConn().PID())
+
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acked; err != nil {
+		t.Errorf("ack_batch: %v", err)
+	}
+	if err := <-replayed; err != nil {
+		t.Errorf("replay: %v", err)
+	}
+	if !slices.Equal(oks, []bool{true, true, true}) {
+		t.Errorf("ack_batch reported %v, want all three settled: it held the first before the replay could", oks)
+	}
+}
+
+// concDoneOrWaiting waits until the statement of backend pid has
+// finished, reporting on done, or waits on a lock. returned tells which,
+// and err is the statement's error when it finished.
+func concDoneOrWaiting(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid uint32, done <-chan error) (err error, returned bool) {
+	t.Helper()
+	for {
+		select {
+		case err := <-done:
+			return err, true
+		default:
+		}
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`,
+			int64(pid)).Scan(&waiting); err != nil {
+			t.Fatalf("watch backend %d: %v", pid, err)
+		}
+		if waiting {
+			return nil, false
+		}
 	}
 }
 
