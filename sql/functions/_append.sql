@@ -233,10 +233,20 @@ BEGIN
                 EXIT;
             EXCEPTION WHEN unique_violation THEN
                 -- A concurrent append stored one of these ids first and has
-                -- committed: look again, now seeing it as a repeat.
+                -- committed. Read committed: the next statement sees it,
+                -- so look again, now seeing it as a repeat. Every turn
+                -- finds at least one more id stored, so the loop ends
+                -- within one turn per id. Repeatable read or serializable:
+                -- the winner's event is not in this transaction's snapshot
+                -- and cannot be returned, so the transaction must be
+                -- retried, as for any write conflict at those levels; its
+                -- retry sees the event and repeats it.
                 v_tries := v_tries + 1;
-                IF v_tries >= 3 THEN
-                    RAISE;
+                IF current_setting('transaction_isolation') <> 'read committed' OR v_tries > cardinality(v_ids) THEN
+                    RAISE EXCEPTION 'could not serialize access due to a concurrent append of the same event id'
+                        USING ERRCODE = 'serialization_failure',
+                              DETAIL = format('a transaction that committed after this one began appended one of these ids to stream %L', p_stream),
+                              HINT = 'Retry the transaction: the append then returns the stored event.';
                 END IF;
             END;
         END LOOP;

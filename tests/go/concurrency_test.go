@@ -628,6 +628,152 @@ func TestConcurrentAppendSameID(t *testing.T) {
 	}
 }
 
+// TestConcurrentAppendBatchOfHeldIDs appends a batch of three ids that
+// three producers have appended and not yet committed. The batch meets
+// them one at a time: each producer's commit turns one of its inserts
+// into a unique violation, after which it must look again and go on. It
+// ends as a repeat of all three: the stored events come back and nothing
+// is allocated.
+func TestConcurrentAppendBatchOfHeldIDs(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 6)
+	defer pool.Close()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('held', 4)`)
+
+	// Producer i holds id i in partition i, uncommitted.
+	type producer struct {
+		tx  pgx.Tx
+		xid int64
+		ev  concEvent
+	}
+	var producers []producer
+	for i := range 3 {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		p := producer{tx: tx}
+		if err := tx.QueryRow(ctx, `SELECT "partition", sequence FROM rheo.append('held', '{"v": 1}', "partition" => $1, id => $2)`,
+			i, fmt.Sprint("id-", i)).Scan(&p.ev.Partition, &p.ev.Sequence); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.QueryRow(ctx, `SELECT txid_current()`).Scan(&p.xid); err != nil {
+			t.Fatal(err)
+		}
+		producers = append(producers, p)
+	}
+
+	// The batch goes to partition 3, whose allocator nobody holds, so it
+	// reaches its inserts at once.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var got []concEvent
+	done := make(chan error, 1)
+	go func() {
+		rows, _ := conn.Query(ctx, `SELECT "partition", sequence FROM rheo.append_batch('held', '[{"v": 1}, {"v": 1}, {"v": 1}]',
+			ids => '{id-0,id-1,id-2}', "partition" => 3)`)
+		var err error
+		got, err = pgx.CollectRows(rows, pgx.RowToStructByPos[concEvent])
+		done <- err
+	}()
+	pid := conn.Conn().PgConn().PID()
+	for _, p := range producers {
+		concWaitForXact(ctx, t, pool, pid, p.xid)
+		if err := p.tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the batch: %v, want the three stored events", err)
+	}
+	want := []concEvent{producers[0].ev, producers[1].ev, producers[2].ev}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the batch returned %v, want the stored %v", got, want)
+	}
+	var next int64
+	if err := pool.QueryRow(ctx, `SELECT sequence FROM rheo.append('held', '{}', "partition" => 3)`).Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	if next != 1 {
+		t.Errorf("the next append to partition 3 got sequence %d, want 1: the batch allocated", next)
+	}
+}
+
+// TestConcurrentAppendSameIDRepeatableRead appends, in a repeatable read
+// transaction, an id that another transaction appended and committed
+// after the first took its snapshot. The stored event is not in the
+// snapshot, so it cannot be returned: the append fails with a
+// serialization failure (40001), as any write conflict does at that
+// level, and the transaction's retry is a plain repeat. Into the same
+// partition the conflict is the allocator's row, which PostgreSQL itself
+// reports; into another, the id.
+func TestConcurrentAppendSameIDRepeatableRead(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+
+	for i, tc := range []struct {
+		name    string
+		twin    string
+		message string
+	}{
+		{"into the same partition", `SELECT sequence FROM rheo.append($1, '{"v": 1}', "partition" => 0, id => 'x')`,
+			"could not serialize access due to concurrent update"},
+		{"into another partition", `SELECT sequence FROM rheo.append($1, '{"v": 1}', "partition" => 1, id => 'x')`,
+			"could not serialize access due to a concurrent append of the same event id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := fmt.Sprint("rr-", i)
+			concExec(ctx, t, pool, `SELECT rheo.create_stream($1, 2)`, stream)
+			const appendX = `SELECT sequence FROM rheo.append($1, '{"v": 1}', "partition" => 0, id => 'x')`
+
+			tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.WithoutCancel(ctx))
+			if _, err := tx.Exec(ctx, `SELECT count(*) FROM rheo.events`); err != nil { // takes the snapshot
+				t.Fatal(err)
+			}
+			var stored int64
+			if err := pool.QueryRow(ctx, tc.twin, stream).Scan(&stored); err != nil {
+				t.Fatal(err)
+			}
+
+			var seq int64
+			err = tx.QueryRow(ctx, appendX, stream).Scan(&seq)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "40001" || pgErr.Message != tc.message {
+				t.Fatalf("the repeatable read append: %v, want 40001 %s", err, tc.message)
+			}
+			_ = tx.Rollback(ctx)
+
+			retry, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer retry.Rollback(context.WithoutCancel(ctx))
+			if err := retry.QueryRow(ctx, appendX, stream).Scan(&seq); err != nil {
+				t.Fatalf("the retried append: %v", err)
+			}
+			if seq != stored {
+				t.Errorf("the retried append returned sequence %d, want the stored %d", seq, stored)
+			}
+			if err := retry.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // TestConcurrentAckSameLease races two acks of one lease from two
 // connections: exactly one wins and the other is stale_lease. It also
 // holds the first ack's transaction open so that the second must wait for
@@ -1182,6 +1328,25 @@ func concWaitForLock(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid 
 			int64(pid)).Scan(&waiting)
 		if err != nil {
 			t.Fatalf("wait for backend %d to wait on a lock: %v", pid, err)
+		}
+		if waiting {
+			return
+		}
+	}
+}
+
+// concWaitForXact returns once the backend pid waits for transaction xid
+// to end.
+func concWaitForXact(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid uint32, xid int64) {
+	t.Helper()
+	for {
+		var waiting bool
+		err := pool.QueryRow(ctx, `
+			SELECT EXISTS (SELECT FROM pg_locks l
+			                WHERE l.pid = $1 AND NOT l.granted AND l.locktype = 'transactionid'
+			                  AND l.transactionid::text::bigint = $2)`, int64(pid), xid).Scan(&waiting)
+		if err != nil {
+			t.Fatalf("wait for backend %d to wait for transaction %d: %v", pid, xid, err)
 		}
 		if waiting {
 			return
