@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -338,6 +339,46 @@ func TestWakeups(t *testing.T) {
 		requireClosed(t, after)
 		stopAfter()
 	})
+}
+
+// TestWakeupsForged sends notifications on rheo_events that Rheo's
+// appends never send: any role may NOTIFY the channel. Payloads that are
+// not a wakeup are dropped, forged ones are a wakeup and nothing more,
+// and the listener keeps listening.
+func TestWakeupsForged(t *testing.T) {
+	verifyNoLeaks(t)
+	d, pool := setup(t)
+	ctx := t.Context()
+	require.NoError(t, d.CreateStream(ctx, "a", 2))
+	wake, stop := d.Wakeups("a")
+	defer stop()
+	waitForListener(t, pool, 0)
+
+	notify := func(payload string) {
+		t.Helper()
+		_, err := pool.Exec(ctx, `SELECT pg_notify('rheo_events', $1)`, payload)
+		require.NoError(t, err)
+	}
+	for _, payload := range []string{
+		``, `not json`, `[1, 2]`, `"a"`, `null`, `{}`,
+		`{"stream": 7}`, `{"stream": ""}`, `{"stream": "a", "partition": "0"}`,
+		`{"stream": "a", "partition": 1e30}`, `{"stream": "a", "sequence": 1.5}`,
+		`{"stream": "a", "partition": 0, "sequence": 1` /* cut short */, `{"stream": "a"} {"stream": "a"}`,
+	} {
+		notify(payload)
+	}
+	// A forged wakeup that is well formed is delivered as a hint like any
+	// other: the values are whatever the sender chose, and consumers only
+	// ever fetch on it.
+	notify(`{"stream": "a", "partition": -3, "sequence": -9, "extra": {"x": 1}}`)
+	require.Equal(t, driver.Wakeup{Stream: "a", Partition: -3, Sequence: -9}, receive(t, wake))
+	notify(`{"stream": "a", "partition": 0, "sequence": 1}` + strings.Repeat(" ", 7000))
+	require.Equal(t, driver.Wakeup{Stream: "a", Partition: 0, Sequence: 1}, receive(t, wake))
+
+	_, err := d.Append(ctx, "a", json.RawMessage(`{}`), &rheo.AppendOptions{Partition: new(int)})
+	require.NoError(t, err)
+	require.Equal(t, driver.Wakeup{Stream: "a", Partition: 0, Sequence: 1}, receive(t, wake), "the listener still listens")
+	require.Empty(t, wake, "nothing else was delivered")
 }
 
 func TestWakeupsReconnect(t *testing.T) {
