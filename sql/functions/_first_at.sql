@@ -11,7 +11,11 @@ CREATE OR REPLACE FUNCTION rheo._first_at(stream text, "partition" int, at times
 RETURNS bigint
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
+-- Index paths only, whatever the statistics say (a new stream has none):
+-- the first mark at or after the time is read from the index on max_ts,
+-- never sorted out of all the partition's marks.
 SET enable_seqscan = off
+SET enable_sort = off
 AS $$
     SELECT e.sequence
       FROM rheo.events e

@@ -85,8 +85,9 @@ BEGIN
     -- fetch that committed meanwhile is read again after it is locked.
     --
     -- Deliveries are found by the index of their due time, so the leases
-    -- in flight, however many, are not read. reclaim below max_count
-    -- means those are all the deliveries due in the partition.
+    -- in flight, however many, are not read. They are counted up to
+    -- max_count + 1: up to max_count, those are all the deliveries due in
+    -- the partition.
     SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
            array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
       INTO v_locked, v_next, v_fresh, v_reclaim
@@ -98,7 +99,7 @@ BEGIN
                                AND d.expires_at <= v_now
                                AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
                              ORDER BY d.expires_at
-                             LIMIT p_max_count) AS r) AS reclaim
+                             LIMIT p_max_count::bigint + 1) AS r) AS reclaim
               FROM rheo.cursors c
               JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
              WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
@@ -134,7 +135,7 @@ BEGIN
                                  AND d.expires_at <= v_now
                                  AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
                                ORDER BY d.expires_at
-                               LIMIT p_max_count) AS r)]
+                               LIMIT p_max_count::bigint + 1) AS r)]
           INTO v_locked, v_next, v_fresh, v_reclaim
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
@@ -220,15 +221,16 @@ BEGIN
     RETURN QUERY
     WITH plan AS (
         SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
-               x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim < p_max_count AS due_known
+               x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim <= p_max_count AS due_known
           FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
          WHERE x.quota > 0
     ), candidates AS (
-        -- The deliveries due again with the lowest sequences. When all of a
-        -- partition's due deliveries are known to be fewer than max_count,
-        -- they are read by the index of their due time and sorted;
-        -- otherwise due ones are many, and the primary key finds the
-        -- lowest soon.
+        -- The deliveries due again with the lowest sequences. When a
+        -- partition has at most max_count of them, they are read by the
+        -- index of their due time and sorted; when it has more, they are
+        -- many, and the primary key finds the lowest soon (unless they
+        -- are few among many more leases in flight: that costs a read of
+        -- the leases in flight below them).
         SELECT d.tid
           FROM plan p
          CROSS JOIN LATERAL (SELECT y.tid

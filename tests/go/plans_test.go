@@ -1,0 +1,184 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// TestIndexPaths runs the operations whose cost must not grow with the
+// log or with the work in flight on a loaded stream (200,000 events over
+// two partitions, 100,000 leases in flight), and checks, from the plans
+// of every statement they run (auto_explain) and from the rows each call
+// reads (pg_stat_xact_user_tables), that they read by index and only a
+// bounded number of rows: a group 10,000 events behind asks group_info,
+// replay by time and start_at look for a time near the end, and a fetch
+// of one finds the lease due among the 100,000 in flight.
+func TestIndexPaths(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	url := pgtapInstalledDatabase(t)
+	var plans planLog
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnNotice = plans.record
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+
+	const (
+		perPartition = 100_000
+		behind       = 10_000
+		inFlight     = 50_000 // per partition
+	)
+	exec(`SET rheo.notify = 'off'`)
+	exec(`SELECT rheo.create_stream('loaded', 2)`)
+	// All but the last `behind` events of each partition at 00:00, the
+	// rest at 01:00.
+	for p := range 2 {
+		for first := 1; first <= perPartition; first += 10_000 {
+			clock := "2030-01-01 00:00Z"
+			if first > perPartition-behind {
+				clock = "2030-01-01 01:00Z"
+			}
+			exec(`SELECT count(*) FROM rheo.append_batch('loaded',
+				(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10000) n),
+				"partition" => $1, clock => $2)`, p, clock)
+		}
+	}
+	exec(`SELECT rheo.create_group('loaded', 'behind', start_after => $1)`, perPartition-behind)
+	exec(`SELECT rheo.create_group('loaded', 'busy')`)
+	exec(`SELECT count(*) FROM rheo.fetch('loaded', 'busy', max_count => $1, lease_ms => 3600000,
+		clock => '2030-01-01 02:00Z')`, 2*inFlight)
+	// One lease of the 100,000 expires early: the fetch below must find it.
+	exec(`UPDATE rheo.deliveries SET expires_at = '2030-01-01 02:00:01Z'
+	       WHERE (group_id, "partition", sequence) = (SELECT g.group_id, 1, 777 FROM rheo.groups g WHERE g.group_name = 'busy')`)
+	exec(`LOAD 'auto_explain'`)
+	exec(`SET auto_explain.log_min_duration = 0`)
+	exec(`SET auto_explain.log_nested_statements = on`)
+	exec(`SET client_min_messages = log`)
+
+	// Once before the tables have statistics, as on a new install, and
+	// once after.
+	for round, stats := range []string{"without statistics", "with statistics"} {
+		if round == 1 {
+			exec(`VACUUM ANALYZE rheo.events, rheo.deliveries, rheo.time_marks`)
+		}
+		for _, tc := range []struct {
+			name string
+			sql  string
+			// at most this many rows of each table read by the call
+			events, deliveries, marks int64
+			want                      string // an index the plans must use
+		}{
+			{"group_info of a group far behind", `SELECT * FROM rheo.group_info('loaded', 'behind')`,
+				2 * 1024, 0, 2 * (behind/1024 + 1), "time_marks_pkey"},
+			{"group_info of a group with 100,000 leases in flight", `SELECT * FROM rheo.group_info('loaded', 'busy', clock => '2030-01-01 02:00Z')`,
+				2 * 1024, 2*inFlight + 8, 2 * (perPartition/2/1024 + 1), "deliveries_pkey"},
+			{"replay by time near the end of the log", `SELECT rheo.replay('loaded', 'behind', from_ts => '2030-01-01 01:00Z')`,
+				2 * 1024, 0, 4, "time_marks_max_ts_idx"},
+			{"start_at near the end of the log", fmt.Sprintf(`SELECT rheo.create_group('loaded', 'late-%d', start_at => '2030-01-01 01:00Z')`, round),
+				2 * 1024, 0, 4, "time_marks_max_ts_idx"},
+			{"fetch of one with 100,000 leases in flight", `SELECT count(*) FROM rheo.fetch('loaded', 'busy', max_count => 1,
+				clock => '2030-01-01 02:00:02Z')`, 2, 8, 0, "deliveries_due_idx"},
+		} {
+			t.Run(stats+"/"+tc.name, func(t *testing.T) {
+				plans.reset()
+				read, err := rowsRead(ctx, conn, tc.sql)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for table, limit := range map[string]int64{"events": tc.events, "deliveries": tc.deliveries, "time_marks": tc.marks} {
+					if read[table] > limit {
+						t.Errorf("read %d rows of rheo.%s, want at most %d; plans:\n%s", read[table], table, limit, plans.text())
+					}
+				}
+				text := plans.text()
+				if scans := seqScan.FindAllString(text, -1); len(scans) > 0 {
+					t.Errorf("sequential scans %q in the plans:\n%s", scans, text)
+				}
+				if !strings.Contains(text, tc.want) {
+					t.Errorf("no use of %s in the plans:\n%s", tc.want, text)
+				}
+			})
+		}
+	}
+}
+
+var seqScan = regexp.MustCompile(`Seq Scan on (events|deliveries|time_marks|cursors|dead_letters)\b`)
+
+// rowsRead runs sql in a transaction of its own and returns how many rows
+// of each of Rheo's tables it read, by sequential scan or through an
+// index. The transaction is rolled back.
+func rowsRead(ctx context.Context, conn *pgx.Conn, sql string) (map[string]int64, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	counts := func() (map[string]int64, error) {
+		rows, _ := tx.Query(ctx, `
+			SELECT relname, coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)
+			  FROM pg_stat_xact_user_tables WHERE schemaname = 'rheo'`)
+		out := map[string]int64{}
+		var name string
+		var n int64
+		_, err := pgx.ForEachRow(rows, []any{&name, &n}, func() error { out[name] = n; return nil })
+		return out, err
+	}
+	before, err := counts()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, sql); err != nil {
+		return nil, fmt.Errorf("%s: %w", sql, err)
+	}
+	after, err := counts()
+	if err != nil {
+		return nil, err
+	}
+	for table := range after {
+		after[table] -= before[table]
+	}
+	return after, nil
+}
+
+// planLog keeps the plans auto_explain sends as LOG messages.
+type planLog struct {
+	mu    sync.Mutex
+	plans []string
+}
+
+func (l *planLog) record(_ *pgconn.PgConn, n *pgconn.Notice) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.plans = append(l.plans, n.Message)
+}
+
+func (l *planLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.plans = nil
+}
+
+func (l *planLog) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.plans, "\n")
+}
