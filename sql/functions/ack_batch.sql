@@ -15,10 +15,13 @@ SET jit = off
 AS $$
 DECLARE
     p_lease_ids ALIAS FOR $1;
+    p_clock     ALIAS FOR $2;
 BEGIN
     IF p_lease_ids IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_ids must not be NULL';
     END IF;
+    PERFORM rheo._check_array('lease_ids', p_lease_ids);
+    PERFORM rheo._check_time('clock', p_clock);
     RETURN QUERY
     WITH settled AS (
         DELETE FROM rheo.deliveries AS d

@@ -13,6 +13,7 @@ DECLARE
     v_now        timestamptz := coalesce(p_clock, now());
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
+    PERFORM rheo._check_time('clock', p_clock);
     RETURN QUERY
     SELECT (SELECT coalesce(sum(l.lag), 0)::bigint FROM rheo.lag(p_stream, p_group_name) l),
            (SELECT count(*) FROM rheo.deliveries d
