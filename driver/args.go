@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"encoding/json"
 	"math"
 	"time"
 
@@ -82,20 +81,6 @@ func CheckLength(what, s string) error {
 	return nil
 }
 
-// CheckJSON reports bytes that are not JSON, or JSON nested deeper than
-// MaxJSONDepth, as invalid_argument; what names the argument. Whether the
-// value is an object is for the operation to say, after its other
-// checks.
-func CheckJSON(what string, v []byte) error {
-	if !json.Valid(v) {
-		return rheo.Errorf(rheo.ErrInvalidArgument, "%s is not valid JSON", what)
-	}
-	if jsonDeeperThan(v, MaxJSONDepth) {
-		return rheo.Errorf(rheo.ErrInvalidArgument, "%s nests objects and arrays more than %d levels deep", what, MaxJSONDepth)
-	}
-	return nil
-}
-
 // Int32 returns n as an int32 argument, or invalid_argument naming what
 // when it does not fit: for values the database would store, where
 // clamping would change them (max_attempts).
@@ -104,36 +89,4 @@ func Int32(what string, n int) (int32, error) {
 		return 0, rheo.Errorf(rheo.ErrInvalidArgument, "%s must fit in a 32-bit integer, got %d", what, n)
 	}
 	return int32(n), nil
-}
-
-// jsonDeeperThan reports whether valid JSON v nests objects and arrays
-// more than limit levels deep. Brackets and braces count only outside
-// strings; inside them a backslash escapes the next byte.
-func jsonDeeperThan(v []byte, limit int) bool {
-	depth := 0
-	inString := false
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case '[', '{':
-			depth++
-			if depth > limit {
-				return true
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return false
 }

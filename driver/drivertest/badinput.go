@@ -425,6 +425,39 @@ func badInputCases(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.Len(t, page.Events, 1)
 	})
+
+	t.Run("json that PostgreSQL's jsonb cannot hold is invalid_argument on both drivers", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		refused := []string{
+			`"\u0000"`, `"a\u0000b"`,
+			`"\ud800"`, `"\udc00"`, `"\ud800x"`, `"\ud800\u0041"`, `"\ud800\ud800\udc00"`, `"\ude00\ud83d"`,
+			`1e131072`, `-1e131072`, `123456.7e131067`, `1e-16384`, `0.5e-16383`, `0.00e-16382`,
+			`0e1073741823`, `0e-1073741822`, `1e99999999999999999999`,
+		}
+		for _, v := range refused {
+			doc := json.RawMessage(`{"v": ` + v + `}`)
+			_, err := b.d.Append(b.ctx, s, doc, nil)
+			requireBadInput(t, err, rheo.ErrInvalidArgument, "payload", "payload %s", v)
+			_, err = b.d.Append(b.ctx, s, payload(1), &rheo.AppendOptions{Metadata: doc})
+			requireBadInput(t, err, rheo.ErrInvalidArgument, "metadata", "metadata %s", v)
+			_, err = b.d.Query(b.ctx, s, rheo.Query{Payload: doc})
+			requireBadInput(t, err, rheo.ErrInvalidArgument, "payload", "payload filter %s", v)
+		}
+		events, err := b.d.Read(b.ctx, s, nil)
+		require.NoError(t, err)
+		require.Empty(t, events)
+		accepted := []string{
+			`"\ud83d\ude00"`, `"\\ud800"`, `"\\u0000"`, `"\u00e9"`,
+			`1e131071`, `-9.99e131071`, `123456.7e131066`, `1E+131071`, `1e-16383`, `0.5e-16382`, `0.00e-16381`,
+			`0e1073741822`, `1e-0000000000000000016383`, `-0`, `0.0`,
+		}
+		for _, v := range accepted {
+			doc := json.RawMessage(`{"v": ` + v + `}`)
+			_, err := b.d.Append(b.ctx, s, doc, &rheo.AppendOptions{Metadata: doc})
+			require.NoError(t, err, v)
+		}
+	})
 }
 
 // badTime is a time outside the clock range, named for messages.

@@ -676,9 +676,10 @@ func leaseIDArg(s string) (pgtype.UUID, error) {
 	return id, nil
 }
 
-// checkJSON rejects bytes that are not JSON at all, or that nest deeper
-// than the SQLite driver can store (driver.CheckJSON); whether the value
-// is an object is for the SQL function to say, after its other checks.
+// checkJSON rejects bytes that are not JSON at all, or JSON that either
+// database cannot take (driver.CheckJSON), naming the argument; whether
+// the value is an object is for the SQL function to say, after its other
+// checks.
 func checkJSON(what string, v json.RawMessage) error {
 	return driver.CheckJSON(what, v)
 }

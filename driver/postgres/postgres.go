@@ -30,8 +30,8 @@
 //   - input PostgreSQL cannot store (a data exception, SQLSTATE class 22,
 //     such as a NUL character in text) is invalid_argument, and so are,
 //     found before the database is asked and so before stream_not_found:
-//     payload, metadata or query patterns that are not JSON or nest
-//     deeper than driver.MaxJSONDepth, durations beyond int32
+//     payload, metadata or query patterns that are not JSON, or that
+//     either database cannot take (driver.CheckJSON), durations beyond int32
 //     milliseconds, a max_attempts beyond int32, and an Options.Clock
 //     reading or an AppendOptions.TS outside the years 0001 to 9999
 //     (driver.CheckTime);

@@ -21,20 +21,13 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
 
 const nameRule = "1 to 128 characters of A-Z a-z 0-9 . _ : / -, starting with a letter or digit"
 
-// checkJSON rejects bytes that are not JSON at all, that nest deeper
-// than driver.MaxJSONDepth (SQLite's JSON functions stop at 1000 levels,
-// and a batch row adds two), or that PostgreSQL's jsonb cannot store
-// (\u0000), before anything else, as PostgreSQL does when it receives
-// the argument. Whether the value is an object is
-// checked with the operation's other arguments, in the SPEC's order.
+// checkJSON rejects bytes that are not JSON at all, or that PostgreSQL's
+// jsonb or SQLite's JSON functions cannot take (driver.CheckJSON), before
+// anything else, as PostgreSQL does when it receives the argument.
+// Whether the value is an object is checked with the operation's other
+// arguments, in the SPEC's order.
 func checkJSON(what string, v json.RawMessage) error {
-	if err := driver.CheckJSON(what, v); err != nil {
-		return err
-	}
-	if hasNULEscape(v) {
-		return rheo.Errorf(rheo.ErrInvalidArgument, "%s contains \\u0000, which cannot be stored", what)
-	}
-	return nil
+	return driver.CheckJSON(what, v)
 }
 
 // checkText rejects text PostgreSQL cannot store, so that both drivers
@@ -45,22 +38,6 @@ func checkText(what, s string) error {
 		return rheo.Errorf(rheo.ErrInvalidArgument, "%s %q is not valid UTF-8 text without NUL characters", what, s)
 	}
 	return nil
-}
-
-// hasNULEscape reports whether valid JSON v contains the escape \u0000,
-// which PostgreSQL's jsonb cannot store. Backslashes occur only inside
-// strings, each starting a two-character or \uXXXX escape.
-func hasNULEscape(v json.RawMessage) bool {
-	for i := 0; i < len(v); i++ {
-		if v[i] != '\\' {
-			continue
-		}
-		if i+5 < len(v) && string(v[i+1:i+6]) == "u0000" {
-			return true
-		}
-		i++ // skip the escaped character
-	}
-	return false
 }
 
 // metadataArg defaults nil metadata to {}.
