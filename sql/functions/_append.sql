@@ -83,8 +83,13 @@ BEGIN
         RAISE EXCEPTION 'invalid_partition' USING ERRCODE = 'RH007',
             DETAIL = format('partition %s is outside 0..%s', p_partition, v_count - 1);
     END IF;
-    PERFORM rheo._check_time('ts', p_ts);
-    PERFORM rheo._check_time('clock', p_clock);
+    -- IS NOT NULL first: a helper call costs some 5 us.
+    IF p_ts IS NOT NULL THEN
+        PERFORM rheo._check_time('ts', p_ts);
+    END IF;
+    IF p_clock IS NOT NULL THEN
+        PERFORM rheo._check_time('clock', p_clock);
+    END IF;
     IF v_n = 0 THEN
         RETURN;
     END IF;

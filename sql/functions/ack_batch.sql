@@ -21,7 +21,10 @@ BEGIN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_ids must not be NULL';
     END IF;
     PERFORM rheo._check_array('lease_ids', p_lease_ids);
-    PERFORM rheo._check_time('clock', p_clock);
+    -- IS NOT NULL first: a helper call costs some 5 us, a quarter of an ack.
+    IF p_clock IS NOT NULL THEN
+        PERFORM rheo._check_time('clock', p_clock);
+    END IF;
     RETURN QUERY
     WITH settled AS (
         DELETE FROM rheo.deliveries AS d
