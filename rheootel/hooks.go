@@ -29,9 +29,9 @@ import (
 //
 // before the handler (worker.HandleStartHook) and ends it when the
 // handler returns (worker.HandledHook). The handler runs under the span's
-// context, so the spans of its own calls (and of the appends it makes
-// through a driver of NewDriver, whose events then carry this span as
-// their creation context) are children of it. The span links to the
+// context, so the spans of its own calls are children of it, and so are
+// the spans of the appends it makes through a driver of NewDriver: the
+// events it appends continue the trace. The span links to the
 // event's creation context, and is its child for a fresh first delivery
 // (see the package documentation). It carries the event's stream, group,
 // partition, id, sequence, type, size and correlation id
