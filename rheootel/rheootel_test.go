@@ -273,6 +273,14 @@ func TestTracePropagation(t *testing.T) {
 					assert.True(t, sameSpan(batch[0].SpanContext(), creationOf(ev)))
 					assert.Equal(t, "loader", metadataOf(t, ev)["producer"])
 				}
+
+				// One id of the caller's leaves the whole batch alone.
+				items = append(items, rheo.BatchItem{Payload: json.RawMessage(`{"n": 3}`), ID: "order-3"})
+				evs, err = bd.drv.AppendBatch(context.Background(), bd.stream, items, nil)
+				require.NoError(t, err)
+				for _, ev := range evs {
+					assert.False(t, creationOf(ev).IsValid())
+				}
 			})
 
 			t.Run("a TxHandler works through the traced driver, under the process span", func(t *testing.T) {
