@@ -27,14 +27,14 @@
 // backend_unavailable, …). Rheo's own attributes are in the
 // messaging.rheo namespace (KeySequence, KeyAttempt, …).
 //
-//	append {stream}        PRODUCER  send      Driver.Append
-//	append_batch {stream}  PRODUCER  send      Driver.AppendBatch
-//	fetch {stream}         CLIENT    receive   Driver.Fetch (when it leases something or fails)
+//	append {stream}        PRODUCER  send      the wrapped driver's Append
+//	append_batch {stream}  PRODUCER  send      AppendBatch
+//	fetch {stream}         CLIENT    receive   Fetch, when it leases something or fails
 //	process {stream}       CONSUMER  process   a worker's handler run (Hooks)
-//	ack {stream}           CLIENT    settle    Driver.Ack (a TxHandler's ack)
-//	ack_batch {stream}     CLIENT    settle    Driver.AckBatch (a worker's acks)
-//	retry {stream}         CLIENT    settle    Driver.Retry
-//	reject {stream}        CLIENT    settle    Driver.Reject
+//	ack {stream}           CLIENT    settle    Ack (a TxHandler's ack)
+//	ack_batch {stream}     CLIENT    settle    AckBatch (a worker's acks)
+//	retry {stream}         CLIENT    settle    Retry
+//	reject {stream}        CLIENT    settle    Reject
 //
 // The fetch, process and settle spans link to the creation context of
 // every event they carry. A worker fetches and settles under the context
