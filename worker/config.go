@@ -104,9 +104,10 @@ type Config struct {
 	// LogKey…. Defaults to no logging.
 	Logger *slog.Logger
 	// Hooks are told of the worker's events: each element implements one
-	// or more of FetchedHook, FetchFailedHook, HandledHook, AckedHook,
-	// RetriedHook, DeadLetteredHook, RedeliveredHook, RenewedHook,
-	// LeaseLostHook and SettleFailedHook. Defaults to none.
+	// or more of FetchedHook, FetchFailedHook, HandleStartHook,
+	// HandledHook, AckedHook, RetriedHook, DeadLetteredHook,
+	// RedeliveredHook, RenewedHook, LeaseLostHook and SettleFailedHook.
+	// Defaults to none.
 	Hooks []any
 	// Clock schedules lease renewals and polls. Give the driver's clock
 	// in tests. Defaults to the system clock.

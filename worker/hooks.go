@@ -22,6 +22,24 @@ type FetchFailedHook interface {
 	FetchFailed(ctx context.Context, info FetchErrorInfo)
 }
 
+// HandleStartHook is told when a Worker's handler is about to run, and
+// chooses the context the handler runs under: the handler gets the
+// context HandleStart returns (nil keeps ctx). That context must be ctx
+// or derived from it, so that the lease's cancellation still reaches the
+// handler. Tracing uses it to make the handler's own work children of a
+// span started here and ended in HandledHook.
+//
+// It is called once per handler run, and HandledHook is called when that
+// run returns. A TxHandler's is called inside its transaction, once it
+// has begun (a transaction that cannot begin runs no handler and calls
+// neither hook); the ack in that transaction is made under the returned
+// context too. With several such hooks, each gets the context the one
+// before it returned, in the order of Config.Hooks. A Consumer runs no
+// handler and calls none.
+type HandleStartHook interface {
+	HandleStart(ctx context.Context, info HandleStartInfo) context.Context
+}
+
 // HandledHook is told when a handler returns.
 type HandledHook interface {
 	Handled(ctx context.Context, info HandleInfo)
@@ -83,6 +101,12 @@ type FetchErrorInfo struct {
 	// Backoff is how long the worker waits before fetching again: 100ms
 	// doubling to 5s over successive failures, each jittered by ±20%.
 	Backoff time.Duration
+}
+
+// HandleStartInfo describes a handler about to run.
+type HandleStartInfo struct {
+	// Lease is the lease the handler is given.
+	Lease rheo.Lease
 }
 
 // HandleInfo describes a handler's return.
@@ -200,6 +224,7 @@ const (
 type hookSet struct {
 	fetched      []FetchedHook
 	fetchFailed  []FetchFailedHook
+	handleStart  []HandleStartHook
 	handled      []HandledHook
 	acked        []AckedHook
 	retried      []RetriedHook
@@ -219,6 +244,9 @@ func (s *hookSet) add(h any) bool {
 	}
 	if x, ok := h.(FetchFailedHook); ok {
 		s.fetchFailed, n = append(s.fetchFailed, x), n+1
+	}
+	if x, ok := h.(HandleStartHook); ok {
+		s.handleStart, n = append(s.handleStart, x), n+1
 	}
 	if x, ok := h.(HandledHook); ok {
 		s.handled, n = append(s.handled, x), n+1
@@ -245,4 +273,15 @@ func (s *hookSet) add(h any) bool {
 		s.settleFailed, n = append(s.settleFailed, x), n+1
 	}
 	return n > 0
+}
+
+// startHandle calls the HandleStartHooks for a handler about to run with
+// ctx and returns the context the handler runs under.
+func (s *hookSet) startHandle(ctx context.Context, l rheo.Lease) context.Context {
+	for _, x := range s.handleStart {
+		if next := x.HandleStart(ctx, HandleStartInfo{Lease: l}); next != nil {
+			ctx = next
+		}
+	}
+	return ctx
 }

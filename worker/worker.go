@@ -212,8 +212,9 @@ func (w *Worker) handle(h *held) {
 		w.handleTx(h)
 		return
 	}
+	ctx := w.c.s.hooks.startHandle(h.ctx, h.lease)
 	start := time.Now()
-	err := callHandler(w.c.s.Handler, h.ctx, h.lease)
+	err := callHandler(w.c.s.Handler, ctx, h.lease)
 	lost := w.c.deactivate(h)
 	w.freeSlot()
 	o := outcomeOf(err)
@@ -252,6 +253,7 @@ func (w *Worker) handleTx(h *held) {
 	)
 	err := w.transactor.InTx(h.ctx, func(ctx context.Context, tx driver.Tx) error {
 		ran = true
+		ctx = w.c.s.hooks.startHandle(ctx, h.lease)
 		handlerErr = callTxHandler(w.c.s.TxHandler, ctx, tx, h.lease)
 		lost = w.c.deactivate(h)
 		switch {

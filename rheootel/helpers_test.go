@@ -1,0 +1,426 @@
+package rheootel_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/migrate"
+	"github.com/rheo-go/rheo/rheootel"
+	"github.com/rheo-go/rheo/worker"
+)
+
+// waitTimeout bounds every wait for something the test expects.
+const waitTimeout = 30 * time.Second
+
+// envURL points the tests at a PostgreSQL server, as in the core module.
+const envURL = "RHEO_TEST_DATABASE_URL"
+
+const localURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+
+// backend is a migrated database of one kind that tests open drivers on.
+type backend struct {
+	name string
+	// open returns a new driver on the database, closed when t ends.
+	open func(t testing.TB, clock driver.Clock) driver.Driver
+}
+
+// backends prepares one database of each kind for t.
+func backends(t testing.TB) []*backend {
+	t.Helper()
+	return []*backend{newPostgresBackend(t), newSQLiteBackend(t)}
+}
+
+var (
+	serverOnce sync.Once
+	serverURL  string
+	serverErr  error
+)
+
+// postgresServer returns the URL of a reachable PostgreSQL server, or
+// skips t (fails it under CI=true).
+func postgresServer(t testing.TB) string {
+	t.Helper()
+	serverOnce.Do(func() {
+		serverURL = os.Getenv(envURL)
+		if serverURL == "" {
+			serverURL = localURL
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, serverURL)
+		if err != nil {
+			serverErr = err
+			return
+		}
+		serverErr = conn.Close(ctx)
+	})
+	if serverErr != nil {
+		msg := fmt.Sprintf("no PostgreSQL for tests at %s: %v; set %s=postgres://… or start PostgreSQL on 127.0.0.1:5432",
+			redacted(serverURL), serverErr, envURL)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return serverURL
+}
+
+func redacted(u string) string {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return "the server"
+	}
+	return parsed.Redacted()
+}
+
+// newPostgresBackend creates a migrated database for t, dropped when t
+// ends.
+func newPostgresBackend(t testing.TB) *backend {
+	t.Helper()
+	admin := postgresServer(t)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "rheootel_test_" + hex.EncodeToString(b)
+	ctx := context.Background()
+	exec := func(sql string) error {
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	ident := pgx.Identifier{name}.Sanitize()
+	require.NoError(t, exec("CREATE DATABASE "+ident))
+	t.Cleanup(func() {
+		if err := exec("DROP DATABASE IF EXISTS " + ident + " WITH (FORCE)"); err != nil {
+			t.Errorf("drop test database: %v", err)
+		}
+	})
+	u, err := url.Parse(admin)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	dsn := u.String()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.NoError(t, migrate.Postgres(ctx, conn, nil))
+	return &backend{name: "postgres", open: func(t testing.TB, clock driver.Clock) driver.Driver {
+		d, err := postgres.Open(context.Background(), dsn, &postgres.Options{Clock: clock})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = d.Close() })
+		return d
+	}}
+}
+
+func newSQLiteBackend(t testing.TB) *backend {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rheo.db")
+	return &backend{name: "sqlite", open: func(t testing.TB, clock driver.Clock) driver.Driver {
+		d, err := sqlite.Open(context.Background(), path, &sqlite.Options{Clock: clock, Migrate: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = d.Close() })
+		return d
+	}}
+}
+
+// streamSeq makes stream names unique within a test binary run.
+var streamSeq atomic.Int64
+
+// bundle is what a test works with: a traced driver on a fresh stream,
+// the hooks, and in-memory exporters for both.
+type bundle struct {
+	raw    driver.Driver // the driver NewDriver wrapped
+	drv    driver.Driver // the traced driver
+	hooks  *rheootel.Hooks
+	spans  *tracetest.SpanRecorder
+	tp     *sdktrace.TracerProvider
+	reader *sdkmetric.ManualReader
+	clock  *fakeClock
+	stream string
+	group  string
+}
+
+// setup opens a traced driver on b with a stream of one partition and a
+// group; opts may set ParentWindow (the providers are the test's own).
+func setup(t *testing.T, b *backend, maxAttempts int, opts *rheootel.Options) *bundle {
+	t.Helper()
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() {
+		ctx := context.WithoutCancel(context.Background())
+		_ = tp.Shutdown(ctx)
+		_ = mp.Shutdown(ctx)
+	})
+	o := rheootel.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.TracerProvider, o.MeterProvider = tp, mp
+
+	clock := newFakeClock()
+	raw := b.open(t, clock.Now)
+	stream := fmt.Sprintf("otel%d", streamSeq.Add(1))
+	ctx := context.Background()
+	require.NoError(t, raw.CreateStream(ctx, stream, 1))
+	require.NoError(t, raw.CreateGroup(ctx, stream, "g", &rheo.CreateGroupOptions{MaxAttempts: maxAttempts}))
+	return &bundle{
+		raw: raw, drv: rheootel.NewDriver(raw, &o), hooks: rheootel.NewHooks(&o),
+		spans: spans, tp: tp, reader: reader, clock: clock, stream: stream, group: "g",
+	}
+}
+
+// config is a worker config on the bundle's stream with its hooks and
+// clock.
+func (bd *bundle) config(h worker.Handler) *worker.Config {
+	return &worker.Config{
+		Stream:        bd.stream,
+		Group:         bd.group,
+		Handler:       h,
+		Concurrency:   2,
+		LeaseDuration: 10 * time.Second,
+		Clock:         bd.clock,
+		Hooks:         []any{bd.hooks},
+	}
+}
+
+// startWorker starts a worker on the traced driver and stops it when t
+// ends.
+func (bd *bundle) startWorker(t *testing.T, cfg *worker.Config) *worker.Worker {
+	t.Helper()
+	w, err := worker.New(bd.drv, cfg)
+	require.NoError(t, err)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = w.StopAndCancel(ctx)
+	})
+	return w
+}
+
+// stop stops w, so that every span and measurement of its run is in.
+func stop(t *testing.T, w *worker.Worker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, w.Stop(ctx))
+}
+
+// ended returns the ended spans named name.
+func (bd *bundle) ended(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range bd.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// waitSpans waits until n spans named name have ended and returns them.
+func (bd *bundle) waitSpans(t *testing.T, name string, n int) []sdktrace.ReadOnlySpan {
+	t.Helper()
+	var got []sdktrace.ReadOnlySpan
+	eventually(t, fmt.Sprintf("%d %q spans", n, name), func() bool {
+		got = bd.ended(name)
+		return len(got) >= n
+	})
+	return got
+}
+
+// attr returns the value of key on s, or an invalid value.
+func attr(s sdktrace.ReadOnlySpan, key attribute.Key) attribute.Value {
+	for _, kv := range s.Attributes() {
+		if kv.Key == key {
+			return kv.Value
+		}
+	}
+	return attribute.Value{}
+}
+
+// linksTo reports whether s links to sc.
+func linksTo(s sdktrace.ReadOnlySpan, sc trace.SpanContext) bool {
+	for _, l := range s.Links() {
+		if l.SpanContext.TraceID() == sc.TraceID() && l.SpanContext.SpanID() == sc.SpanID() {
+			return true
+		}
+	}
+	return false
+}
+
+// metrics collects what the bundle's meter recorded.
+func (bd *bundle) metrics(t *testing.T) metricdata.ResourceMetrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, bd.reader.Collect(context.Background(), &rm))
+	return rm
+}
+
+// find returns the metric named name, or false.
+func find(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, bool) {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m, true
+			}
+		}
+	}
+	return metricdata.Metrics{}, false
+}
+
+// matches reports whether set holds every attribute of want.
+func matches(set attribute.Set, want []attribute.KeyValue) bool {
+	for _, kv := range want {
+		v, ok := set.Value(kv.Key)
+		if !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// sum is the sum of a counter's data points that carry want.
+func sum(t *testing.T, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	m, ok := find(rm, name)
+	if !ok {
+		return 0
+	}
+	data, ok := m.Data.(metricdata.Sum[int64])
+	require.True(t, ok, "%s is a %T, not an int64 sum", name, m.Data)
+	var n int64
+	for _, dp := range data.DataPoints {
+		if matches(dp.Attributes, want) {
+			n += dp.Value
+		}
+	}
+	return n
+}
+
+// count is the number of measurements of a histogram that carry want.
+func count(t *testing.T, rm metricdata.ResourceMetrics, name string, want ...attribute.KeyValue) uint64 {
+	t.Helper()
+	m, ok := find(rm, name)
+	if !ok {
+		return 0
+	}
+	data, ok := m.Data.(metricdata.Histogram[float64])
+	require.True(t, ok, "%s is a %T, not a float64 histogram", name, m.Data)
+	var n uint64
+	for _, dp := range data.DataPoints {
+		if matches(dp.Attributes, want) {
+			n += dp.Count
+		}
+	}
+	return n
+}
+
+// eventually waits until cond holds, checking every few milliseconds.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// receive waits for a value from ch.
+func receive[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// fakeClock is a worker.Clock (and driver.Clock) that moves only when the
+// test advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) At(t time.Time) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ft := &fakeTimer{at: t, ch: make(chan time.Time, 1)}
+	if !t.After(c.now) {
+		ft.ch <- c.now
+		return ft.ch, func() {}
+	}
+	c.timers = append(c.timers, ft)
+	return ft.ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, x := range c.timers {
+			if x == ft {
+				c.timers = append(c.timers[:i], c.timers[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+// Advance moves the clock by d and fires the timers that fall due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timers[:0]
+	for _, ft := range c.timers {
+		if ft.at.After(c.now) {
+			kept = append(kept, ft)
+			continue
+		}
+		ft.ch <- c.now
+	}
+	c.timers = kept
+}
