@@ -18,6 +18,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/rheootel"
+	"github.com/rheo-go/rheo/worker"
 )
 
 // creationOf is the creation context an event's metadata carries.
@@ -127,7 +128,7 @@ func TestTracePropagation(t *testing.T) {
 
 				w := bd.startWorker(t, bd.config(func(ctx context.Context, l rheo.Lease) error {
 					if l.Attempt < 3 {
-						return errors.New("flaky")
+						return worker.Retry(0, errors.New("flaky")) // again at once
 					}
 					return nil
 				}))

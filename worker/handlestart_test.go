@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,6 +145,7 @@ func TestHandleStartHook(t *testing.T) {
 					return nil
 				})
 				cfg.Hooks = append(cfg.Hooks, hook)
+				cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return 0 } // again at once
 				startWorker(t, bd.drv, cfg)
 
 				s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
