@@ -105,6 +105,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"concurrency", concurrencyCases},
 		{"wakeups", wakeupCases},
 		{"history queries", QueryCases},
+		{"lifecycle and retention", retentionCases},
 	}
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) { f.cases(t, h) })
