@@ -35,6 +35,10 @@ BEGIN
                                   THEN pt.tail_min_ts ELSE least(pt.tail_min_ts, p_ts) END
          WHERE pt.stream = p_stream AND pt."partition" = p_parts[i]
         RETURNING pt.high_watermark, pt.max_ts, pt.tail_min_ts INTO v_high, v_max, v_tail;
+        IF NOT FOUND THEN  -- dropped while this append waited for the row
+            RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
+                DETAIL = format('stream %L does not exist', p_stream);
+        END IF;
         v_base := v_high - p_counts[i];
         IF v_high / 1024 > v_base / 1024 THEN
             -- A mark at every multiple of 1024 reached. The events of one

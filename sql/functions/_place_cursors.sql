@@ -1,6 +1,7 @@
 -- Places a group's cursors in the given partitions: after start_after, at
 -- the first event with ts >= start_at (or past the high watermark when
--- there is none), or at the beginning.
+-- there is none), or at the beginning. Never below the low watermark:
+-- pruned events count as terminal for every group (SPEC §7).
 CREATE OR REPLACE FUNCTION rheo._place_cursors(group_id int, stream text, partitions int[],
                                                start_after bigint, start_at timestamptz)
 RETURNS void
@@ -15,15 +16,15 @@ DECLARE
     p_start_at    ALIAS FOR $5;
 BEGIN
     UPDATE rheo.cursors AS c
-       SET next_sequence = CASE
+       SET next_sequence = greatest(pt.low_watermark, CASE
                WHEN p_start_after IS NOT NULL THEN p_start_after + 1
-               WHEN p_start_at IS NOT NULL THEN coalesce(
-                   rheo._first_at(p_stream, c."partition", p_start_at),
-                   (SELECT pt.high_watermark + 1 FROM rheo.partitions pt
-                     WHERE pt.stream = p_stream AND pt."partition" = c."partition"))
+               WHEN p_start_at IS NOT NULL THEN coalesce(rheo._first_at(p_stream, c."partition", p_start_at),
+                                                          pt.high_watermark + 1)
                ELSE 1
-           END
-     WHERE c.group_id = p_group_id AND c."partition" = ANY (p_partitions);
+           END)
+      FROM rheo.partitions pt
+     WHERE c.group_id = p_group_id AND c."partition" = ANY (p_partitions)
+       AND pt.stream = p_stream AND pt."partition" = c."partition";
 END
 $$;
 

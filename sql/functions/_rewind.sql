@@ -1,8 +1,9 @@
 -- Rewinds a group in one partition so every event after sequence n is
 -- claimable again from attempt 1: its leases become stale and its dead
 -- letters are cleared. It never moves the cursor forward. Returns how
--- many already-offered events became claimable again. The caller holds
--- the cursor row's lock.
+-- many already-offered events became claimable again. It never goes
+-- below the low watermark: from a sequence below it, it rewinds to it.
+-- The caller holds the cursor row's lock.
 CREATE OR REPLACE FUNCTION rheo._rewind(group_id int, stream text, "partition" int, n bigint)
 RETURNS bigint
 LANGUAGE plpgsql
@@ -15,30 +16,33 @@ DECLARE
     p_n         ALIAS FOR $4;
     v_next      bigint;
     v_high      bigint;
+    v_low       bigint;
+    v_n         bigint;
 BEGIN
-    SELECT c.next_sequence, pt.high_watermark INTO v_next, v_high
+    SELECT c.next_sequence, pt.high_watermark, pt.low_watermark INTO v_next, v_high, v_low
       FROM rheo.cursors c
       JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
      WHERE c.group_id = p_group_id AND c."partition" = p_partition;
-    IF v_next <= p_n + 1 THEN
+    v_n := greatest(p_n, v_low - 1);
+    IF v_next <= v_n + 1 THEN
         RETURN 0;
     END IF;
     -- Lock the deliveries in primary key order before deleting them, as
     -- every multi-row settle does (docs/design.md, "Locks").
     PERFORM 1 FROM rheo.deliveries d
-      WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > p_n
+      WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n
       ORDER BY d.sequence
         FOR UPDATE;
     DELETE FROM rheo.deliveries AS d
-     WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > p_n;
+     WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n;
     DELETE FROM rheo.dead_letters AS dl
-     WHERE dl.group_id = p_group_id AND dl."partition" = p_partition AND dl.sequence > p_n;
+     WHERE dl.group_id = p_group_id AND dl."partition" = p_partition AND dl.sequence > v_n;
     UPDATE rheo.cursors AS c
-       SET next_sequence = p_n + 1
+       SET next_sequence = v_n + 1
      WHERE c.group_id = p_group_id AND c."partition" = p_partition;
     -- Offered: below the cursor and existing (a cursor placed past the
     -- high watermark has offered nothing beyond it).
-    RETURN greatest(0, least(v_next - 1, v_high) - p_n);
+    RETURN greatest(0, least(v_next - 1, v_high) - v_n);
 END
 $$;
 

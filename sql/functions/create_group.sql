@@ -20,6 +20,14 @@ DECLARE
     v_group_id     int;
 BEGIN
     v_count := rheo._stream(p_stream);
+    -- Holds off drop_stream and prune of the stream until this commits,
+    -- and waits for theirs: the cursors are placed against the partitions'
+    -- low watermarks as they stand.
+    PERFORM 1 FROM rheo.streams s WHERE s.stream = p_stream FOR KEY SHARE;
+    IF NOT FOUND THEN  -- dropped meanwhile
+        RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
+            DETAIL = format('stream %L does not exist', p_stream);
+    END IF;
     IF NOT rheo._valid_name(p_group_name) THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = format('invalid group name %L: 1 to 128 characters of A-Z a-z 0-9 . _ : / -, starting with a letter or digit', p_group_name);
@@ -43,8 +51,11 @@ BEGIN
         RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
             DETAIL = format('group %L already exists on stream %L', p_group_name, p_stream);
     END IF;
+    -- Every partition from its first retained event; the start options
+    -- then place the listed ones.
     INSERT INTO rheo.cursors (group_id, "partition", next_sequence)
-    SELECT v_group_id, x, 1 FROM generate_series(0, v_count - 1) x;
+    SELECT v_group_id, pt."partition", pt.low_watermark
+      FROM rheo.partitions pt WHERE pt.stream = p_stream;
     IF p_start_after IS NOT NULL OR p_start_at IS NOT NULL THEN
         PERFORM rheo._place_cursors(v_group_id, p_stream, v_scope, p_start_after, p_start_at);
     END IF;

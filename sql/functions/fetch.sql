@@ -141,6 +141,9 @@ BEGIN
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
          WHERE c.group_id = v_group.group_id AND c."partition" = v_p
            FOR UPDATE OF c;
+        IF v_locked IS NULL THEN  -- the group was dropped while this fetch waited
+            RETURN;
+        END IF;
     END IF;
 
     -- A lease that expired at the attempt limit is dead-lettered rather

@@ -1,13 +1,14 @@
--- Events are immutable: UPDATE, DELETE and TRUNCATE always fail, and
--- INSERT succeeds only inside rheo.append / rheo.append_batch.
+-- Events are immutable: UPDATE and TRUNCATE always fail, INSERT succeeds
+-- only inside rheo.append / rheo.append_batch, and DELETE only inside
+-- rheo.prune and rheo.drop_stream.
 --
 -- Those functions are SECURITY DEFINER, so inside them current_user is
 -- the owner of rheo.events (rheo_owner). No other role can become it:
--- rheo_owner cannot log in and is granted to no one, and no function of
--- Rheo's but the append functions inserts into rheo.events. The guard
--- therefore admits an INSERT exactly when it is made as the table's
--- owner, whatever a session has set; a role granted INSERT on the table
--- still gets immutable_event. (A superuser can always get around a
+-- rheo_owner cannot log in and is granted to no one, and no other
+-- function of Rheo's inserts or deletes events. The guard therefore admits
+-- an INSERT or a DELETE exactly when it is made as the table's owner,
+-- whatever a session has set; a role granted INSERT or DELETE on the
+-- table still gets immutable_event. (A superuser can always get around a
 -- trigger; so can the owner, which is why nothing logs in as it.)
 CREATE OR REPLACE FUNCTION rheo._events_guard()
 RETURNS trigger
@@ -15,13 +16,13 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP = 'INSERT'
+    IF TG_OP IN ('INSERT', 'DELETE')
        AND (SELECT c.relowner FROM pg_class c WHERE c.oid = TG_RELID)
            = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user) THEN
         RETURN NULL;
     END IF;
     RAISE EXCEPTION 'immutable_event' USING ERRCODE = 'RH012',
-        DETAIL = format('%s on rheo.events is not allowed: events are immutable and added only by rheo.append and rheo.append_batch', TG_OP);
+        DETAIL = format('%s on rheo.events is not allowed: events are immutable, added only by rheo.append and rheo.append_batch and removed only by rheo.prune and rheo.drop_stream', TG_OP);
 END
 $$;
 

@@ -1,12 +1,13 @@
--- The twin of sql/schema/004_lifecycle.sql: retention, low watermarks, and
--- the one way events may leave the log (SPEC §7: prune and drop_stream).
+-- The twin of sql/schema/004_lifecycle.sql (SPEC §7): retention, low
+-- watermarks, and the one way events may leave the log (prune and
+-- drop_stream).
 
--- The stream's retention in microseconds; NULL keeps events forever.
+-- The stream's retention in microseconds; NULL keeps its events forever.
 ALTER TABLE rheo_streams ADD COLUMN max_age INTEGER CHECK (max_age > 0);
 
--- The lowest retained sequence of the partition: one past the last
--- pruned, so high_watermark + 1 when nothing is retained. Only prune
--- raises it; sequences are never reused.
+-- The lowest sequence not pruned: the first retained event, or the high
+-- watermark + 1 when none is. Only prune raises it; sequences are never
+-- reused.
 ALTER TABLE rheo_partitions ADD COLUMN low_watermark INTEGER NOT NULL DEFAULT 1;
 
 -- Permits to delete events. SQLite has no roles, so the delete guard on

@@ -1049,6 +1049,144 @@ func TestConcurrentAckBatchDuringReplay(t *testing.T) {
 	}
 }
 
+// TestConcurrentDropStreamDuringAppends drops a stream while one append
+// to it is in progress and another starts during the drop: the drop waits
+// for the first, then deletes its event with the others, and the second
+// finds no stream (stream_not_found, not a raw error), so that no event
+// outlives its stream.
+func TestConcurrentDropStreamDuringAppends(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 5)
+	defer pool.Close()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('doomed')`)
+	concExec(ctx, t, pool, `SELECT rheo.append('doomed', '{}')`)
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT rheo.append('doomed', '{"in": "progress"}')`); err != nil {
+		t.Fatal(err)
+	}
+
+	dropConn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dropConn.Release()
+	var deleted int64
+	dropped := make(chan error, 1)
+	go func() {
+		dropped <- dropConn.QueryRow(ctx, `SELECT rheo.drop_stream('doomed', confirm => true)`).Scan(&deleted)
+	}()
+	concWaitForLock(ctx, t, pool, dropConn.Conn().PgConn().PID())
+
+	lateConn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lateConn.Release()
+	late := make(chan error, 1)
+	go func() {
+		_, err := lateConn.Exec(ctx, `SELECT rheo.append('doomed', '{"late": true}')`)
+		late <- err
+	}()
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-dropped; err != nil {
+		t.Fatalf("drop_stream: %v", err)
+	}
+	if deleted != 2 {
+		t.Errorf("drop_stream deleted %d events, want 2: the one in progress too", deleted)
+	}
+	err = <-late
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == rheo.ErrStreamNotFound.Code) {
+		t.Errorf("the append that met the drop: %v, want success before it or stream_not_found", err)
+	}
+	var left int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.events WHERE stream = 'doomed'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM rheo.streams WHERE stream = 'doomed')`).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 && !exists {
+		t.Errorf("%d events outlive their dropped stream", left)
+	}
+}
+
+// TestConcurrentReplayDuringPrune replays a group while a prune of its
+// stream is in progress: the replay waits for the prune's cursor locks
+// and then rewinds to the new low watermark, never below it, so that its
+// cursor never points at pruned events.
+func TestConcurrentReplayDuringPrune(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('aging')`)
+	concExec(ctx, t, pool, `SELECT rheo.set_retention('aging', '1 hour')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('aging',
+		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('aging', 'g', start_after => 10)`)
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var pruned int64
+	if err := tx.QueryRow(ctx, `SELECT rheo.prune('aging', clock => '2030-01-01 02:00Z')`).Scan(&pruned); err != nil {
+		t.Fatal(err)
+	}
+	if pruned != 10 {
+		t.Fatalf("pruned %d, want 10", pruned)
+	}
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var reopened int64
+	replayed := make(chan error, 1)
+	go func() {
+		replayed <- conn.QueryRow(ctx, `SELECT rheo.replay('aging', 'g', from_sequence => 0)`).Scan(&reopened)
+	}()
+	concWaitForLock(ctx, t, pool, conn.Conn().PgConn().PID())
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-replayed; err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	var next int64
+	if err := pool.QueryRow(ctx, `SELECT c.next_sequence FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
+		WHERE g.group_name = 'g'`).Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	if next != 11 || reopened != 0 {
+		t.Errorf("after the replay the cursor is at %d and %d events were reopened, want 11 and 0: it went below the low watermark", next, reopened)
+	}
+	concExec(ctx, t, pool, `SELECT rheo.append('aging', '{}')`)
+	var got []int64
+	rows, _ := pool.Query(ctx, `SELECT sequence FROM rheo.fetch('aging', 'g')`)
+	got, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []int64{11}) {
+		t.Errorf("fetch after the prune and replay returned %v, want [11]", got)
+	}
+}
+
 // concDoneOrWaiting waits until the statement of backend pid has
 // finished, reporting on done, or waits on a lock. returned tells which,
 // and err is the statement's error when it finished.

@@ -37,7 +37,12 @@ INSERT INTO api VALUES
     ('rheo.create_stream(text, int, timestamptz)', 'rheo_admin'),
     ('rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz)', 'rheo_admin'),
     ('rheo.replay(text, text, bigint, text[], timestamptz, int[], timestamptz)', 'rheo_admin'),
-    ('rheo.reset_group(text, text, boolean, bigint, timestamptz, int[], timestamptz)', 'rheo_admin');
+    ('rheo.reset_group(text, text, boolean, bigint, timestamptz, int[], timestamptz)', 'rheo_admin'),
+    ('rheo.stream_info(text)', 'rheo_reader'),
+    ('rheo.drop_group(text, text, boolean)', 'rheo_admin'),
+    ('rheo.drop_stream(text, boolean)', 'rheo_admin'),
+    ('rheo.set_retention(text, interval)', 'rheo_admin'),
+    ('rheo.prune(text, int, boolean, timestamptz)', 'rheo_admin');
 -- Which roles hold each role's privileges.
 CREATE TEMP TABLE holds (role text, least_role text);
 INSERT INTO holds VALUES

@@ -1,0 +1,31 @@
+-- Sets how long a stream keeps its events: prune deletes those older
+-- than max_age once every group has passed them. NULL keeps them forever.
+CREATE OR REPLACE FUNCTION rheo.set_retention(stream text, max_age interval)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_stream  ALIAS FOR $1;
+    p_max_age ALIAS FOR $2;
+BEGIN
+    PERFORM rheo._stream(p_stream);
+    IF p_max_age <= interval '0' THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = format('max_age must be positive, got %s', p_max_age);
+    END IF;
+    -- clock - max_age must stay a timestamp for every clock Rheo accepts.
+    IF p_max_age > interval '10000 years' THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = format('max_age must be at most 10000 years, got %s', p_max_age);
+    END IF;
+    UPDATE rheo.streams AS s SET max_age = p_max_age WHERE s.stream = p_stream;
+    IF NOT FOUND THEN  -- dropped meanwhile
+        RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
+            DETAIL = format('stream %L does not exist', p_stream);
+    END IF;
+END
+$$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.set_retention(text, interval)', 'rheo_admin');
