@@ -65,8 +65,10 @@ type Page struct {
 // rheo.query, holding only the filters that are set: "type", "key",
 // "partition", "payload", "metadata", "from", "to", "after_sequence" and
 // "until_sequence". From and To are RFC 3339 in UTC, cut to whole
-// microseconds, the precision events are stored with. Payload or
-// Metadata that is not valid JSON is invalid_argument.
+// microseconds, the precision events are stored with; outside the years
+// 0001 to 9999, where no event's ts can be, they are "-infinity" or
+// "infinity", which compare the same. Payload or Metadata that is not
+// valid JSON is invalid_argument.
 func (q Query) Filter() (json.RawMessage, error) {
 	filter := map[string]any{}
 	if q.Type != "" {
@@ -88,10 +90,10 @@ func (q Query) Filter() (json.RawMessage, error) {
 		filter[name] = v
 	}
 	if q.From != nil {
-		filter["from"] = q.From.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+		filter["from"] = filterTime(*q.From)
 	}
 	if q.To != nil {
-		filter["to"] = q.To.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+		filter["to"] = filterTime(*q.To)
 	}
 	if q.AfterSequence != 0 {
 		filter["after_sequence"] = q.AfterSequence
@@ -100,4 +102,18 @@ func (q Query) Filter() (json.RawMessage, error) {
 		filter["until_sequence"] = *q.UntilSequence
 	}
 	return json.Marshal(filter)
+}
+
+// filterTime renders a From or To bound for the SQL filter. Times before
+// the year 0001 or after 9999 (where PostgreSQL's input cannot take every
+// one of them, and no event's ts can be) are the infinities.
+func filterTime(t time.Time) string {
+	t = t.UTC()
+	switch {
+	case t.Year() < 1:
+		return "-infinity"
+	case t.Year() > 9999:
+		return "infinity"
+	}
+	return t.Truncate(time.Microsecond).Format(time.RFC3339Nano)
 }

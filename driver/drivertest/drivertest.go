@@ -105,6 +105,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"concurrency", concurrencyCases},
 		{"wakeups", wakeupCases},
 		{"history queries", QueryCases},
+		{"bad input", badInputCases},
 		{"lifecycle and retention", retentionCases},
 	}
 	for _, f := range families {

@@ -405,6 +405,49 @@ func retentionSettingCases(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("prune with a clock outside the years 0001 to 9999 is invalid_argument and deletes nothing", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		b.retain(s)
+		b.appendN(s, 2)
+		for _, bad := range badTimes() {
+			b.clock.Set(bad.t)
+			_, err := b.d.Prune(b.ctx, s, &rheo.PruneOptions{Force: true})
+			requireBadInput(t, err, rheo.ErrInvalidArgument, "clock", "prune with a clock %s", bad.name)
+		}
+		b.clock.Set(Epoch)
+		require.Equal(t, []int64{1}, b.lows(s))
+	})
+
+	t.Run("the lifecycle operations without a clock argument work whatever the clock says", func(t *testing.T) {
+		b := setup(t, h)
+		s, other := b.stream(1), b.stream(1)
+		g := b.group(s, nil)
+		b.clock.Set(time.Date(300000, time.January, 1, 0, 0, 0, 0, time.UTC))
+		require.NoError(t, b.d.SetRetention(b.ctx, s, time.Hour))
+		require.Equal(t, time.Hour, b.streamRange(s).MaxAge)
+		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
+		_, err := b.d.DropStream(b.ctx, other, true)
+		require.NoError(t, err)
+	})
+
+	t.Run("names that PostgreSQL cannot receive are invalid_argument in the lifecycle operations", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		for _, name := range []string{"nul\x00byte", "bad\xffutf8"} {
+			for op, err := range map[string]error{
+				"drop_group":    b.d.DropGroup(b.ctx, s, name, true),
+				"set_retention": b.d.SetRetention(b.ctx, name, time.Hour),
+				"prune":         second(b.d.Prune(b.ctx, name, nil)),
+				"stream_info":   second(b.d.StreamInfo(b.ctx, name)),
+				"drop_stream":   second(b.d.DropStream(b.ctx, name, true)),
+			} {
+				require.ErrorIs(t, err, rheo.ErrInvalidArgument, "%s of %q", op, name)
+			}
+		}
+		require.True(t, b.streamExists(s))
+	})
+
 	t.Run("prune with a negative max_count reports invalid_argument and deletes nothing", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)
@@ -896,3 +939,6 @@ func normalizeEvent(ev rheo.Event) rheo.Event {
 	ev.TS = ev.TS.UTC()
 	return ev
 }
+
+// second returns the error of a call with two results.
+func second[T any](_ T, err error) error { return err }

@@ -162,7 +162,7 @@ func inspectCases(t *testing.T, h Harness) {
 			g := b.group(s, &rheo.CreateGroupOptions{StartAfter: ptr(after)})
 			info := b.info(s, g)
 			require.NotNil(t, info.OldestUnsettledTS, "start_after %d", after)
-			requireSameTime(t, minute(oldest), *info.OldestUnsettledTS, "start_after %d", after)
+			requireSameTime(t, minute(oldest), *info.OldestUnsettledTS, fmt.Sprintf("start_after %d", after))
 		}
 		g := b.group(s, &rheo.CreateGroupOptions{StartAfter: ptr(int64(4100))})
 		require.Nil(t, b.info(s, g).OldestUnsettledTS, "nothing unsettled")

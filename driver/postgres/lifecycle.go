@@ -55,10 +55,14 @@ func (o *ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions)
 	if maxCount == 0 {
 		maxCount = driver.DefaultPruneCount
 	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return 0, err
+	}
 	var n int64
-	err := o.run(ctx, "prune", true, func(q querier) error {
+	err = o.run(ctx, "prune", true, func(q querier) error {
 		return q.QueryRow(ctx, `SELECT rheo.prune(stream => $1, max_count => $2, force => $3, clock => $4)`,
-			stream, clampInt32(maxCount), opts.Force, o.now()).Scan(&n)
+			stream, clampInt32(maxCount), opts.Force, clock).Scan(&n)
 	})
 	return n, err
 }

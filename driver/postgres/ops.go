@@ -48,20 +48,47 @@ func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier)
 	return interpretError(op, write, fn(conn))
 }
 
-// now is the clock argument: NULL for the database's now().
-func (o *ops) now() any {
+// clockArg is the clock argument: NULL for the database's now(). A clock
+// outside driver.CheckTime's range is invalid_argument before the
+// database is asked, since pgx cannot send every time.Time.
+func (o *ops) clockArg() (any, error) {
 	if o.clock == nil {
+		return nil, nil
+	}
+	now := o.clock()
+	if err := driver.CheckTime("clock", now); err != nil {
+		return nil, err
+	}
+	return now, nil
+}
+
+// boundArg is a time argument that is only compared with the events' ts
+// (start_at, from_ts): NULL for nil, and -infinity or infinity for a time
+// outside the clock range (driver.Infinite), which compares the same and
+// which pgx, unlike some such times, can always encode.
+func boundArg(t *time.Time) any {
+	if t == nil {
 		return nil
 	}
-	return o.clock()
+	switch driver.Infinite(*t) {
+	case -1:
+		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	case 1:
+		return pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}
+	}
+	return *t
 }
 
 // CreateStream creates a stream with partitionCount partitions (passed
 // through: below 1 is invalid_partition_count).
 func (o *ops) CreateStream(ctx context.Context, stream string, partitionCount int) error {
+	clock, err := o.clockArg()
+	if err != nil {
+		return err
+	}
 	return o.run(ctx, "create_stream", true, func(q querier) error {
 		_, err := q.Exec(ctx, `SELECT rheo.create_stream(stream => $1, partition_count => $2, clock => $3)`,
-			stream, clampInt32(partitionCount), o.now())
+			stream, clampInt32(partitionCount), clock)
 		return err
 	})
 }
@@ -75,11 +102,20 @@ func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.
 	if maxAttempts == 0 {
 		maxAttempts = driver.DefaultMaxAttempts
 	}
+	// Clamping would store another max_attempts than the one asked for.
+	attempts, err := driver.Int32("max_attempts", maxAttempts)
+	if err != nil {
+		return err
+	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return err
+	}
 	return o.run(ctx, "create_group", true, func(q querier) error {
 		_, err := q.Exec(ctx, `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
 			start_after => $4, start_at => $5, partitions => $6, clock => $7)`,
-			stream, group, clampInt32(maxAttempts), opts.StartAfter, opts.StartAt,
-			partitionArray(opts.Partitions), o.now())
+			stream, group, attempts, opts.StartAfter, boundArg(opts.StartAt),
+			partitionArray(opts.Partitions), clock)
 		return err
 	})
 }
@@ -98,6 +134,15 @@ func (o *ops) Append(ctx context.Context, stream string, payload json.RawMessage
 	if err != nil {
 		return rheo.Event{}, err
 	}
+	if opts.TS != nil {
+		if err := driver.CheckTime("ts", *opts.TS); err != nil {
+			return rheo.Event{}, err
+		}
+	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return rheo.Event{}, err
+	}
 	var partition *int32
 	if opts.Partition != nil {
 		p := clampInt32(*opts.Partition)
@@ -107,7 +152,7 @@ func (o *ops) Append(ctx context.Context, stream string, payload json.RawMessage
 	err = o.run(ctx, "append", true, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM rheo.append(stream => $1, payload => $2,
 			key => $3, "partition" => $4, id => $5, metadata => $6, ts => $7, clock => $8) AS e`,
-			stream, payload, textArg(opts.Key), partition, textArg(opts.ID), metadata, opts.TS, o.now())
+			stream, payload, textArg(opts.Key), partition, textArg(opts.ID), metadata, opts.TS, clock)
 		if err != nil {
 			return err
 		}
@@ -160,6 +205,10 @@ func (o *ops) AppendBatch(ctx context.Context, stream string, items []rheo.Batch
 		p := clampInt32(*opts.Partition)
 		partition = &p
 	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return nil, err
+	}
 	var events []rheo.Event
 	err = o.run(ctx, "append_batch", true, func(q querier) error {
 		// rheo.append_batch returns the events in input order, and a scan of
@@ -167,7 +216,7 @@ func (o *ops) AppendBatch(ctx context.Context, stream string, items []rheo.Batch
 		// in; an ORDER BY on WITH ORDINALITY would sort them again.
 		rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM rheo.append_batch(stream => $1, payloads => $2,
 			keys => $3, ids => $4, "partition" => $5, metadata => $6, clock => $7) AS e`,
-			stream, json.RawMessage(payloads), keys, ids, partition, metadata, o.now())
+			stream, json.RawMessage(payloads), keys, ids, partition, metadata, clock)
 		if err != nil {
 			return err
 		}
@@ -217,8 +266,12 @@ func (o *ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchO
 	if err != nil {
 		return nil, err
 	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return nil, err
+	}
 	args := []any{stream, group, clampInt32(maxCount), textArg(opts.ConsumerID), leaseMS,
-		partitionArray(opts.Partitions), o.now()}
+		partitionArray(opts.Partitions), clock}
 	var leases []rheo.Lease
 	err = o.run(ctx, "fetch", true, func(q querier) error {
 		if o.tx != nil {
@@ -282,10 +335,14 @@ func (o *ops) Renew(ctx context.Context, leaseID string, d time.Duration) (time.
 	if err != nil {
 		return time.Time{}, err
 	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return time.Time{}, err
+	}
 	var expiresAt time.Time
 	err = o.run(ctx, "renew", true, func(q querier) error {
 		return q.QueryRow(ctx, `SELECT rheo.renew(lease_id => $1, lease_ms => $2, clock => $3)`,
-			id, leaseMS, o.now()).Scan(&expiresAt)
+			id, leaseMS, clock).Scan(&expiresAt)
 	})
 	return expiresAt, err
 }
@@ -297,8 +354,12 @@ func (o *ops) Ack(ctx context.Context, leaseID string) error {
 	if err != nil {
 		return err
 	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return err
+	}
 	err = o.run(ctx, "ack", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.ack(lease_id => $1, clock => $2)`, id, o.now())
+		_, err := q.Exec(ctx, `SELECT rheo.ack(lease_id => $1, clock => $2)`, id, clock)
 		return err
 	})
 	if err == nil {
@@ -311,6 +372,10 @@ func (o *ops) Ack(ctx context.Context, leaseID string) error {
 // lease presented, in order. Stale leases, repeats of a lease already in
 // the batch and ids that are not UUIDs report OK=false.
 func (o *ops) AckBatch(ctx context.Context, leaseIDs []string) ([]rheo.AckResult, error) {
+	clock, err := o.clockArg()
+	if err != nil {
+		return nil, err
+	}
 	ids := make([]pgtype.UUID, 0, len(leaseIDs))
 	for _, s := range leaseIDs {
 		if id, err := leaseIDArg(s); err == nil {
@@ -320,9 +385,9 @@ func (o *ops) AckBatch(ctx context.Context, leaseIDs []string) ([]rheo.AckResult
 	// Settled counts, per lease, the rows that came back ok; each
 	// presentation of the lease, in input order, takes one.
 	settled := make(map[[16]byte]int, len(ids))
-	err := o.run(ctx, "ack_batch", true, func(q querier) error {
+	err = o.run(ctx, "ack_batch", true, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT r.lease_id, r.ok FROM rheo.ack_batch(lease_ids => $1, clock => $2) AS r`,
-			ids, o.now())
+			ids, clock)
 		if err != nil {
 			return err
 		}
@@ -368,10 +433,14 @@ func (o *ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions
 	if err != nil {
 		return "", err
 	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return "", err
+	}
 	var outcome string
 	err = o.run(ctx, "retry", true, func(q querier) error {
 		return q.QueryRow(ctx, `SELECT rheo.retry(lease_id => $1, reason => $2, delay_ms => $3, clock => $4)`,
-			id, textArg(opts.Reason), delayMS, o.now()).Scan(&outcome)
+			id, textArg(opts.Reason), delayMS, clock).Scan(&outcome)
 	})
 	if err == nil {
 		o.vacuum.settledRows(1)
@@ -386,9 +455,13 @@ func (o *ops) Reject(ctx context.Context, leaseID string, reason string) error {
 	if err != nil {
 		return err
 	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return err
+	}
 	err = o.run(ctx, "reject", true, func(q querier) error {
 		_, err := q.Exec(ctx, `SELECT rheo.reject(lease_id => $1, reason => $2, clock => $3)`,
-			id, textArg(reason), o.now())
+			id, textArg(reason), clock)
 		return err
 	})
 	if err == nil {
@@ -399,23 +472,31 @@ func (o *ops) Reject(ctx context.Context, leaseID string, reason string) error {
 
 // Replay makes events claimable again for a group and returns how many.
 func (o *ops) Replay(ctx context.Context, stream, group string, opts rheo.ReplayOptions) (int64, error) {
+	clock, err := o.clockArg()
+	if err != nil {
+		return 0, err
+	}
 	var n int64
-	err := o.run(ctx, "replay", true, func(q querier) error {
+	err = o.run(ctx, "replay", true, func(q querier) error {
 		return q.QueryRow(ctx, `SELECT rheo.replay(stream => $1, group_name => $2, from_sequence => $3,
 			event_ids => $4, from_ts => $5, partitions => $6, clock => $7)`,
-			stream, group, opts.FromSequence, opts.EventIDs, opts.FromTS,
-			partitionArray(opts.Partitions), o.now()).Scan(&n)
+			stream, group, opts.FromSequence, opts.EventIDs, boundArg(opts.FromTS),
+			partitionArray(opts.Partitions), clock).Scan(&n)
 	})
 	return n, err
 }
 
 // ResetGroup drops a group's deliveries and places its cursors anew.
 func (o *ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error {
+	clock, err := o.clockArg()
+	if err != nil {
+		return err
+	}
 	return o.run(ctx, "reset_group", true, func(q querier) error {
 		_, err := q.Exec(ctx, `SELECT rheo.reset_group(stream => $1, group_name => $2, confirm => $3,
 			start_after => $4, start_at => $5, partitions => $6, clock => $7)`,
-			stream, group, opts.Confirm, opts.StartAfter, opts.StartAt,
-			partitionArray(opts.Partitions), o.now())
+			stream, group, opts.Confirm, opts.StartAfter, boundArg(opts.StartAt),
+			partitionArray(opts.Partitions), clock)
 		return err
 	})
 }
@@ -515,11 +596,15 @@ func (o *ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.
 
 // GroupInfo summarises a group's state.
 func (o *ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInfo, error) {
+	clock, err := o.clockArg()
+	if err != nil {
+		return rheo.GroupInfo{}, err
+	}
 	var info rheo.GroupInfo
-	err := o.run(ctx, "group_info", false, func(q querier) error {
+	err = o.run(ctx, "group_info", false, func(q querier) error {
 		return q.QueryRow(ctx, `SELECT g.lag, g.inflight, g.pending_retry, g.dead_letters, g.oldest_unsettled_ts
 			FROM rheo.group_info(stream => $1, group_name => $2, clock => $3) AS g`,
-			stream, group, o.now()).
+			stream, group, clock).
 			Scan(&info.Lag, &info.Inflight, &info.PendingRetry, &info.DeadLetters, &info.OldestUnsettledTS)
 	})
 	return info, err
@@ -591,13 +676,12 @@ func leaseIDArg(s string) (pgtype.UUID, error) {
 	return id, nil
 }
 
-// checkJSON rejects bytes that are not JSON at all; whether the value is
-// an object is for the SQL function to say, after its other checks.
+// checkJSON rejects bytes that are not JSON at all, or JSON that either
+// database cannot take (driver.CheckJSON), naming the argument; whether
+// the value is an object is for the SQL function to say, after its other
+// checks.
 func checkJSON(what string, v json.RawMessage) error {
-	if !json.Valid(v) {
-		return rheo.Errorf(rheo.ErrInvalidArgument, "%s is not valid JSON", what)
-	}
-	return nil
+	return driver.CheckJSON(what, v)
 }
 
 // metadataArg defaults nil metadata to {}.

@@ -28,10 +28,16 @@
 // Besides:
 //
 //   - input PostgreSQL cannot store (a data exception, SQLSTATE class 22,
-//     such as a NUL character in text), payload or metadata bytes that are
-//     not JSON, and durations beyond int32 milliseconds are
-//     invalid_argument; the last two are found before the database is
-//     asked, so they precede stream_not_found;
+//     such as a NUL character in text) is invalid_argument, and so are,
+//     found before the database is asked and so before stream_not_found:
+//     payload, metadata or query patterns that are not JSON, or that
+//     either database cannot take (driver.CheckJSON), durations beyond int32
+//     milliseconds, a max_attempts beyond int32, and an Options.Clock
+//     reading or an AppendOptions.TS outside the years 0001 to 9999
+//     (driver.CheckTime);
+//   - a StartAt, FromTS, or query From or To outside those years is sent
+//     as -infinity or infinity, which compares the same with every
+//     event's ts;
 //   - a lease id that is not a UUID was never issued: settling it is
 //     stale_lease, and AckBatch reports it with OK=false;
 //   - a database that cannot be reached, a closed pool, a connection

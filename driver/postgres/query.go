@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +20,17 @@ var (
 // cursor of the next page: one call of rheo.query_page, so the events and
 // the cursor come from one snapshot.
 func (o *ops) Query(ctx context.Context, stream string, q rheo.Query) (rheo.Page, error) {
+	for _, f := range []struct {
+		name    string
+		pattern json.RawMessage
+	}{{"payload filter", q.Payload}, {"metadata filter", q.Metadata}} {
+		if f.pattern == nil {
+			continue
+		}
+		if err := checkJSON(f.name, f.pattern); err != nil {
+			return rheo.Page{}, err
+		}
+	}
 	filter, err := q.Filter()
 	if err != nil {
 		return rheo.Page{}, err

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
 )
 
 // validName is the SPEC's pattern for stream and group names.
@@ -21,17 +22,12 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
 const nameRule = "1 to 128 characters of A-Z a-z 0-9 . _ : / -, starting with a letter or digit"
 
 // checkJSON rejects bytes that are not JSON at all, or that PostgreSQL's
-// jsonb cannot store (\u0000), before anything else, as PostgreSQL does
-// when it receives the argument. Whether the value is an object is
-// checked with the operation's other arguments, in the SPEC's order.
+// jsonb or SQLite's JSON functions cannot take (driver.CheckJSON), before
+// anything else, as PostgreSQL does when it receives the argument.
+// Whether the value is an object is checked with the operation's other
+// arguments, in the SPEC's order.
 func checkJSON(what string, v json.RawMessage) error {
-	if !json.Valid(v) {
-		return rheo.Errorf(rheo.ErrInvalidArgument, "%s is not valid JSON", what)
-	}
-	if hasNULEscape(v) {
-		return rheo.Errorf(rheo.ErrInvalidArgument, "%s contains \\u0000, which cannot be stored", what)
-	}
-	return nil
+	return driver.CheckJSON(what, v)
 }
 
 // checkText rejects text PostgreSQL cannot store, so that both drivers
@@ -42,22 +38,6 @@ func checkText(what, s string) error {
 		return rheo.Errorf(rheo.ErrInvalidArgument, "%s %q is not valid UTF-8 text without NUL characters", what, s)
 	}
 	return nil
-}
-
-// hasNULEscape reports whether valid JSON v contains the escape \u0000,
-// which PostgreSQL's jsonb cannot store. Backslashes occur only inside
-// strings, each starting a two-character or \uXXXX escape.
-func hasNULEscape(v json.RawMessage) bool {
-	for i := 0; i < len(v); i++ {
-		if v[i] != '\\' {
-			continue
-		}
-		if i+5 < len(v) && string(v[i+1:i+6]) == "u0000" {
-			return true
-		}
-		i++ // skip the escaped character
-	}
-	return false
 }
 
 // metadataArg defaults nil metadata to {}.
@@ -85,8 +65,40 @@ func payloadKey(payload json.RawMessage) string {
 	if json.Unmarshal(payload, &fields) != nil {
 		return ""
 	}
-	raw, ok := fields["key"]
-	if !ok || string(raw) == "null" {
+	return fieldText(fields["key"])
+}
+
+// lineageKeys are the metadata keys whose values are at most
+// driver.MaxTextBytes long, in the order rheo._append checks them.
+var lineageKeys = []string{rheo.MetaCorrelationID, rheo.MetaCausationID, rheo.MetaProducer, rheo.MetaSchema, rheo.MetaSchemaVersion}
+
+// checkLineage reports a lineage value of metadata, a valid JSON object,
+// longer than driver.MaxTextBytes as text (metadata->>key) as
+// invalid_argument, like rheo._append.
+func checkLineage(metadata json.RawMessage) error {
+	// A value's text is never longer than the document holding it.
+	if len(metadata) <= driver.MaxTextBytes {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(metadata, &fields) != nil {
+		return nil
+	}
+	for _, key := range lineageKeys {
+		if err := driver.CheckLength("metadata "+key, fieldText(fields[key])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fieldText is a field of a JSON object as PostgreSQL's ->> gives it,
+// from the field's raw value: a string unquoted, "" for null or a
+// missing field (nil), other values as compact JSON text (PostgreSQL
+// prints objects with spaces and numbers in its own form, so these may
+// differ by a few bytes).
+func fieldText(raw json.RawMessage) string {
+	if raw == nil || string(raw) == "null" {
 		return ""
 	}
 	var s string

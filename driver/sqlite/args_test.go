@@ -44,9 +44,3 @@ func TestPayloadKey(t *testing.T) {
 		require.Equal(t, key, payloadKey(json.RawMessage(payload)), payload)
 	}
 }
-
-func TestHasNULEscape(t *testing.T) {
-	require.True(t, hasNULEscape(json.RawMessage(`{"a": "x\u0000"}`)))
-	require.False(t, hasNULEscape(json.RawMessage(`{"a": "x\\u0000"}`)), "an escaped backslash, then text")
-	require.False(t, hasNULEscape(json.RawMessage(`{"a": "\u0001"}`)))
-}

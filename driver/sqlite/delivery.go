@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
 )
 
 type fetchArgs struct {
@@ -54,6 +55,9 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 	}
 	if a.leaseMS < 1 {
 		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "lease_ms must be >= 1, got %d", a.leaseMS)
+	}
+	if err := driver.CheckLength("consumer_id", a.consumerID); err != nil {
+		return nil, err
 	}
 	scope, err := partitionScope(a.partitions, g.partitionCount)
 	if err != nil {

@@ -54,7 +54,7 @@ func (o ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) 
 		maxCount = driver.DefaultPruneCount
 	}
 	var n int64
-	err := o.runChecked(ctx, "prune", []string{stream}, func(s *session) error {
+	err := o.runClocked(ctx, "prune", []string{stream}, func(s *session) error {
 		var err error
 		n, err = s.prune(ctx, stream, maxCount, opts.Force)
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +60,9 @@ func (s *session) append(ctx context.Context, stream string, items []rheo.BatchI
 	if !isObject(metadata) {
 		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "metadata must be a JSON object")
 	}
+	if err := checkLineage(metadata); err != nil {
+		return nil, err
+	}
 	if partition != nil && (*partition < 0 || *partition >= count) {
 		return nil, outOfRange(*partition, count)
 	}
@@ -74,7 +78,11 @@ func (s *session) append(ctx context.Context, stream string, items []rheo.BatchI
 		}
 	}
 
-	inputs, err := s.routeItems(items, count, partition)
+	keys, err := effectiveKeys(items)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := s.routeItems(items, keys, count, partition)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +103,7 @@ func (s *session) append(ctx context.Context, stream string, items []rheo.BatchI
 	if len(fresh) > 0 {
 		when := s.now
 		if ts != nil {
-			when = ts.UnixMicro()
+			when = ts.UnixMicro() // checked to be in range (driver.CheckTime)
 		}
 		if err := s.insertEvents(ctx, stream, inputs, fresh, metadata, when, events); err != nil {
 			return nil, err
@@ -109,16 +117,49 @@ func (s *session) append(ctx context.Context, stream string, items []rheo.BatchI
 	return events, nil
 }
 
-// routeItems gives each item its id (generated when empty), effective key
-// and partition, and rejects an id repeated with different content.
-func (s *session) routeItems(items []rheo.BatchItem, count int, partition *int) ([]appendItem, error) {
+// effectiveKeys returns each item's routing key (its Key, else the
+// payload's key field), after checking, in rheo._append's order, that the
+// ids, then the keys given, then the keys taken from payloads are at most
+// driver.MaxTextBytes long.
+func effectiveKeys(items []rheo.BatchItem) ([]string, error) {
+	at := func(i int) string {
+		if len(items) == 1 {
+			return ""
+		}
+		return fmt.Sprintf(" %d of the batch", i)
+	}
+	for i, item := range items {
+		if err := driver.CheckLength("event id"+at(i), item.ID); err != nil {
+			return nil, err
+		}
+	}
+	for i, item := range items {
+		if err := driver.CheckLength("key"+at(i), item.Key); err != nil {
+			return nil, err
+		}
+	}
+	keys := make([]string, len(items))
+	for i, item := range items {
+		keys[i] = item.Key
+		if keys[i] != "" {
+			continue
+		}
+		keys[i] = payloadKey(item.Payload)
+		if err := driver.CheckLength("payload key"+at(i), keys[i]); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// routeItems gives each item its id (generated when empty) and partition,
+// routed by its effective key (keys, from effectiveKeys), and rejects an
+// id repeated with different content.
+func (s *session) routeItems(items []rheo.BatchItem, keys []string, count int, partition *int) ([]appendItem, error) {
 	inputs := make([]appendItem, len(items))
 	firstByID := make(map[string]int, len(items))
 	for i, item := range items {
-		in := appendItem{payload: item.Payload, id: item.ID, key: item.Key, first: i}
-		if in.key == "" {
-			in.key = payloadKey(item.Payload)
-		}
+		in := appendItem{payload: item.Payload, id: item.ID, key: keys[i], first: i}
 		switch {
 		case partition != nil:
 			in.partition = *partition

@@ -29,9 +29,21 @@ func (o ops) runChecked(ctx context.Context, op string, texts []string, fn func(
 	return o.run(ctx, op, fn)
 }
 
+// runClocked is runChecked for the operations that read the clock (those
+// with a clock argument on PostgreSQL): a clock outside the valid range
+// fails invalid_argument before anything else is read.
+func (o ops) runClocked(ctx context.Context, op string, texts []string, fn func(s *session) error) error {
+	return o.runChecked(ctx, op, texts, func(s *session) error {
+		if err := s.checkClock(); err != nil {
+			return err
+		}
+		return fn(s)
+	})
+}
+
 // CreateStream creates a stream with partitionCount partitions.
 func (o ops) CreateStream(ctx context.Context, stream string, partitionCount int) error {
-	return o.runChecked(ctx, "create_stream", []string{stream}, func(s *session) error {
+	return o.runClocked(ctx, "create_stream", []string{stream}, func(s *session) error {
 		return s.createStream(ctx, stream, partitionCount)
 	})
 }
@@ -45,7 +57,11 @@ func (o ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.C
 	if maxAttempts == 0 {
 		maxAttempts = driver.DefaultMaxAttempts
 	}
-	return o.runChecked(ctx, "create_group", []string{stream, group}, func(s *session) error {
+	// As on PostgreSQL, whose column is an int.
+	if _, err := driver.Int32("max_attempts", maxAttempts); err != nil {
+		return err
+	}
+	return o.runClocked(ctx, "create_group", []string{stream, group}, func(s *session) error {
 		return s.createGroup(ctx, stream, group, maxAttempts, start{after: opts.StartAfter, at: opts.StartAt}, opts.Partitions)
 	})
 }
@@ -62,8 +78,13 @@ func (o ops) Append(ctx context.Context, stream string, payload json.RawMessage,
 	if err != nil {
 		return rheo.Event{}, err
 	}
+	if opts.TS != nil {
+		if err := driver.CheckTime("ts", *opts.TS); err != nil {
+			return rheo.Event{}, err
+		}
+	}
 	var events []rheo.Event
-	err = o.runChecked(ctx, "append", []string{stream}, func(s *session) error {
+	err = o.runClocked(ctx, "append", []string{stream}, func(s *session) error {
 		items := []rheo.BatchItem{{Payload: payload, Key: opts.Key, ID: opts.ID}}
 		var err error
 		events, err = s.append(ctx, stream, items, opts.Partition, metadata, opts.TS)
@@ -91,7 +112,7 @@ func (o ops) AppendBatch(ctx context.Context, stream string, items []rheo.BatchI
 		}
 	}
 	var events []rheo.Event
-	err = o.runChecked(ctx, "append_batch", []string{stream}, func(s *session) error {
+	err = o.runClocked(ctx, "append_batch", []string{stream}, func(s *session) error {
 		var err error
 		events, err = s.append(ctx, stream, items, opts.Partition, metadata, nil)
 		return err
@@ -135,7 +156,7 @@ func (o ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOp
 		return nil, err
 	}
 	var leases []rheo.Lease
-	err = o.runChecked(ctx, "fetch", []string{stream, group, opts.ConsumerID}, func(s *session) error {
+	err = o.runClocked(ctx, "fetch", []string{stream, group, opts.ConsumerID}, func(s *session) error {
 		var err error
 		leases, err = s.fetch(ctx, stream, group, fetchArgs{
 			maxCount:   maxCount,
@@ -161,7 +182,7 @@ func (o ops) Renew(ctx context.Context, leaseID string, d time.Duration) (time.T
 		return time.Time{}, err
 	}
 	var expiresAt time.Time
-	err = o.run(ctx, "renew", func(s *session) error {
+	err = o.runClocked(ctx, "renew", nil, func(s *session) error {
 		var err error
 		expiresAt, err = s.renew(ctx, id, int64(leaseMS))
 		return err
@@ -176,7 +197,7 @@ func (o ops) Ack(ctx context.Context, leaseID string) error {
 	if err != nil {
 		return err
 	}
-	return o.run(ctx, "ack", func(s *session) error { return s.ack(ctx, id) })
+	return o.runClocked(ctx, "ack", nil, func(s *session) error { return s.ack(ctx, id) })
 }
 
 // AckBatch acks each lease independently and reports one result per
@@ -189,7 +210,7 @@ func (o ops) AckBatch(ctx context.Context, leaseIDs []string) ([]rheo.AckResult,
 		ids[i], _ = leaseIDArg(s)
 	}
 	var settled map[string]bool
-	err := o.run(ctx, "ack_batch", func(s *session) error {
+	err := o.runClocked(ctx, "ack_batch", nil, func(s *session) error {
 		var err error
 		settled, err = s.ackBatch(ctx, ids)
 		return err
@@ -222,7 +243,7 @@ func (o ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions)
 		return "", err
 	}
 	var outcome rheo.RetryOutcome
-	err = o.runChecked(ctx, "retry", []string{opts.Reason}, func(s *session) error {
+	err = o.runClocked(ctx, "retry", []string{opts.Reason}, func(s *session) error {
 		var err error
 		outcome, err = s.retry(ctx, id, opts.Reason, int64(delayMS))
 		return err
@@ -237,13 +258,13 @@ func (o ops) Reject(ctx context.Context, leaseID string, reason string) error {
 	if err != nil {
 		return err
 	}
-	return o.runChecked(ctx, "reject", []string{reason}, func(s *session) error { return s.reject(ctx, id, reason) })
+	return o.runClocked(ctx, "reject", []string{reason}, func(s *session) error { return s.reject(ctx, id, reason) })
 }
 
 // Replay makes events claimable again for a group and returns how many.
 func (o ops) Replay(ctx context.Context, stream, group string, opts rheo.ReplayOptions) (int64, error) {
 	var n int64
-	err := o.runChecked(ctx, "replay", append([]string{stream, group}, opts.EventIDs...), func(s *session) error {
+	err := o.runClocked(ctx, "replay", append([]string{stream, group}, opts.EventIDs...), func(s *session) error {
 		var err error
 		n, err = s.replay(ctx, stream, group, opts)
 		return err
@@ -253,7 +274,7 @@ func (o ops) Replay(ctx context.Context, stream, group string, opts rheo.ReplayO
 
 // ResetGroup drops a group's deliveries and places its cursors anew.
 func (o ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error {
-	return o.runChecked(ctx, "reset_group", []string{stream, group}, func(s *session) error {
+	return o.runClocked(ctx, "reset_group", []string{stream, group}, func(s *session) error {
 		return s.resetGroup(ctx, stream, group, opts)
 	})
 }
@@ -321,7 +342,7 @@ func (o ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.D
 // GroupInfo summarises a group's state.
 func (o ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInfo, error) {
 	var info rheo.GroupInfo
-	err := o.runChecked(ctx, "group_info", []string{stream, group}, func(s *session) error {
+	err := o.runClocked(ctx, "group_info", []string{stream, group}, func(s *session) error {
 		var err error
 		info, err = s.groupInfo(ctx, stream, group)
 		return err

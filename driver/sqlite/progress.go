@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
 )
 
 // replay makes events claimable again for a group, without copying them.
@@ -24,8 +25,10 @@ func (s *session) replay(ctx context.Context, stream, group string, o rheo.Repla
 	if selectors != 1 {
 		return 0, rheo.Errorf(rheo.ErrInvalidReplayOpts, "give exactly one of from_sequence, event_ids and from_ts")
 	}
-	if o.FromSequence != nil && *o.FromSequence < 0 {
-		return 0, rheo.Errorf(rheo.ErrInvalidArgument, "from_sequence must be >= 0, got %d", *o.FromSequence)
+	if o.FromSequence != nil {
+		if err := driver.CheckSequence("from_sequence", *o.FromSequence); err != nil {
+			return 0, err
+		}
 	}
 	scope, err := partitionScope(o.Partitions, g.partitionCount)
 	if err != nil {
@@ -47,7 +50,7 @@ func (s *session) replay(ctx context.Context, stream, group string, o rheo.Repla
 			SELECT f."partition", f.first - 1
 			  FROM (SELECT j.value AS "partition", `+firstAtSQL("?1", "j.value", "?3")+` AS first
 			          FROM json_each(?2) AS j) AS f
-			 WHERE f.first IS NOT NULL`, stream, intsJSON(scope), o.FromTS.UnixMicro())
+			 WHERE f.first IS NOT NULL`, stream, intsJSON(scope), boundMicros(*o.FromTS))
 		err = scanAll(rows, err, func(rows *sql.Rows) error {
 			var p int
 			var n int64

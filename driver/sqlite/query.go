@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -232,7 +233,10 @@ func advance(pos, hwm []int64, eq eventQuery, page []rheo.Event) {
 	if len(page) < eq.maxCount {
 		for i := range pos {
 			if eq.Descending {
-				pos[i] = eq.AfterSequence + 1
+				// Below AfterSequence + 1 nothing is left to match; at
+				// the largest int64, a position at it leaves nothing
+				// either, and adding 1 would overflow.
+				pos[i] = min(eq.AfterSequence, math.MaxInt64-1) + 1
 				continue
 			}
 			limit := hwm[i]
@@ -309,11 +313,11 @@ func (s *session) queryPartition(ctx context.Context, stream string, partition i
 	}
 	if eq.From != nil {
 		where.WriteString(` AND e.ts >= ?`)
-		args = append(args, eq.From.Truncate(time.Microsecond).UnixMicro())
+		args = append(args, boundMicros(eq.From.Truncate(time.Microsecond)))
 	}
 	if eq.To != nil {
 		where.WriteString(` AND e.ts <= ?`)
-		args = append(args, eq.To.Truncate(time.Microsecond).UnixMicro())
+		args = append(args, boundMicros(eq.To.Truncate(time.Microsecond)))
 	}
 	order := ` ORDER BY e.sequence`
 	if eq.Descending {

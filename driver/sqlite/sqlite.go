@@ -20,6 +20,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -279,7 +280,7 @@ func (d *Driver) runOnce(ctx context.Context, fn func(s *session) error) (*sessi
 	if err != nil {
 		return nil, &beginError{err: err}
 	}
-	s := &session{tx: tx, now: d.now(), d: d}
+	s := d.session(tx)
 	if err := fn(s); err != nil {
 		_ = tx.Rollback()
 		return nil, err
@@ -302,9 +303,11 @@ func lostWriteLock(err error) bool {
 	return errors.As(err, &sqliteErr) && sqliteErr.Code == sqlite3.ErrBusy
 }
 
-// now reads the clock once, in microseconds since the Unix epoch, the
-// precision of the stored timestamps.
-func (d *Driver) now() int64 { return d.clock().UnixMicro() }
+// session starts an operation in tx, reading the clock once.
+func (d *Driver) session(tx *sql.Tx) *session {
+	clock := d.clock()
+	return &session{tx: tx, clock: clock, now: clock.UnixMicro(), d: d}
+}
 
 // txOps runs the operations inside a host transaction.
 type txOps struct {
@@ -331,7 +334,7 @@ func (t *txOps) run(ctx context.Context, op string, fn func(s *session) error) e
 	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT rheo_op"); err != nil {
 		return interpretError(op, err)
 	}
-	s := &session{tx: t.tx, now: t.d.now(), d: t.d}
+	s := t.d.session(t.tx)
 	if err := fn(s); err != nil {
 		// ROLLBACK TO keeps the savepoint open; RELEASE ends it. When the
 		// context is gone database/sql has rolled the whole transaction
@@ -354,9 +357,10 @@ func (t *txOps) run(ctx context.Context, op string, fn func(s *session) error) e
 // session is one operation's transaction and the clock reading all its
 // statements share.
 type session struct {
-	tx  *sql.Tx
-	now int64 // microseconds since the Unix epoch
-	d   *Driver
+	tx    *sql.Tx
+	clock time.Time
+	now   int64 // clock in microseconds since the Unix epoch
+	d     *Driver
 	// wakeups are the partitions the operation appended to.
 	wakeups []driver.Wakeup
 }
@@ -371,6 +375,29 @@ func (s *session) query(ctx context.Context, query string, args ...any) (*sql.Ro
 
 func (s *session) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	return s.tx.QueryRowContext(ctx, query, args...)
+}
+
+// checkClock reports a clock reading outside driver.CheckTime's range as
+// invalid_argument. The operations that take a clock argument on
+// PostgreSQL check it first, as the PostgreSQL driver does before it
+// asks the database; the others never read it.
+func (s *session) checkClock() error {
+	return driver.CheckTime("clock", s.clock)
+}
+
+// boundMicros is a time that is only compared with the events' ts
+// (start_at, from_ts, a query's From and To) in stored microseconds.
+// Outside the clock range it is the lowest or highest int64, which
+// compares with every event's ts as the infinities do (driver.Infinite),
+// where UnixMicro would overflow.
+func boundMicros(t time.Time) int64 {
+	switch driver.Infinite(t) {
+	case -1:
+		return math.MinInt64
+	case 1:
+		return math.MaxInt64
+	}
+	return t.UnixMicro()
 }
 
 // fromMicros converts a stored timestamp to a time.Time in UTC.

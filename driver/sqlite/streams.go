@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
 )
 
 // stream returns a stream's partition count; stream_not_found when it is
@@ -61,8 +62,9 @@ func (s *session) createStream(ctx context.Context, stream string, partitionCoun
 	if exists {
 		return rheo.Errorf(rheo.ErrAlreadyExists, "stream %q already exists", stream)
 	}
-	if partitionCount < 1 {
-		return rheo.Errorf(rheo.ErrInvalidPartitionCount, "partition_count must be >= 1, got %d", partitionCount)
+	if partitionCount < 1 || partitionCount > driver.MaxPartitionCount {
+		return rheo.Errorf(rheo.ErrInvalidPartitionCount, "partition_count must be between 1 and %d, got %d",
+			driver.MaxPartitionCount, partitionCount)
 	}
 	if _, err := s.exec(ctx, `INSERT INTO rheo_streams (stream, partition_count, created_at) VALUES (?, ?, ?)`,
 		stream, partitionCount, s.now); err != nil {
@@ -86,8 +88,8 @@ func (st start) check() error {
 	if st.after != nil && st.at != nil {
 		return rheo.Errorf(rheo.ErrInvalidArgument, "give start_after or start_at, not both")
 	}
-	if st.after != nil && *st.after < 0 {
-		return rheo.Errorf(rheo.ErrInvalidArgument, "start_after must be >= 0, got %d", *st.after)
+	if st.after != nil {
+		return driver.CheckSequence("start_after", *st.after)
 	}
 	return nil
 }
@@ -143,7 +145,7 @@ func (s *session) createGroup(ctx context.Context, stream, group string, maxAtte
 func (s *session) placeCursors(ctx context.Context, groupID int64, stream string, scope []int, st start) error {
 	var at *int64
 	if st.at != nil {
-		us := st.at.UnixMicro()
+		us := boundMicros(*st.at)
 		at = &us
 	}
 	_, err := s.exec(ctx, `

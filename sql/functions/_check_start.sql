@@ -9,9 +9,11 @@ BEGIN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = 'give start_after or start_at, not both';
     END IF;
-    IF $1 < 0 THEN
+    -- At most the largest bigint less one, so that the cursor after it
+    -- still fits.
+    IF $1 < 0 OR $1 > 9223372036854775806 THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = format('start_after must be >= 0, got %s', $1);
+            DETAIL = format('start_after must be between 0 and 9223372036854775806, got %s', $1);
     END IF;
 END
 $$;

@@ -10,6 +10,7 @@ DECLARE
     p_count      ALIAS FOR $2;
     v_bad        int;
 BEGIN
+    PERFORM rheo._check_array('partitions', p_partitions);
     IF p_partitions IS NULL THEN
         RETURN ARRAY(SELECT generate_series(0, p_count - 1));
     END IF;

@@ -108,7 +108,8 @@ BEGIN
     END IF;
     RETURN (p_filter ->> p_name)::timestamptz;
 EXCEPTION
-    WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_time_zone_displacement_value THEN
+    WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_time_zone_displacement_value
+         OR invalid_parameter_value THEN  -- an unknown time zone name
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = format('filter %s is not a timestamp: %s', p_name, p_filter ->> p_name);
 END

@@ -16,9 +16,14 @@ SET jit = off
 AS $$
 DECLARE
     p_lease_id ALIAS FOR $1;
+    p_clock    ALIAS FOR $2;
 BEGIN
     IF p_lease_id IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_id must not be NULL';
+    END IF;
+    -- IS NOT NULL first: a helper call costs some 5 us, a quarter of an ack.
+    IF p_clock IS NOT NULL THEN
+        PERFORM rheo._check_time('clock', p_clock);
     END IF;
     DELETE FROM rheo.deliveries AS d WHERE d.lease_id = p_lease_id AND d.state = 'leased';
     IF NOT FOUND THEN

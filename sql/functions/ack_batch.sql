@@ -16,9 +16,15 @@ SET jit = off
 AS $$
 DECLARE
     p_lease_ids ALIAS FOR $1;
+    p_clock     ALIAS FOR $2;
 BEGIN
     IF p_lease_ids IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_ids must not be NULL';
+    END IF;
+    PERFORM rheo._check_array('lease_ids', p_lease_ids);
+    -- IS NOT NULL first: a helper call costs some 5 us, a quarter of an ack.
+    IF p_clock IS NOT NULL THEN
+        PERFORM rheo._check_time('clock', p_clock);
     END IF;
     -- The deliveries are locked in primary key order, the order in which
     -- replay and reset_group lock them too, so that a batch settling

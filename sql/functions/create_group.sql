@@ -42,6 +42,7 @@ BEGIN
     END IF;
     PERFORM rheo._check_start(p_start_after, p_start_at);
     v_scope := rheo._partitions(p_partitions, v_count);
+    PERFORM rheo._check_time('clock', p_clock);
 
     INSERT INTO rheo.groups (stream, group_name, max_attempts, created_at)
     VALUES (p_stream, p_group_name, p_max_attempts, coalesce(p_clock, now()))

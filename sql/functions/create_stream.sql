@@ -23,10 +23,13 @@ BEGIN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = 'partition_count must not be NULL';
     END IF;
-    IF p_count < 1 THEN
+    -- At most 4096: every partition is a row of rheo.partitions and of
+    -- rheo.cursors for each group, and a fetch reads them all.
+    IF p_count < 1 OR p_count > 4096 THEN
         RAISE EXCEPTION 'invalid_partition_count' USING ERRCODE = 'RH006',
-            DETAIL = format('partition_count must be >= 1, got %s', p_count);
+            DETAIL = format('partition_count must be between 1 and 4096, got %s', p_count);
     END IF;
+    PERFORM rheo._check_time('clock', p_clock);
 
     INSERT INTO rheo.streams (stream, partition_count, created_at)
     VALUES (p_stream, p_count, coalesce(p_clock, now()))

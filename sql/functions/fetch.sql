@@ -68,6 +68,14 @@ BEGIN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = format('lease_ms must be >= 1, got %s', coalesce(p_lease_ms::text, 'NULL'));
     END IF;
+    IF octet_length(p_consumer_id) > 1024 THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = format('consumer_id must be at most 1024 bytes, got %s bytes', octet_length(p_consumer_id));
+    END IF;
+    -- IS NOT NULL first: a helper call costs some 5 us, a quarter of an ack.
+    IF p_clock IS NOT NULL THEN
+        PERFORM rheo._check_time('clock', p_clock);
+    END IF;
     v_scope := rheo._partitions(p_partitions, v_group.partition_count);
     IF cardinality(v_scope) = 0 THEN
         RETURN;

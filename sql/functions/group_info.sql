@@ -23,6 +23,7 @@ DECLARE
     v_now        timestamptz := coalesce(p_clock, now());
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
+    PERFORM rheo._check_time('clock', p_clock);
     RETURN QUERY
     WITH delivered AS (
         SELECT count(*) FILTER (WHERE d.state = 'leased' AND d.expires_at > v_now) AS inflight,

@@ -57,6 +57,7 @@ BEGIN
     IF p_force IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'force must not be NULL';
     END IF;
+    PERFORM rheo._check_time('clock', p_clock);
 
     SELECT s.max_age INTO v_max_age FROM rheo.streams s WHERE s.stream = p_stream FOR UPDATE;
     IF NOT FOUND THEN  -- dropped meanwhile

@@ -146,7 +146,11 @@ BEGIN
     -- Descending, every event from (s, p) down.
     IF v_n < p_max_count THEN
         IF p_descending THEN
-            v_pos := array_fill(coalesce(f.after_sequence, 0) + 1, ARRAY[cardinality(v_scope)]);
+            -- Below after_sequence + 1 nothing is left to match. least():
+            -- after_sequence may be the largest bigint, and a position at
+            -- it leaves nothing to match either.
+            v_pos := array_fill(least(coalesce(f.after_sequence, 0), 9223372036854775806) + 1,
+                                ARRAY[cardinality(v_scope)]);
         ELSE
             v_pos := ARRAY(SELECT greatest(x.pos, least(x.hwm, coalesce(f.until_sequence, x.hwm)))
                              FROM unnest(v_pos, v_hwm) WITH ORDINALITY AS x(pos, hwm, ord) ORDER BY x.ord);

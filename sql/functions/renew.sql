@@ -19,6 +19,10 @@ BEGIN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = format('lease_ms must be >= 1, got %s', coalesce(p_lease_ms::text, 'NULL'));
     END IF;
+    -- IS NOT NULL first: a helper call costs some 5 us, a quarter of an ack.
+    IF p_clock IS NOT NULL THEN
+        PERFORM rheo._check_time('clock', p_clock);
+    END IF;
     UPDATE rheo.deliveries AS d
        SET expires_at = coalesce(p_clock, now()) + make_interval(secs => p_lease_ms / 1000.0)
      WHERE d.lease_id = p_lease_id AND d.state = 'leased'

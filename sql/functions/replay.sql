@@ -27,10 +27,14 @@ BEGIN
         RAISE EXCEPTION 'invalid_replay_opts' USING ERRCODE = 'RH009',
             DETAIL = 'give exactly one of from_sequence, event_ids and from_ts';
     END IF;
-    IF p_from_sequence < 0 THEN
+    -- At most the largest bigint less one, so that the cursor after it
+    -- still fits.
+    IF p_from_sequence < 0 OR p_from_sequence > 9223372036854775806 THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = format('from_sequence must be >= 0, got %s', p_from_sequence);
+            DETAIL = format('from_sequence must be between 0 and 9223372036854775806, got %s', p_from_sequence);
     END IF;
+    PERFORM rheo._check_array('event_ids', p_event_ids);
+    PERFORM rheo._check_time('clock', p_clock);
     v_scope := rheo._partitions(p_partitions, v_group.partition_count);
 
     -- Lock the cursors in partition order: replay waits for fetches in

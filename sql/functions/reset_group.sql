@@ -16,6 +16,7 @@ DECLARE
     p_start_after ALIAS FOR $4;
     p_start_at    ALIAS FOR $5;
     p_partitions  ALIAS FOR $6;
+    p_clock       ALIAS FOR $7;
     v_group       record;
     v_scope       int[];
 BEGIN
@@ -26,6 +27,7 @@ BEGIN
     v_group := rheo._group(p_stream, p_group_name);
     PERFORM rheo._check_start(p_start_after, p_start_at);
     v_scope := rheo._partitions(p_partitions, v_group.partition_count);
+    PERFORM rheo._check_time('clock', p_clock);
 
     PERFORM 1 FROM rheo.cursors c
       WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)

@@ -22,6 +22,10 @@ BEGIN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = format('delay_ms must be >= 0, got %s', coalesce(p_delay_ms::text, 'NULL'));
     END IF;
+    -- IS NOT NULL first: a helper call costs some 5 us, a quarter of an ack.
+    IF p_clock IS NOT NULL THEN
+        PERFORM rheo._check_time('clock', p_clock);
+    END IF;
     SELECT d.group_id, d."partition", d.sequence, d.attempt, g.max_attempts INTO v_row
       FROM rheo.deliveries d
       JOIN rheo.groups g ON g.group_id = d.group_id

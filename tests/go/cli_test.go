@@ -1026,7 +1026,9 @@ func TestCLIOpsGuide(t *testing.T) {
 
 // TestCLIReadme checks that the README's code is what runs: its Go
 // quickstart is the body of Example in example_test.go, and its psql
-// session runs in psql against a migrated database.
+// session (its ```sql blocks; other SQL, such as the grants of its
+// Roles section, is fenced as ```postgresql) runs in psql against a
+// migrated database.
 func TestCLIReadme(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {

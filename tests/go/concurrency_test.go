@@ -668,28 +668,21 @@ func TestConcurrentAppendBatchOfHeldIDs(t *testing.T) {
 
 	// The batch goes to partition 3, whose allocator nobody holds, so it
 	// reaches its inserts at once.
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
 	var got []concEvent
-	done := make(chan error, 1)
-	go func() {
+	batch := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
 		rows, _ := conn.Query(ctx, `SELECT "partition", sequence FROM rheo.append_batch('held', '[{"v": 1}, {"v": 1}, {"v": 1}]',
 			ids => '{id-0,id-1,id-2}', "partition" => 3)`)
 		var err error
 		got, err = pgx.CollectRows(rows, pgx.RowToStructByPos[concEvent])
-		done <- err
-	}()
-	pid := conn.Conn().PgConn().PID()
+		return err
+	})
 	for _, p := range producers {
-		concWaitForXact(ctx, t, pool, pid, p.xid)
+		concWaitForXact(ctx, t, pool, batch.pid, p.xid)
 		if err := p.tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := <-done; err != nil {
+	if err := batch.wait(); err != nil {
 		t.Fatalf("the batch: %v, want the three stored events", err)
 	}
 	want := []concEvent{producers[0].ev, producers[1].ev, producers[2].ev}
@@ -923,18 +916,12 @@ func TestConcurrentFetchDuringReplay(t *testing.T) {
 
 			// 2. A fetch covers both partitions: partition 0 is held, and
 			// partition 1 has only the expired lease.
-			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Release()
-			fetched := make(chan error, 1)
-			go func() {
+			fetch := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
 				_, err := conn.Exec(ctx, `SELECT count(*) FROM rheo.fetch($1, 'g', clock => '2030-01-01 01:00Z')`, stream)
-				fetched <- err
-			}()
+				return err
+			})
 			// It either returns or waits, for partition 0 at most.
-			fetchErr, returned := concDoneOrWaiting(ctx, t, pool, conn.Conn().PgConn().PID(), fetched)
+			concFinishedOrWaiting(ctx, t, pool, fetch)
 
 			// 3. The replaying transaction goes on to partition 1, then commits.
 			if _, err := tx.Exec(ctx, tc.second, stream); err != nil {
@@ -943,11 +930,8 @@ func TestConcurrentFetchDuringReplay(t *testing.T) {
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if !returned {
-				fetchErr = <-fetched
-			}
-			if fetchErr != nil {
-				t.Fatalf("fetch: %v", fetchErr)
+			if err := fetch.wait(); err != nil {
+				t.Fatalf("fetch: %v", err)
 			}
 		})
 	}
@@ -1008,40 +992,27 @@ func TestConcurrentAckBatchDuringReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ackConn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ackConn.Release()
-	acked := make(chan error, 1)
 	var oks []bool
-	go func() {
-		rows, _ := ackConn.Query(ctx, `SELECT ok FROM rheo.ack_batch($1::uuid[])`, picked)
+	ack := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		rows, _ := conn.Query(ctx, `SELECT ok FROM rheo.ack_batch($1::uuid[])`, picked)
 		var err error
 		oks, err = pgx.CollectRows(rows, pgx.RowTo[bool])
-		acked <- err
-	}()
-	concWaitForLock(ctx, t, pool, ackConn.Conn().PgConn().PID())
-
-	replayConn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer replayConn.Release()
-	replayed := make(chan error, 1)
-	go func() {
-		_, err := replayConn.Exec(ctx, `SELECT rheo.replay('churn', 'g', from_sequence => 0)`)
-		replayed <- err
-	}()
-	concWaitForLock(ctx, t, pool, replayConn.Conn().PgConn().PID())
+		return err
+	})
+	concWaitForLock(ctx, t, pool, ack.pid)
+	replay := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		_, err := conn.Exec(ctx, `SELECT rheo.replay('churn', 'g', from_sequence => 0)`)
+		return err
+	})
+	concWaitForLock(ctx, t, pool, replay.pid)
 
 	if err := holder.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-acked; err != nil {
+	if err := ack.wait(); err != nil {
 		t.Errorf("ack_batch: %v", err)
 	}
-	if err := <-replayed; err != nil {
+	if err := replay.wait(); err != nil {
 		t.Errorf("replay: %v", err)
 	}
 	if !slices.Equal(oks, []bool{true, true, true}) {
@@ -1072,38 +1043,25 @@ func TestConcurrentDropStreamDuringAppends(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dropConn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dropConn.Release()
 	var deleted int64
-	dropped := make(chan error, 1)
-	go func() {
-		dropped <- dropConn.QueryRow(ctx, `SELECT rheo.drop_stream('doomed', confirm => true)`).Scan(&deleted)
-	}()
-	concWaitForLock(ctx, t, pool, dropConn.Conn().PgConn().PID())
-
-	lateConn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lateConn.Release()
-	late := make(chan error, 1)
-	go func() {
-		_, err := lateConn.Exec(ctx, `SELECT rheo.append('doomed', '{"late": true}')`)
-		late <- err
-	}()
+	drop := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, `SELECT rheo.drop_stream('doomed', confirm => true)`).Scan(&deleted)
+	})
+	concWaitForLock(ctx, t, pool, drop.pid)
+	late := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		_, err := conn.Exec(ctx, `SELECT rheo.append('doomed', '{"late": true}')`)
+		return err
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-dropped; err != nil {
+	if err := drop.wait(); err != nil {
 		t.Fatalf("drop_stream: %v", err)
 	}
 	if deleted != 2 {
 		t.Errorf("drop_stream deleted %d events, want 2: the one in progress too", deleted)
 	}
-	err = <-late
+	err = late.wait()
 	var pgErr *pgconn.PgError
 	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == rheo.ErrStreamNotFound.Code) {
 		t.Errorf("the append that met the drop: %v, want success before it or stream_not_found", err)
@@ -1150,21 +1108,15 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 		t.Fatalf("pruned %d, want 10", pruned)
 	}
 
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
 	var reopened int64
-	replayed := make(chan error, 1)
-	go func() {
-		replayed <- conn.QueryRow(ctx, `SELECT rheo.replay('aging', 'g', from_sequence => 0)`).Scan(&reopened)
-	}()
-	concWaitForLock(ctx, t, pool, conn.Conn().PgConn().PID())
+	replay := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, `SELECT rheo.replay('aging', 'g', from_sequence => 0)`).Scan(&reopened)
+	})
+	concWaitForLock(ctx, t, pool, replay.pid)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-replayed; err != nil {
+	if err := replay.wait(); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	var next int64
@@ -1187,24 +1139,18 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 	}
 }
 
-// concDoneOrWaiting waits until the statement of backend pid has
-// finished, reporting on done, or waits on a lock. returned tells which,
-// and err is the statement's error when it finished.
-func concDoneOrWaiting(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid uint32, done <-chan error) (err error, returned bool) {
+// concFinishedOrWaiting returns once b has finished or its backend waits
+// on a lock.
+func concFinishedOrWaiting(ctx context.Context, t *testing.T, pool *pgxpool.Pool, b *concBackground) {
 	t.Helper()
-	for {
-		select {
-		case err := <-done:
-			return err, true
-		default:
-		}
+	for !b.finished() {
 		var waiting bool
 		if err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`,
-			int64(pid)).Scan(&waiting); err != nil {
-			t.Fatalf("watch backend %d: %v", pid, err)
+			int64(b.pid)).Scan(&waiting); err != nil {
+			t.Fatalf("watch backend %d: %v", b.pid, err)
 		}
 		if waiting {
-			return nil, false
+			return
 		}
 	}
 }
@@ -1470,6 +1416,46 @@ func concWaitForLock(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid 
 		if waiting {
 			return
 		}
+	}
+}
+
+// concBackground is work running on a connection of its own.
+type concBackground struct {
+	pid  uint32
+	done chan struct{}
+	err  error
+}
+
+// concGo starts fn on a connection of its own and returns at once; wait
+// for it with wait. The connection goes back to the pool when fn returns.
+func concGo(ctx context.Context, t *testing.T, pool *pgxpool.Pool, fn func(conn *pgxpool.Conn) error) *concBackground {
+	t.Helper()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &concBackground{pid: conn.Conn().PgConn().PID(), done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		defer conn.Release()
+		b.err = fn(conn)
+	}()
+	return b
+}
+
+// wait returns fn's error once it has returned.
+func (b *concBackground) wait() error {
+	<-b.done
+	return b.err
+}
+
+// finished reports whether fn has returned.
+func (b *concBackground) finished() bool {
+	select {
+	case <-b.done:
+		return true
+	default:
+		return false
 	}
 }
 

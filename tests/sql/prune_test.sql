@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(35);
+SELECT plan(36);
 
 -- Partition 0: 1-5 at 00:00, 6 at 02:00, 7 at 00:30 (aged, behind a
 -- younger one). Partition 1: 1-4 at 00:00. The clock of the prunes is
@@ -17,6 +17,7 @@ SELECT throws_ok($$SELECT rheo.prune('missing')$$, 'RH001', 'stream_not_found', 
 SELECT throws_ok($$SELECT rheo.prune('s', max_count => -1)$$, 'RH011', 'invalid_argument', 'a negative max_count');
 SELECT throws_ok($$SELECT rheo.prune('s', max_count => NULL)$$, 'RH011', 'invalid_argument', 'a NULL max_count');
 SELECT throws_ok($$SELECT rheo.prune('s', force => NULL)$$, 'RH011', 'invalid_argument', 'a NULL force');
+SELECT throws_ok($$SELECT rheo.prune('s', clock => 'infinity')$$, 'RH011', 'invalid_argument', 'an infinite clock');
 SELECT is(rheo.prune('s', clock => '2030-01-01 02:30Z'), 0::bigint, 'a stream without retention prunes nothing');
 SELECT rheo.set_retention('s', '1 hour');
 SELECT is(rheo.prune('s', max_count => 0, clock => '2030-01-01 02:30Z'), 0::bigint, 'max_count 0 prunes nothing');

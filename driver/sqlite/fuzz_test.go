@@ -1,0 +1,275 @@
+package sqlite
+
+import (
+	"bytes"
+	"crypto/md5"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// sqlRoute is the SPEC's routing written as the SQL does it, on the text
+// of the md5: ('x' || substr(md5(key), 1, 8))::bit(32)::bigint % count.
+func sqlRoute(key string, count int) int {
+	sum := md5.Sum([]byte(key))
+	first8 := hex.EncodeToString(sum[:])[:8]
+	n, err := strconv.ParseUint(first8, 16, 64)
+	if err != nil {
+		panic(err)
+	}
+	return int(n % uint64(count))
+}
+
+// FuzzPayloadKey checks payload->>'key' as the SQLite driver reads it: a
+// string key comes back as it was written and routes as the SQL does;
+// any other field value comes back as JSON text with the same value; and
+// the lineage check measures those same texts.
+func FuzzPayloadKey(f *testing.F) {
+	for _, s := range []struct {
+		key   string
+		raw   string
+		count int
+	}{
+		{"k1", `{"key": "k1"}`, 4},
+		{"", `{"key": null}`, 1},
+		{"a\"b\\c", `{"key": 42, "other": true}`, 7},
+		{"ümlaut 😀", `{"key": {"b": [1, 2], "a": "x"}}`, 4096},
+		{strings.Repeat("k", 1025), `{"correlation_id": 1e3, "key": [true]}`, 2},
+		{"\u2028", `{"key": "\ud83d\ude00", "key": "last"}`, 3},
+	} {
+		f.Add(s.key, []byte(s.raw), s.count)
+	}
+	f.Fuzz(func(t *testing.T, key string, raw []byte, count int) {
+		if count < 1 || count > driver.MaxPartitionCount {
+			count = 1 + int(uint(count)%driver.MaxPartitionCount)
+		}
+		if utf8.ValidString(key) {
+			payload, err := json.Marshal(map[string]any{"key": key, "n": 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := payloadKey(payload); got != key {
+				t.Fatalf("payloadKey(%s) = %q, want %q", payload, got, key)
+			}
+			if got, want := rheo.PartitionForKey(payloadKey(payload), count), sqlRoute(key, count); got != want {
+				t.Fatalf("key %q routes to %d of %d, the SQL to %d", key, got, count, want)
+			}
+			meta, err := json.Marshal(map[string]string{rheo.MetaCausationID: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := checkLineage(meta); (len(key) > driver.MaxTextBytes) != (err != nil) {
+				t.Fatalf("checkLineage of a causation_id of %d bytes = %v", len(key), err)
+			}
+		}
+
+		if !json.Valid(raw) || !isObject(raw) {
+			return
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			t.Fatal(err)
+		}
+		got := payloadKey(raw)
+		value, ok := fields["key"]
+		var s string
+		switch {
+		case !ok || string(value) == "null":
+			if got != "" {
+				t.Fatalf("payloadKey(%s) = %q without a key", raw, got)
+			}
+		case json.Unmarshal(value, &s) == nil:
+			if got != s {
+				t.Fatalf("payloadKey(%s) = %q, want %q", raw, got, s)
+			}
+		default:
+			if !json.Valid([]byte(got)) || !jsonEqual([]byte(got), value) {
+				t.Fatalf("payloadKey(%s) = %q, not the JSON of %s", raw, got, value)
+			}
+		}
+		tooLong := false
+		for _, k := range lineageKeys {
+			tooLong = tooLong || len(fieldText(fields[k])) > driver.MaxTextBytes
+		}
+		if err := checkLineage(raw); tooLong != (err != nil) {
+			t.Fatalf("checkLineage(%s) = %v", raw, err)
+		}
+	})
+}
+
+// FuzzJSONEqual checks jsonEqual against a reference reading of both
+// documents with numbers as exact rationals, and that it is reflexive,
+// symmetric and blind to formatting.
+func FuzzJSONEqual(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"a": 1, "b": [1, 2]}`, `{"b":[1,2],"a":1}`},
+		{`{"a": 1}`, `{"a": 1.0}`},
+		{`{"a": 100}`, `{"a": 1e2}`},
+		{`{"a": -0}`, `{"a": 0.00}`},
+		{`{"a": 12345678901234567890}`, `{"a": 12345678901234567891}`},
+		{`{"a": 1, "a": 2}`, `{"a": 2}`},
+		{`[1, 2]`, `[2, 1]`},
+		{`"1"`, `1`},
+		{`{"a": null}`, `{}`},
+		{`{"a": "\u00e9"}`, `{"a": "é"}`},
+		{`1E+2`, `100.000`},
+		{`not json`, `{}`},
+	} {
+		f.Add([]byte(s[0]), []byte(s[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		if !json.Valid(a) {
+			return // jsonEqual is for valid JSON, which the drivers check first
+		}
+		if !jsonEqual(a, a) {
+			t.Fatalf("jsonEqual(%q, itself) is false", a)
+		}
+		var indented bytes.Buffer
+		if err := json.Indent(&indented, a, "", "\t"); err != nil {
+			t.Fatal(err)
+		}
+		if !jsonEqual(a, indented.Bytes()) {
+			t.Fatalf("jsonEqual(%q, %q) is false", a, indented.Bytes())
+		}
+		if !json.Valid(b) {
+			return
+		}
+		got := jsonEqual(a, b)
+		if got != jsonEqual(b, a) {
+			t.Fatalf("jsonEqual(%q, %q) is not symmetric", a, b)
+		}
+		ra, okA := referenceJSON(a)
+		rb, okB := referenceJSON(b)
+		if okA && okB {
+			if want := referenceEqual(ra, rb); got != want {
+				t.Fatalf("jsonEqual(%q, %q) = %v, want %v", a, b, got, want)
+			}
+		}
+	})
+}
+
+// referenceJSON decodes v with every number as an exact rational; false
+// when a number is too large to make one of cheaply.
+func referenceJSON(v []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, false
+	}
+	ok := true
+	var convert func(any) any
+	convert = func(x any) any {
+		switch x := x.(type) {
+		case map[string]any:
+			for k, v := range x {
+				x[k] = convert(v)
+			}
+		case []any:
+			for i, v := range x {
+				x[i] = convert(v)
+			}
+		case json.Number:
+			if exp := strings.IndexAny(string(x), "eE"); exp >= 0 {
+				if e, err := strconv.Atoi(string(x)[exp+1:]); err != nil || e > 1000 || e < -1000 {
+					ok = false
+					return x
+				}
+			}
+			r, valid := new(big.Rat).SetString(string(x))
+			if !valid {
+				ok = false
+				return x
+			}
+			return r
+		}
+		return x
+	}
+	doc = convert(doc)
+	return doc, ok
+}
+
+func referenceEqual(a, b any) bool {
+	switch a := a.(type) {
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, va := range a {
+			vb, ok := b[k]
+			if !ok || !referenceEqual(va, vb) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := b.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if !referenceEqual(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	case *big.Rat:
+		b, ok := b.(*big.Rat)
+		return ok && a.Cmp(b) == 0
+	default:
+		return a == b
+	}
+}
+
+// FuzzQueryAdvance checks that the positions a query page leaves behind
+// stay within 0 and the largest int64 whatever its bounds, and that the
+// cursor made of them decodes to them, as a next page needs.
+func FuzzQueryAdvance(f *testing.F) {
+	f.Add(int64(math.MaxInt64), int64(-1), int64(3), int64(4), true, 100, 0)
+	f.Add(int64(math.MaxInt64-1), int64(math.MaxInt64), int64(0), int64(1), true, 1, 1)
+	f.Add(int64(0), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), false, 1, 1)
+	f.Add(int64(5), int64(2), int64(10), int64(3), false, 2, 2)
+	f.Fuzz(func(t *testing.T, after, until, hwm, pos int64, descending bool, maxCount, pageLen int) {
+		if after < 0 || hwm < 0 || pos < 0 || maxCount < 1 {
+			return // the checks before refuse these, or no page is read
+		}
+		eq := eventQuery{Query: rheo.Query{AfterSequence: after, Descending: descending}, maxCount: maxCount, scope: []int{0, 1}}
+		if until >= 0 {
+			eq.UntilSequence = &until
+		}
+		// A page of at most maxCount events, the last one at
+		// (min(pos, hwm), partition 0), as a page read below or above
+		// pos would end.
+		pageLen = int(uint(pageLen) % uint(maxCount+1))
+		page := make([]rheo.Event, pageLen)
+		for i := range page {
+			page[i] = rheo.Event{Partition: 0, Sequence: max(1, min(pos, hwm))}
+		}
+		positions := []int64{pos, pos}
+		advance(positions, []int64{hwm, hwm}, eq, page)
+		for _, p := range positions {
+			if p < 0 {
+				t.Fatalf("advance left a negative position %d (after %d, until %d, hwm %d, pos %d)", p, after, until, hwm, pos)
+			}
+		}
+		cursor := encodeQueryCursor("0123456789abcdef", positions)
+		back, err := decodeQueryCursor(cursor, "0123456789abcdef", 2)
+		if err != nil || back[0] != positions[0] || back[1] != positions[1] {
+			t.Fatalf("cursor %q of %v decodes to %v, %v", cursor, positions, back, err)
+		}
+		_, err = decodeQueryCursor(cursor, "fedcba9876543210", 2)
+		if !errors.Is(err, rheo.ErrCursorNotFound) {
+			t.Fatalf("a cursor of another query: %v", err)
+		}
+	})
+}
