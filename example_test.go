@@ -50,8 +50,8 @@ func Example() {
 	}
 
 	// A worker runs the handler for every event of the group: returning
-	// nil acks the event, an error retries it, worker.Reject(err)
-	// dead-letters it.
+	// nil acks the event, an error retries it after a back-off (1s
+	// doubling to 5 minutes), worker.Reject(err) dead-letters it.
 	var (
 		mu     sync.Mutex
 		billed []string

@@ -24,7 +24,8 @@ const (
 	DefaultAckFlushInterval = 10 * time.Millisecond
 )
 
-// Fetch back-off after errors: doubling from the first to the last.
+// Fetch back-off after errors: doubling from the first to the last, each
+// wait jittered by ±jitterSpread.
 const (
 	minFetchBackoff = 100 * time.Millisecond
 	maxFetchBackoff = 5 * time.Second
@@ -56,6 +57,18 @@ type Config struct {
 	// Concurrency is how many handlers run at once. Workers only.
 	// Defaults to 10.
 	Concurrency int
+	// RetryPolicy chooses how long an event waits before it is claimable
+	// again after its handler returned an error other than Retry and
+	// Reject, or panicked: lease is the lease that failed (lease.Attempt
+	// its attempt) and err what the handler returned (a *PanicError after
+	// a panic). A negative duration counts as 0, one beyond 2^31−1
+	// milliseconds (about 24.8 days) as that. At the group's max_attempts
+	// the event is dead-lettered instead, whatever the delay. Retry(delay,
+	// err) keeps its own delay, and an event whose handler fails after a
+	// hard stop is retried at once. It is called from the handlers'
+	// goroutines, concurrently, and must be quick. Workers only. Defaults
+	// to DefaultRetryPolicy: 1s doubling to 5 minutes, ±20% jitter.
+	RetryPolicy func(lease rheo.Lease, err error) time.Duration
 
 	// MaxDemand is the most leases held at once: leases whose handler
 	// runs, or that wait for their ack to be written, or (Consumer) that
@@ -142,6 +155,9 @@ func (cfg *Config) settle(drv driver.Driver, forWorker bool) (*settings, error) 
 		}
 		if s.Concurrency != 0 {
 			return nil, configError("Concurrency applies to workers only; leave it 0 for a Consumer")
+		}
+		if s.RetryPolicy != nil {
+			return nil, configError("RetryPolicy applies to workers only; a Consumer's caller gives Lease.Retry its delay")
 		}
 		if s.MaxDemand < 0 {
 			return nil, configError("MaxDemand must not be negative (got %d)", s.MaxDemand)
@@ -240,6 +256,9 @@ func (s *settings) settleWorker(drv driver.Driver) error {
 	}
 	if s.MaxDemand < s.Concurrency {
 		return configError("MaxDemand (%d) must be at least Concurrency (%d)", s.MaxDemand, s.Concurrency)
+	}
+	if s.RetryPolicy == nil {
+		s.RetryPolicy = DefaultRetryPolicy
 	}
 	return nil
 }

@@ -79,6 +79,7 @@ func TestConfigValidation(t *testing.T) {
 		{"a handler", func(c *worker.Config) { c.Handler = nop }, "Handler and TxHandler must be nil for a Consumer"},
 		{"a TxHandler", func(c *worker.Config) { c.TxHandler = txNop }, "Handler and TxHandler must be nil for a Consumer"},
 		{"a concurrency", func(c *worker.Config) { c.Concurrency = 4 }, "Concurrency applies to workers only"},
+		{"a retry policy", func(c *worker.Config) { c.RetryPolicy = worker.DefaultRetryPolicy }, "RetryPolicy applies to workers only"},
 		{"a negative demand", func(c *worker.Config) { c.MaxDemand = -1 }, "MaxDemand must not be negative"},
 	} {
 		t.Run("NewConsumer refuses "+tc.name, func(t *testing.T) {

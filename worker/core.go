@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -172,7 +173,7 @@ func (c *core) wants(partition int) bool {
 // It fetches again at once after a full batch or when demand grows after
 // one; after a short batch it waits for a wakeup of its partitions, an
 // event retried without delay, or the poll interval. Fetch errors back
-// off from 100ms, doubling to 5s.
+// off from 100ms, doubling to 5s, each wait jittered by ±20%.
 //
 // After a full batch, the next fetch waits up to refillWindow for room for
 // a whole maxFetch: quick handlers free their slots within it, and one
@@ -200,12 +201,16 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, maxFetch int
 					if ctx.Err() != nil {
 						return
 					}
+					// backoff is the nominal step; each wait is jittered so
+					// that workers that lost the database together do not
+					// come back together.
 					backoff = min(max(2*backoff, minFetchBackoff), maxFetchBackoff)
-					c.fetchFailed(err, backoff)
+					wait := jittered(backoff, rand.Float64())
+					c.fetchFailed(err, wait)
 					if failed != nil && !failed(err) {
 						return
 					}
-					if !pause(ctx, stop, backoff) {
+					if !pause(ctx, stop, wait) {
 						return
 					}
 					continue

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/rheo-go/rheo"
@@ -9,14 +10,16 @@ import (
 )
 
 // faultyDriver is a real driver whose Fetch, AckBatch, Retry and Reject
-// fail on the calls the test picks, to drive the worker's error paths. It
-// hides the wrapped driver's Transactor.
+// fail on the calls the test picks, to drive the worker's error paths, and
+// that records what the worker passes to Retry. It hides the wrapped
+// driver's Transactor.
 type faultyDriver struct {
 	driver.Driver
 
-	mu     sync.Mutex
-	calls  map[string]int
-	faults map[string]map[int]error // op → call number (from 1) → error
+	mu      sync.Mutex
+	calls   map[string]int
+	faults  map[string]map[int]error // op → call number (from 1) → error
+	retries []rheo.RetryOptions      // the options of every Retry call, in order
 }
 
 func newFaultyDriver(d driver.Driver) *faultyDriver {
@@ -55,10 +58,20 @@ func (f *faultyDriver) AckBatch(ctx context.Context, ids []string) ([]rheo.AckRe
 }
 
 func (f *faultyDriver) Retry(ctx context.Context, id string, opts *rheo.RetryOptions) (rheo.RetryOutcome, error) {
+	f.mu.Lock()
+	f.retries = append(f.retries, *opts)
+	f.mu.Unlock()
 	if err := f.fault("retry"); err != nil {
 		return "", err
 	}
 	return f.Driver.Retry(ctx, id, opts)
+}
+
+// retryCalls returns the options of every Retry call so far.
+func (f *faultyDriver) retryCalls() []rheo.RetryOptions {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.retries)
 }
 
 func (f *faultyDriver) Reject(ctx context.Context, id, reason string) error {

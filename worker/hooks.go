@@ -80,7 +80,8 @@ type FetchInfo struct {
 type FetchErrorInfo struct {
 	// Err is the error, in the SPEC vocabulary.
 	Err error
-	// Backoff is how long the worker waits before fetching again.
+	// Backoff is how long the worker waits before fetching again: 100ms
+	// doubling to 5s over successive failures, each jittered by ±20%.
 	Backoff time.Duration
 }
 

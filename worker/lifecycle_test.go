@@ -74,6 +74,7 @@ func TestWorkerLifecycle(t *testing.T) {
 				assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
 				s := bd.rec.snapshot()
 				require.Len(t, s.retried, 1)
+				assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
 				info := bd.info(t)
 				assert.Equal(t, int64(0), info.Inflight)
 				assert.Equal(t, int64(1), info.PendingRetry, "the event is claimable again at once")
@@ -92,7 +93,9 @@ func TestWorkerLifecycle(t *testing.T) {
 				assert.ErrorIs(t, w.Stop(ctx), context.Canceled)
 				assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
 				receive(t, "the end of the worker", w.Done())
-				assert.Len(t, bd.rec.snapshot().retried, 1)
+				s := bd.rec.snapshot()
+				require.Len(t, s.retried, 1)
+				assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
 			})
 
 			t.Run("cancelling Start's context stops the worker", func(t *testing.T) {

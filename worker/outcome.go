@@ -19,12 +19,16 @@ import (
 //   - Retry(delay, err) makes it claimable again after delay, or
 //     dead-letters it when the group's attempts are used up;
 //   - Reject(err) dead-letters it now;
-//   - any other error retries it at once with the error as the reason.
+//   - any other error retries it after the delay that Config.RetryPolicy
+//     chooses (DefaultRetryPolicy: 1s doubling to 5 minutes, with
+//     jitter), with the error as the reason, or dead-letters it when the
+//     group's attempts are used up.
 //
-// A panic is recovered and retried at once with the panic as the reason.
-// ctx is cancelled with cause rheo.ErrStaleLease when the lease is lost
-// (the outcome is then discarded), and with cause ErrStopped on a hard
-// stop.
+// A panic is recovered and settled like an error, with the panic as the
+// reason. ctx is cancelled with cause rheo.ErrStaleLease when the lease is
+// lost (the outcome is then discarded), and with cause ErrStopped on a
+// hard stop; an error or panic after a hard stop retries at once, so that
+// another consumer takes the event without waiting.
 type Handler func(ctx context.Context, lease rheo.Lease) error
 
 // TxHandler is a Handler that runs inside a database transaction in which
@@ -55,7 +59,8 @@ func (e *RetryError) Error() string {
 func (e *RetryError) Unwrap() error { return e.Err }
 
 // Retry is a handler outcome: retry the event after delay (a negative
-// delay counts as 0) with err as the reason. When the event has used up
+// delay counts as 0, one beyond 2^31−1 milliseconds as that) with err as
+// the reason, whatever Config.RetryPolicy says. When the event has used up
 // the group's attempts it is dead-lettered instead.
 func Retry(delay time.Duration, err error) error {
 	return &RetryError{Delay: max(delay, 0), Err: err}
@@ -102,7 +107,8 @@ type Outcome string
 const (
 	// OutcomeAck: the handler succeeded and the event is acked.
 	OutcomeAck Outcome = "ack"
-	// OutcomeRetry: the event is retried (after a delay, or at once).
+	// OutcomeRetry: the event is retried (after a delay, or at once), or
+	// dead-lettered when its attempts are used up.
 	OutcomeRetry Outcome = "retry"
 	// OutcomeReject: the event is dead-lettered.
 	OutcomeReject Outcome = "reject"
@@ -113,10 +119,13 @@ const (
 
 // outcome is a handler's return value, interpreted.
 type outcome struct {
-	kind   Outcome
-	delay  time.Duration
-	reason string
-	err    error
+	kind  Outcome
+	delay time.Duration
+	// backoff marks a retry whose delay is the retry policy's to choose:
+	// the handler returned a plain error or panicked.
+	backoff bool
+	reason  string
+	err     error
 }
 
 // outcomeOf interprets a handler's return value.
@@ -126,13 +135,13 @@ func outcomeOf(err error) outcome {
 	}
 	var retry *RetryError
 	if errors.As(err, &retry) {
-		return outcome{kind: OutcomeRetry, delay: retry.Delay, reason: reasonOf(retry.Err), err: err}
+		return outcome{kind: OutcomeRetry, delay: clampDelay(retry.Delay), reason: reasonOf(retry.Err), err: err}
 	}
 	var reject *RejectError
 	if errors.As(err, &reject) {
 		return outcome{kind: OutcomeReject, reason: reasonOf(reject.Err), err: err}
 	}
-	return outcome{kind: OutcomeRetry, reason: err.Error(), err: err}
+	return outcome{kind: OutcomeRetry, backoff: true, reason: err.Error(), err: err}
 }
 
 // reasonOf is the stored reason for err; "" lets the database store its

@@ -114,7 +114,7 @@ func TestWorkerSettlePolicy(t *testing.T) {
 				})
 			}
 
-			t.Run("fetch errors back off, doubling, and reset on success", func(t *testing.T) {
+			t.Run("fetch errors back off, doubling with jitter, and reset on success", func(t *testing.T) {
 				bd := setup(t, b, 5)
 				faulty := newFaultyDriver(bd.drv)
 				unavailable := rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused")
@@ -126,15 +126,23 @@ func TestWorkerSettlePolicy(t *testing.T) {
 
 				s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
 				require.Len(t, s.fetchFailed, 3)
-				for i, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
-					assert.Equal(t, want, s.fetchFailed[i].Backoff)
+				// ±20% around 100ms, 200ms, 400ms: the ranges do not overlap,
+				// so each wait is a step up.
+				for i, nominal := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+					assertJittered(t, nominal, s.fetchFailed[i].Backoff, "fetch error %d", i+1)
 					assert.ErrorIs(t, s.fetchFailed[i].Err, rheo.ErrBackendUnavailable)
 				}
 
 				// Fetch 4 succeeded; fetch 5, the next poll, fails afresh.
 				bd.clock.Advance(time.Second)
 				s = bd.rec.waitFor(t, "another fetch error", func(s recorded) bool { return len(s.fetchFailed) == 4 })
-				assert.Equal(t, 100*time.Millisecond, s.fetchFailed[3].Backoff)
+				assertJittered(t, 100*time.Millisecond, s.fetchFailed[3].Backoff, "the fetch error after a success")
+				nominal := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond}
+				jittered := false
+				for i, f := range s.fetchFailed {
+					jittered = jittered || f.Backoff != nominal[i]
+				}
+				assert.True(t, jittered, "the waits are jittered, not all exactly nominal (odds of that by chance: 1 in 400^4)")
 			})
 		})
 	}
@@ -179,10 +187,14 @@ func TestWorkerTransactional(t *testing.T) {
 					return nil
 				}))
 
-				s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				require.Len(t, s.retried, 1)
+				s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
 				assert.Equal(t, "undo", s.retried[0].Reason)
-				assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
+				assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "the default back-off")
+				assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
+
+				bd.clock.Advance(2 * time.Second) // past the delay and the poll
+				bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+				assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
 			})
 
 			t.Run("a panic rolls the writes back and retries", func(t *testing.T) {
@@ -199,9 +211,13 @@ func TestWorkerTransactional(t *testing.T) {
 					return nil
 				}))
 
-				s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				require.Len(t, s.retried, 1)
+				s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
 				assert.Equal(t, "panic: kaboom", s.retried[0].Reason)
+				assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "the default back-off")
+				assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
+
+				bd.clock.Advance(2 * time.Second) // past the delay and the poll
+				bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
 				assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
 			})
 

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -221,7 +222,23 @@ func (w *Worker) handle(h *held) {
 		w.c.release(h)
 		return
 	}
-	w.c.settle(h, o)
+	w.c.settle(h, w.backoff(h, o))
+}
+
+// backoff chooses the delay of a retry that the handler left to the retry
+// policy. After a hard stop the event is retried at once instead: the
+// failure is likely the cancellation itself, and another consumer should
+// take the event without waiting.
+func (w *Worker) backoff(h *held, o outcome) outcome {
+	if !o.backoff {
+		return o
+	}
+	if errors.Is(context.Cause(h.ctx), ErrStopped) {
+		o.delay = 0
+		return o
+	}
+	o.delay = clampDelay(w.c.s.RetryPolicy(h.lease, o.err))
+	return o
 }
 
 // handleTx runs the TxHandler for h inside a transaction that also acks,
@@ -264,7 +281,7 @@ func (w *Worker) handleTx(h *held) {
 	case lost:
 		w.c.release(h)
 	case handlerErr != nil:
-		w.c.settle(h, o)
+		w.c.settle(h, w.backoff(h, o))
 	case err != nil:
 		w.c.ackFailed(h, "ack", err)
 	default:

@@ -154,7 +154,7 @@ func TestWorkerOutcomes(t *testing.T) {
 				assert.Equal(t, int64(0), bd.info(t).Lag)
 			})
 
-			t.Run("any other error retries at once with the error as the reason", func(t *testing.T) {
+			t.Run("any other error is retried after the retry policy's delay, with the error as the reason", func(t *testing.T) {
 				bd := setup(t, b, 5)
 				appendN(t, bd.drv, bd.stream, 1)
 				startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
@@ -164,12 +164,15 @@ func TestWorkerOutcomes(t *testing.T) {
 					return nil
 				}))
 
-				// No clock advance: "at once" must not wait for a poll.
-				s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				require.Len(t, s.retried, 1)
+				s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
 				assert.Equal(t, "flaky", s.retried[0].Reason)
-				assert.Equal(t, time.Duration(0), s.retried[0].Delay)
+				assertJittered(t, time.Second, s.retried[0].Delay, "the first back-off")
+				assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay)
 				assert.Equal(t, worker.OutcomeRetry, s.handled[0].Outcome)
+				assert.Equal(t, int64(1), bd.info(t).PendingRetry)
+
+				bd.clock.Advance(2 * time.Second) // past the delay and the poll
+				s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
 				assert.Equal(t, 2, s.acked[0].Lease.Attempt)
 			})
 
@@ -183,9 +186,15 @@ func TestWorkerOutcomes(t *testing.T) {
 					return nil
 				}))
 
-				s := bd.rec.waitFor(t, "a dead letter and an ack", func(s recorded) bool {
-					return len(s.deadLettered) == 1 && len(s.acked) == 1
+				s := bd.rec.waitFor(t, "the retry and the other event's ack", func(s recorded) bool {
+					return len(s.retried) == 1 && len(s.acked) == 1
 				})
+				assert.Equal(t, "panic: kaboom", s.retried[0].Reason)
+				assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "panics back off like errors")
+				assert.Empty(t, s.deadLettered)
+
+				bd.clock.Advance(2 * time.Second) // past the delay and the poll
+				s = bd.rec.waitFor(t, "a dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
 				var panics int
 				for _, h := range s.handled {
 					var p *worker.PanicError
