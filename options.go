@@ -124,3 +124,15 @@ type DeadLetterOptions struct {
 	// After is the event id of the last dead letter of the previous page.
 	After string
 }
+
+// PruneOptions are the optional settings of a Prune call.
+type PruneOptions struct {
+	// MaxCount is the most events one call deletes, over all partitions:
+	// a bounded transaction. Call Prune again until it returns 0.
+	// Defaults to 10000.
+	MaxCount int
+	// Force also deletes aged events that some group has not settled:
+	// their leases become stale, their deliveries and dead letters go,
+	// and those groups' cursors and frontiers move past them.
+	Force bool
+}

@@ -147,3 +147,25 @@ const (
 	// letter.
 	DeadLettered RetryOutcome = "dead_lettered"
 )
+
+// PartitionRange is the retained part of one partition's log.
+type PartitionRange struct {
+	// Partition is the partition number.
+	Partition int `json:"partition"`
+	// LowWatermark is the lowest retained sequence, or HighWatermark + 1
+	// when no event is retained. Every sequence from it up to
+	// HighWatermark is retained: pruning never opens a hole.
+	LowWatermark int64 `json:"low_watermark"`
+	// HighWatermark is the last allocated sequence of the partition;
+	// sequences are never reused, so pruning never lowers it.
+	HighWatermark int64 `json:"high_watermark"`
+}
+
+// StreamRange is a stream's retention and what its partitions retain.
+type StreamRange struct {
+	// MaxAge is the stream's retention: events older than it may be
+	// pruned. 0: kept forever (no retention).
+	MaxAge time.Duration `json:"max_age"`
+	// Partitions holds one entry per partition, ordered by partition.
+	Partitions []PartitionRange `json:"partitions"`
+}

@@ -22,6 +22,8 @@ const (
 	DefaultDeadLetterCount = 100
 	// DefaultQueryCount is the page size of a Query.
 	DefaultQueryCount = 100
+	// DefaultPruneCount is Prune's max_count.
+	DefaultPruneCount = 10000
 )
 
 // Millis converts d to whole milliseconds for the SQL functions' *_ms
@@ -38,4 +40,18 @@ func Millis(what string, d time.Duration) (int32, error) {
 		return 0, rheo.Errorf(rheo.ErrInvalidArgument, "%s %s is out of range", what, d)
 	}
 	return int32(ms), nil
+}
+
+// Micros converts a retention's max age to whole microseconds, the
+// precision of PostgreSQL's interval and of SQLite's stored ages,
+// rounding down so that a negative age stays negative and an age below
+// one microsecond becomes 0; the operation then reports either as
+// invalid_argument. Every time.Duration fits an interval (which spans
+// about 178 million years), so nothing is out of range.
+func Micros(d time.Duration) int64 {
+	us := d.Microseconds()
+	if d < 0 && d%time.Microsecond != 0 {
+		us--
+	}
+	return us
 }

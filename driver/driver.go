@@ -68,6 +68,31 @@ type Ops interface {
 	DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error)
 	// GroupInfo summarises a group's state.
 	GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInfo, error)
+
+	// DropGroup removes a group with its deliveries, dead letters and
+	// cursors; its leases become stale. Without confirm it fails
+	// confirm_required before any other check.
+	DropGroup(ctx context.Context, stream, group string, confirm bool) error
+	// DropStream removes a stream, its groups and every event, and
+	// returns how many events it deleted. The name can then be created
+	// anew, with sequences from 1. Without confirm it fails
+	// confirm_required before any other check.
+	DropStream(ctx context.Context, stream string, confirm bool) (int64, error)
+	// SetRetention sets the age past which Prune may delete a stream's
+	// events; 0 removes the retention (events are kept forever). A
+	// negative maxAge is passed through (invalid_argument); maxAge is
+	// rounded down to whole microseconds, so one below a microsecond is
+	// invalid_argument too.
+	SetRetention(ctx context.Context, stream string, maxAge time.Duration) error
+	// Prune deletes, partition by partition, the oldest events older than
+	// the stream's retention that every group has passed (or, with
+	// opts.Force, every such event), at most opts.MaxCount per call, and
+	// returns how many it deleted. A stream without retention prunes
+	// nothing. opts may be nil.
+	Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error)
+	// StreamInfo reports a stream's retention and the low and high
+	// watermarks of each partition.
+	StreamInfo(ctx context.Context, stream string) (rheo.StreamRange, error)
 }
 
 // Driver is a Rheo database: the operations plus its lifecycle.

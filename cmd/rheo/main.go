@@ -2,7 +2,8 @@
 //
 //	rheo demo                                  a guided scenario on a temporary SQLite file
 //	rheo streams | groups | lag | info | dead-letters | replay | reset
-//	rheo append | query | tail | create-stream | create-group
+//	rheo retention | prune
+//	rheo append | query | tail | create-stream | create-group | drop-group | drop-stream
 //
 // Database commands take --database-url (or $DATABASE_URL): postgres://…,
 // postgresql://…, sqlite:///abs/path.db, sqlite://relative/path.db. Run

@@ -106,6 +106,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"wakeups", wakeupCases},
 		{"history queries", QueryCases},
 		{"bad input", badInputCases},
+		{"lifecycle and retention", retentionCases},
 	}
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) { f.cases(t, h) })

@@ -124,14 +124,17 @@ func (s *session) reopen(ctx context.Context, stream string, g groupRow, ids []s
 // letters are cleared. It never moves the cursor forward. It returns how
 // many already-offered events became claimable again.
 func (s *session) rewind(ctx context.Context, stream string, g groupRow, partition int, n int64) (int64, error) {
-	var next, high int64
+	var next, low, high int64
 	if err := s.queryRow(ctx, `
-		SELECT c.next_sequence, p.high_watermark
+		SELECT c.next_sequence, p.low_watermark, p.high_watermark
 		  FROM rheo_cursors AS c
 		  JOIN rheo_partitions AS p ON p.stream = ?1 AND p."partition" = c."partition"
-		 WHERE c.group_id = ?2 AND c."partition" = ?3`, stream, g.id, partition).Scan(&next, &high); err != nil {
+		 WHERE c.group_id = ?2 AND c."partition" = ?3`, stream, g.id, partition).Scan(&next, &low, &high); err != nil {
 		return 0, err
 	}
+	// Pruned events are terminal for every group: a rewind below the low
+	// watermark rewinds to it.
+	n = max(n, low-1)
 	if next <= n+1 {
 		return 0, nil
 	}

@@ -129,7 +129,7 @@ func (s *session) createGroup(ctx context.Context, stream, group string, maxAtte
 	}
 	if _, err := s.exec(ctx, `
 		INSERT INTO rheo_cursors (group_id, "partition", next_sequence)
-		SELECT ?1, "partition", 1 FROM rheo_partitions WHERE stream = ?2`, groupID, stream); err != nil {
+		SELECT ?1, "partition", low_watermark FROM rheo_partitions WHERE stream = ?2`, groupID, stream); err != nil {
 		return err
 	}
 	if st.after == nil && st.at == nil {
@@ -140,7 +140,8 @@ func (s *session) createGroup(ctx context.Context, stream, group string, maxAtte
 
 // placeCursors places a group's cursors in the given partitions: after
 // st.after, at the first event with ts >= st.at (or past the high
-// watermark when there is none), or at the beginning.
+// watermark when there is none), or at the beginning; never below the
+// low watermark, since pruned events count as terminal.
 func (s *session) placeCursors(ctx context.Context, groupID int64, stream string, scope []int, st start) error {
 	var at *int64
 	if st.at != nil {
@@ -149,14 +150,17 @@ func (s *session) placeCursors(ctx context.Context, groupID int64, stream string
 	}
 	_, err := s.exec(ctx, `
 		UPDATE rheo_cursors AS c
-		   SET next_sequence = CASE
-		           WHEN ?3 IS NOT NULL THEN ?3 + 1
-		           WHEN ?4 IS NOT NULL THEN coalesce(
-		               `+firstAtSQL("?2", `c."partition"`, "?4")+`,
-		               (SELECT p.high_watermark + 1 FROM rheo_partitions AS p
-		                 WHERE p.stream = ?2 AND p."partition" = c."partition"))
-		           ELSE 1
-		       END
+		   SET next_sequence = max(
+		           (SELECT p.low_watermark FROM rheo_partitions AS p
+		             WHERE p.stream = ?2 AND p."partition" = c."partition"),
+		           CASE
+		               WHEN ?3 IS NOT NULL THEN ?3 + 1
+		               WHEN ?4 IS NOT NULL THEN coalesce(
+		                   `+firstAtSQL("?2", `c."partition"`, "?4")+`,
+		                   (SELECT p.high_watermark + 1 FROM rheo_partitions AS p
+		                     WHERE p.stream = ?2 AND p."partition" = c."partition"))
+		               ELSE 1
+		           END)
 		 WHERE c.group_id = ?1 AND c."partition" IN (SELECT value FROM json_each(?5))`,
 		groupID, stream, st.after, at, intsJSON(scope))
 	return err

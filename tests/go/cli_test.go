@@ -178,11 +178,12 @@ func TestCLIDemo(t *testing.T) {
 			}
 		}
 	})
-	t.Run("the demo runs on PostgreSQL, twice on the same database", func(t *testing.T) {
+	t.Run("the demo runs on PostgreSQL, twice on the same database, and drops its stream", func(t *testing.T) {
 		b := cliOpenBackend(t, testdb.NewDatabase(t))
 		for range 2 {
 			out := b.ok(t, "demo")
-			if !strings.Contains(out, "Demo complete") || !strings.Contains(out, "on PostgreSQL") {
+			if !strings.Contains(out, "Demo complete") || !strings.Contains(out, "on PostgreSQL") ||
+				!strings.Contains(out, "Dropped the demo's stream") {
 				t.Fatalf("demo output:\n%s", out)
 			}
 		}
@@ -190,8 +191,15 @@ func TestCLIDemo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(streams) != 2 {
-			t.Fatalf("two demo runs left %d streams, want 2 of their own", len(streams))
+		if len(streams) != 0 {
+			t.Fatalf("two demo runs left %d streams, want none", len(streams))
+		}
+		out := b.ok(t, "demo", "--keep")
+		if !strings.Contains(out, "is kept (--keep)") {
+			t.Fatalf("demo --keep output:\n%s", out)
+		}
+		if streams, err = b.drv.ListStreams(context.Background()); err != nil || len(streams) != 1 {
+			t.Fatalf("demo --keep left %d streams (%v), want its own", len(streams), err)
 		}
 	})
 	t.Run("the demo on a database without the schema says how to install it", func(t *testing.T) {
@@ -552,6 +560,220 @@ func TestCLIReplayAndReset(t *testing.T) {
 	})
 }
 
+func TestCLIRetentionAndPrune(t *testing.T) {
+	type rangeOut struct {
+		MaxAge     *string `json:"max_age"`
+		Partitions []struct {
+			Partition     int   `json:"partition"`
+			LowWatermark  int64 `json:"low_watermark"`
+			HighWatermark int64 `json:"high_watermark"`
+			Retained      int64 `json:"retained"`
+		} `json:"partitions"`
+	}
+	type pruneOut struct {
+		DryRun     bool `json:"dry_run"`
+		Force      bool `json:"force"`
+		Batches    int  `json:"batches"`
+		Partitions []struct {
+			Partition    int   `json:"partition"`
+			Events       int64 `json:"events"`
+			LowWatermark int64 `json:"low_watermark"`
+		} `json:"partitions"`
+		Total int64 `json:"total"`
+	}
+	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
+		ctx := context.Background()
+		b.cliStream(t, "orders", 2, 5)
+		// Three events two days old in each partition, then two new ones in
+		// partition 0. billing settles partition 0 only.
+		old := time.Now().Add(-48 * time.Hour)
+		for i := range 6 {
+			p := i % 2
+			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
+				&rheo.AppendOptions{Partition: &p, TS: &old}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 2 {
+			p := 0
+			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"new":%d}`, i)), &rheo.AppendOptions{Partition: &p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leases, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 100, Partitions: []int{0}})
+		if err != nil || len(leases) != 5 {
+			t.Fatalf("fetch partition 0: %v, %d leases", err, len(leases))
+		}
+		for _, l := range leases {
+			if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lows := func() []int64 {
+			info, err := b.drv.StreamInfo(ctx, "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []int64{info.Partitions[0].LowWatermark, info.Partitions[1].LowWatermark}
+		}
+
+		t.Run("retention without --max-age shows the watermarks of each partition", func(t *testing.T) {
+			got := cliJSON[rangeOut](t, b.ok(t, "retention", "orders", "--output", "json"))
+			if got.MaxAge != nil || len(got.Partitions) != 2 || got.Partitions[0].HighWatermark != 5 ||
+				got.Partitions[0].LowWatermark != 1 || got.Partitions[0].Retained != 5 || got.Partitions[1].Retained != 3 {
+				t.Fatalf("retention = %+v, want no max age and 5 and 3 events retained from 1", got)
+			}
+			table := b.ok(t, "retention", "orders")
+			if !strings.Contains(table, `stream "orders" keeps its events forever`) ||
+				!strings.Contains(table, "PARTITION  LOW_WATERMARK  HIGH_WATERMARK  RETAINED\n0          1              5               5") {
+				t.Fatalf("retention table:\n%s", table)
+			}
+		})
+		t.Run("prune of a stream without retention fails and says how to set one", func(t *testing.T) {
+			b.fails(t, cli.ExitFailure, `stream "orders" has no retention, so nothing is pruned; set one with: rheo retention orders --max-age 30d`,
+				"prune", "orders")
+		})
+		t.Run("retention --max-age takes Go durations, days and weeks", func(t *testing.T) {
+			for _, c := range [][2]string{{"2w", "2w"}, {"14d", "2w"}, {"36h", "36h0m0s"}, {"1d12h", "36h0m0s"},
+				{"90m", "1h30m0s"}, {"1.5d", "36h0m0s"}, {"1d", "1d"}} {
+				got := cliJSON[rangeOut](t, b.ok(t, "retention", "orders", "--max-age", c[0], "--output", "json"))
+				if got.MaxAge == nil || *got.MaxAge != c[1] {
+					t.Fatalf("--max-age %s shows %v, want %s", c[0], got.MaxAge, c[1])
+				}
+			}
+			if table := b.ok(t, "retention", "orders"); !strings.Contains(table, `stream "orders" keeps its events for 1d`) {
+				t.Fatalf("retention table:\n%s", table)
+			}
+		})
+		t.Run("retention rejects what is not a positive duration", func(t *testing.T) {
+			for _, age := range []string{"0", "0s", "0d", "-1d", "3x", "1d-2h", "300000d", "", "never"} {
+				b.fails(t, cli.ExitUsage, "invalid value", "retention", "orders", "--max-age", age)
+			}
+			if got := cliJSON[rangeOut](t, b.ok(t, "retention", "orders", "--output", "json")); got.MaxAge == nil || *got.MaxAge != "1d" {
+				t.Fatalf("the retention changed to %v", got.MaxAge)
+			}
+		})
+		t.Run("prune --dry-run counts per partition and changes nothing", func(t *testing.T) {
+			got := cliJSON[pruneOut](t, b.ok(t, "prune", "orders", "--dry-run", "--output", "json"))
+			if !got.DryRun || got.Total != 3 || len(got.Partitions) != 2 || got.Partitions[0].Events != 3 ||
+				got.Partitions[0].LowWatermark != 4 || got.Partitions[1].Events != 0 {
+				t.Fatalf("dry run = %+v, want 3 events of partition 0 (billing has not passed partition 1)", got)
+			}
+			if l := lows(); !slices.Equal(l, []int64{1, 1}) {
+				t.Fatalf("low watermarks after a dry run = %v, want [1 1]", l)
+			}
+			table := b.ok(t, "prune", "orders", "--dry-run", "--force")
+			if !strings.Contains(table, "WOULD_PRUNE") || !strings.Contains(table, "total      6") ||
+				!strings.Contains(table, "dry run: nothing was changed") {
+				t.Fatalf("dry-run table:\n%s", table)
+			}
+		})
+		t.Run("prune deletes the aged events every group has passed and prints the watermarks", func(t *testing.T) {
+			table := b.ok(t, "prune", "orders")
+			if !strings.Contains(table, "PARTITION  PRUNED  LOW_WATERMARK  HIGH_WATERMARK\n0          3       4              5") ||
+				!strings.Contains(table, `pruned 3 event(s) of stream "orders" in 2 transaction(s)`) {
+				t.Fatalf("prune table:\n%s", table)
+			}
+			if l := lows(); !slices.Equal(l, []int64{4, 1}) {
+				t.Fatalf("low watermarks = %v, want [4 1]", l)
+			}
+			if got := cliJSON[pruneOut](t, b.ok(t, "prune", "orders", "--output", "json")); got.Total != 0 || got.Batches != 1 {
+				t.Fatalf("a second prune = %+v, want nothing in one call", got)
+			}
+		})
+		t.Run("prune --force deletes what groups have not settled, in batches of --max-count", func(t *testing.T) {
+			got := cliJSON[pruneOut](t, b.ok(t, "prune", "orders", "--force", "--max-count", "1", "--output", "json"))
+			if !got.Force || got.Total != 3 || got.Batches != 4 || got.Partitions[1].Events != 3 || got.Partitions[1].LowWatermark != 4 {
+				t.Fatalf("prune --force = %+v, want partition 1's 3 events in 3 batches and an empty one", got)
+			}
+			if lag := b.lag(t, "orders"); lag.Partitions[1].Frontier != 3 || lag.Partitions[1].Lag != 0 {
+				t.Fatalf("billing's lag after --force = %+v, want partition 1 past the pruned events", lag)
+			}
+		})
+		t.Run("retention --max-age forever removes the retention", func(t *testing.T) {
+			got := cliJSON[rangeOut](t, b.ok(t, "retention", "orders", "--max-age", "forever", "--output", "json"))
+			if got.MaxAge != nil || got.Partitions[0].LowWatermark != 4 || got.Partitions[0].Retained != 2 {
+				t.Fatalf("retention forever = %+v, want no max age and the watermarks kept", got)
+			}
+			b.fails(t, cli.ExitFailure, "has no retention", "prune", "orders", "--force")
+		})
+		t.Run("prune and retention reject bad flags and name unknown streams", func(t *testing.T) {
+			b.fails(t, cli.ExitUsage, "--max-count must be at least 1, got 0", "prune", "orders", "--max-count", "0")
+			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "prune", "nope")
+			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "prune", "nope", "--dry-run")
+			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "retention", "nope")
+			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "retention", "nope", "--max-age", "1d")
+		})
+	})
+}
+
+func TestCLIDrop(t *testing.T) {
+	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
+		ctx := context.Background()
+		b.cliStream(t, "orders", 2, 5)
+		b.cliAppend(t, "orders", 4)
+		if err := b.drv.CreateGroup(ctx, "orders", "audit", nil); err != nil {
+			t.Fatal(err)
+		}
+		held := b.cliDeadLetter(t, "orders", "poison")
+		groups := func() []string {
+			gs, err := b.drv.ListGroups(ctx, "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, g := range gs {
+				names = append(names, g.Name)
+			}
+			return names
+		}
+
+		t.Run("drop-group and drop-stream without --confirm change nothing", func(t *testing.T) {
+			b.fails(t, cli.ExitFailure, "drop-group needs --confirm", "drop-group", "orders", "audit")
+			b.fails(t, cli.ExitFailure, "drop-group needs --confirm", "drop-group", "nope", "audit")
+			b.fails(t, cli.ExitFailure, "drop-stream needs --confirm", "drop-stream", "orders")
+			if g := groups(); !slices.Equal(g, []string{"audit", "billing"}) {
+				t.Fatalf("groups = %v, want both", g)
+			}
+		})
+		t.Run("drop-group removes the group and its dead letters", func(t *testing.T) {
+			got := cliJSON[map[string]any](t, b.ok(t, "drop-group", "orders", "billing", "--confirm", "--output", "json"))
+			if got["dropped"] != true || got["group"] != "billing" {
+				t.Fatalf("drop-group printed %v", got)
+			}
+			if g := groups(); !slices.Equal(g, []string{"audit"}) {
+				t.Fatalf("groups = %v, want audit only", g)
+			}
+			if err := b.drv.CreateGroup(ctx, "orders", "billing", nil); err != nil {
+				t.Fatal(err)
+			}
+			if dls, err := b.drv.DeadLetters(ctx, "orders", "billing", nil); err != nil || len(dls) != 0 {
+				t.Fatalf("dead letters of billing created anew: %v, %v; want none (%s was dead)", dls, err, held.Event.ID)
+			}
+			if out := b.ok(t, "drop-group", "orders", "billing", "--confirm"); out != "dropped group \"billing\" of stream \"orders\"\n" {
+				t.Fatalf("drop-group printed %q", out)
+			}
+			b.fails(t, cli.ExitFailure, `group "billing" not found on stream "orders"`, "drop-group", "orders", "billing", "--confirm")
+			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "drop-group", "nope", "billing", "--confirm")
+		})
+		t.Run("drop-stream prints the events deleted", func(t *testing.T) {
+			got := cliJSON[map[string]any](t, b.ok(t, "drop-stream", "orders", "--confirm", "--output", "json"))
+			if got["stream"] != "orders" || got["events_deleted"] != float64(4) {
+				t.Fatalf("drop-stream printed %v", got)
+			}
+			b.cliStream(t, "short", 1, 1)
+			b.cliAppend(t, "short", 2)
+			if out := b.ok(t, "drop-stream", "short", "--confirm"); out != "dropped stream \"short\": 2 event(s) deleted\n" {
+				t.Fatalf("drop-stream printed %q", out)
+			}
+			if streams := cliJSON[[]rheo.StreamInfo](t, b.ok(t, "streams", "--output", "json")); len(streams) != 0 {
+				t.Fatalf("streams after the drops = %+v, want none", streams)
+			}
+			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "drop-stream", "nope", "--confirm")
+		})
+	})
+}
+
 // cliSignalBuffer is a buffer safe for concurrent use that signals every
 // write.
 type cliSignalBuffer struct {
@@ -694,7 +916,7 @@ func TestCLIUsage(t *testing.T) {
 			t.Fatalf("help: %s", r)
 		}
 		for _, cmd := range []string{"demo", "streams", "groups", "lag", "info", "dead-letters", "replay", "reset",
-			"append", "query", "tail", "create-stream", "create-group"} {
+			"retention", "prune", "append", "query", "tail", "create-stream", "create-group", "drop-group", "drop-stream"} {
 			if !strings.Contains(r.stdout, "\n  "+cmd+" ") {
 				t.Errorf("help does not list %s:\n%s", cmd, r.stdout)
 			}

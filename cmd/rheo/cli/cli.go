@@ -1,6 +1,7 @@
 // Package cli is the rheo command: a demo of Rheo, and the operations an
 // operator runs against a PostgreSQL or SQLite database (streams, groups,
-// lag, dead letters, replay, reset, append, query, tail).
+// lag, dead letters, replay, reset, retention and prune, append, query,
+// tail, and creating and dropping streams and groups).
 //
 // Run executes one command line in-process, which is how cmd/rheo calls
 // it and how the tests drive it.
@@ -64,8 +65,9 @@ func commands() []*command {
 		demoCommand(),
 		streamsCommand(), groupsCommand(), lagCommand(), infoCommand(), deadLettersCommand(),
 		replayCommand(), resetCommand(),
+		retentionCommand(), pruneCommand(),
 		appendCommand(), queryCommand(), tailCommand(),
-		createStreamCommand(), createGroupCommand(),
+		createStreamCommand(), createGroupCommand(), dropGroupCommand(), dropStreamCommand(),
 	}
 }
 

@@ -59,14 +59,17 @@ func demoCommand() *command {
 		details: `Without --database-url the demo runs on an SQLite database in a temporary
 directory, removed at the end: nothing to install. With --database-url it
 runs on that database (install the schema first with rheo-migrate up), in
-streams of its own named market-<time>-<random>, so it can run again.
-Every step checks its outcome; the exit status is 0 only when all did what
-they printed. $DATABASE_URL is not read.`,
+a stream of its own named market-<time>-<random>, so it can run again, and
+drops that stream at the end unless --keep is given (or a step failed:
+the stream is then left for inspection). Every step checks its outcome;
+the exit status is 0 only when all did what they printed. $DATABASE_URL is
+not read.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			databaseURL := fs.String("database-url", "", "run on the database at `URL` instead of a temporary SQLite file: "+dburl.Forms)
+			keep := fs.Bool("keep", false, "keep the demo's stream on the --database-url database at the end")
 			return func(c *call) error {
 				c.databaseURL = *databaseURL
-				return c.runDemo()
+				return c.runDemo(*keep)
 			}
 		},
 	}
@@ -78,6 +81,8 @@ type demo struct {
 	drv    driver.Driver
 	w      io.Writer
 	stream string
+	// created is set once the stream exists.
+	created bool
 	// events are the appended events in append order; poison is the one
 	// the risk group cannot handle.
 	events []rheo.Event
@@ -85,8 +90,9 @@ type demo struct {
 	risk   *riskBook
 }
 
-func (c *call) runDemo() error {
+func (c *call) runDemo(keep bool) error {
 	d := &demo{ctx: c.ctx, w: c.stdout, risk: &riskBook{notional: map[string]riskEntry{}}}
+	temporary := c.databaseURL == ""
 	if c.databaseURL == "" {
 		dir, err := os.MkdirTemp("", "rheo-demo-")
 		if err != nil {
@@ -124,10 +130,28 @@ func (c *call) runDemo() error {
 	for i, step := range steps {
 		fmt.Fprintf(d.w, "\n== %d. %s\n", i+1, step.title)
 		if err := step.run(); err != nil {
+			if !temporary && d.created {
+				fmt.Fprintf(d.w, "\nThe demo's stream %q is left for inspection; remove it with: rheo drop-stream %s --confirm\n",
+					d.stream, d.stream)
+			}
 			var f *failure
 			if errors.As(err, &f) {
 				return failf("demo step %d failed: %s", i+1, f.msg)
 			}
+			return err
+		}
+	}
+	switch {
+	case temporary:
+	case keep:
+		fmt.Fprintf(d.w, "\nThe demo's stream %q is kept (--keep); remove it with: rheo drop-stream %s --confirm\n", d.stream, d.stream)
+	default:
+		n, err := d.drv.DropStream(d.ctx, d.stream, true)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(d.w, "\nDropped the demo's stream %q with its groups and %d events (--keep keeps it).\n", d.stream, n)
+		if err := check(n == int64(len(d.events)), "drop_stream deleted %d events, want the %d appended", n, len(d.events)); err != nil {
 			return err
 		}
 	}
@@ -183,6 +207,7 @@ func (d *demo) appendEvents() error {
 	if err := d.drv.CreateStream(d.ctx, d.stream, demoPartitions); err != nil {
 		return err
 	}
+	d.created = true
 	fmt.Fprintf(d.w, "created stream %q with %d partitions\n", d.stream, demoPartitions)
 
 	for i := 1; i <= demoOrders; i++ {

@@ -1,0 +1,312 @@
+// Package retention prunes Rheo streams in the background: a Pruner
+// visits every stream that has a retention (driver.Ops.SetRetention) once
+// per Config.Interval and deletes, in bounded batches, the events that
+// are older than it and that every group has passed (SPEC §7, prune
+// without force). Streams without a retention are never touched.
+//
+// One Pruner per database is enough; several are harmless (each batch is
+// its own transaction, and concurrent prunes of a stream wait for each
+// other). Hosts that run only SQL can schedule rheo.prune with pg_cron
+// instead: see docs/ops.md.
+package retention
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// The defaults of Config.
+const (
+	// DefaultInterval is the time between two passes.
+	DefaultInterval = time.Minute
+	// DefaultBatchSize is the most events one Prune call deletes.
+	DefaultBatchSize = driver.DefaultPruneCount
+)
+
+// The attribute keys of the Pruner's log lines.
+const (
+	LogKeyStream   = "stream"
+	LogKeyDeleted  = "deleted"
+	LogKeyBatches  = "batches"
+	LogKeyDuration = "duration"
+	LogKeyError    = "error"
+)
+
+// Config configures a Pruner. Zero values take the documented defaults.
+type Config struct {
+	// Interval is the time from the end of one pass over the streams to
+	// the start of the next. Defaults to 1 minute.
+	Interval time.Duration
+	// BatchSize is the most events one Prune call deletes, and so the
+	// size of each transaction. Defaults to 10000.
+	BatchSize int
+	// Logger receives one line per stream pruned: at Info when events
+	// were deleted, at Debug when none were, and at Error when a pass
+	// failed for the stream. Defaults to slog.Default().
+	Logger *slog.Logger
+	// Hook, when set, is told what each pass did for each stream with a
+	// retention.
+	Hook Hook
+	// Clock times the passes; tests pass a controlled one. It does not
+	// decide which events are old enough: that is the driver's clock (the
+	// database's now() on PostgreSQL). Defaults to the system clock.
+	Clock Clock
+}
+
+// Hook is told what a pass did for one stream. Pruned is called on the
+// pass's goroutine and should return quickly.
+type Hook interface {
+	Pruned(ctx context.Context, info PruneInfo)
+}
+
+// PruneInfo is what one pass did for one stream with a retention.
+type PruneInfo struct {
+	// Stream is the stream pruned.
+	Stream string
+	// Deleted is how many events the pass deleted.
+	Deleted int64
+	// Batches is how many Prune calls the pass made.
+	Batches int
+	// Duration is how long the pass took for this stream.
+	Duration time.Duration
+	// Err is why the pass stopped early for this stream, if it did: a
+	// database error, or the context's when the pass was interrupted.
+	// Deleted counts the batches committed before it.
+	Err error
+}
+
+// Clock is the Pruner's source of time. It has the shape of
+// worker.Clock, so one controlled clock can drive both in tests.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// At returns a channel that receives once the clock reaches t (at
+	// once when it already has), and a function that releases the timer.
+	At(t time.Time) (<-chan time.Time, func())
+}
+
+// systemClock is the Clock of the real world.
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+func (systemClock) At(t time.Time) (<-chan time.Time, func()) {
+	timer := time.NewTimer(time.Until(t))
+	return timer.C, func() { timer.Stop() }
+}
+
+// Pruner prunes the streams of one database. Create it with New, run it
+// with Start and end it with Stop, or call RunOnce from a scheduler of
+// your own.
+type Pruner struct {
+	drv driver.Driver
+	cfg Config
+
+	mu      sync.Mutex
+	started bool
+	stop    chan struct{} // closed by Stop: no batch after the current one
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// New checks cfg and returns a Pruner for drv; cfg may be nil. Invalid
+// settings are rheo.ErrInvalidArgument naming the field. drv must stay
+// open until the Pruner has stopped.
+func New(drv driver.Driver, cfg *Config) (*Pruner, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	switch {
+	case c.Interval < 0:
+		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "Config.Interval must not be negative, got %s", c.Interval)
+	case c.BatchSize < 0:
+		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "Config.BatchSize must not be negative, got %d", c.BatchSize)
+	}
+	if c.Interval == 0 {
+		c.Interval = DefaultInterval
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	return &Pruner{drv: drv, cfg: c, stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// Start runs a pass at once and then one every Config.Interval, in the
+// background, until Stop. Cancelling ctx stops the Pruner too, ending
+// the pass in progress at once; its values reach the driver's calls. A
+// Pruner starts only once, and not after Stop.
+func (p *Pruner) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started || p.stopped() {
+		return rheo.Errorf(rheo.ErrInvalidArgument, "the pruner was already started or stopped")
+	}
+	p.started = true
+	runCtx, cancel := context.WithCancel(ctx)
+	p.cancel = cancel
+	go func() {
+		defer close(p.done)
+		defer cancel()
+		p.loop(runCtx)
+	}()
+	return nil
+}
+
+// Stop ends the Pruner after the batch in progress, if any, and waits
+// until it has. If ctx ends first, Stop cancels that batch (its
+// transaction rolls back) and returns ctx's error without waiting
+// further. Stopping a Pruner that was never started does nothing.
+func (p *Pruner) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	started := p.started
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	p.mu.Unlock()
+	if !started {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		p.cancel()
+		return ctx.Err()
+	}
+}
+
+func (p *Pruner) loop(ctx context.Context) {
+	for {
+		_, _ = p.runOnce(ctx)
+		ch, release := p.cfg.Clock.At(p.cfg.Clock.Now().Add(p.cfg.Interval))
+		select {
+		case <-ch:
+			release()
+		case <-p.stop:
+			release()
+			return
+		case <-ctx.Done():
+			release()
+			return
+		}
+	}
+}
+
+// RunOnce makes one pass: for every stream with a retention, in the
+// order of ListStreams, it calls Prune with MaxCount Config.BatchSize
+// until a call deletes less than that (every partition then reached an
+// event it must keep, so a further call would delete nothing), or ctx
+// ends, or Stop is called. It returns what it did for each such stream;
+// the error joins the streams' errors and that of listing the streams.
+// A stream dropped during the pass is left out. RunOnce may be called
+// whether or not the Pruner was started; after Stop it does nothing.
+func (p *Pruner) RunOnce(ctx context.Context) ([]PruneInfo, error) {
+	return p.runOnce(ctx)
+}
+
+func (p *Pruner) runOnce(ctx context.Context) ([]PruneInfo, error) {
+	streams, err := p.drv.ListStreams(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.Logger.ErrorContext(ctx, "retention: list streams", LogKeyError, err)
+		}
+		return nil, err
+	}
+	var infos []PruneInfo
+	var errs []error
+	for _, s := range streams {
+		if p.stopped() || ctx.Err() != nil {
+			break
+		}
+		info, ok := p.pruneStream(ctx, s.Name)
+		if !ok {
+			continue
+		}
+		p.report(ctx, info)
+		infos = append(infos, info)
+		if info.Err != nil {
+			errs = append(errs, info.Err)
+		}
+	}
+	return infos, errors.Join(errs...)
+}
+
+// pruneStream prunes one stream in batches; ok is false when the stream
+// has no retention or no longer exists.
+func (p *Pruner) pruneStream(ctx context.Context, stream string) (info PruneInfo, ok bool) {
+	start := p.cfg.Clock.Now()
+	info.Stream = stream
+	defer func() { info.Duration = p.cfg.Clock.Now().Sub(start) }()
+	r, err := p.drv.StreamInfo(ctx, stream)
+	if errors.Is(err, rheo.ErrStreamNotFound) {
+		return info, false
+	}
+	if err != nil {
+		info.Err = err
+		return info, true
+	}
+	if r.MaxAge == 0 {
+		return info, false
+	}
+	for !p.stopped() {
+		if err := ctx.Err(); err != nil {
+			info.Err = err
+			break
+		}
+		n, err := p.drv.Prune(ctx, stream, &rheo.PruneOptions{MaxCount: p.cfg.BatchSize})
+		if errors.Is(err, rheo.ErrStreamNotFound) {
+			return info, info.Batches > 0 // dropped meanwhile
+		}
+		if err != nil {
+			info.Err = err
+			break
+		}
+		info.Batches++
+		info.Deleted += n
+		if n < int64(p.cfg.BatchSize) {
+			break
+		}
+	}
+	return info, true
+}
+
+func (p *Pruner) stopped() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// report logs one line for the stream and tells the hook.
+func (p *Pruner) report(ctx context.Context, info PruneInfo) {
+	attrs := []any{LogKeyStream, info.Stream, LogKeyDeleted, info.Deleted, LogKeyBatches, info.Batches,
+		LogKeyDuration, info.Duration}
+	switch {
+	case info.Err != nil:
+		p.cfg.Logger.ErrorContext(ctx, "retention: prune failed", append(attrs, LogKeyError, info.Err)...)
+	case info.Deleted > 0:
+		p.cfg.Logger.InfoContext(ctx, "retention: pruned", attrs...)
+	default:
+		p.cfg.Logger.DebugContext(ctx, "retention: nothing to prune", attrs...)
+	}
+	if p.cfg.Hook != nil {
+		p.cfg.Hook.Pruned(ctx, info)
+	}
+}

@@ -1,0 +1,466 @@
+package retention_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/migrate"
+	"github.com/rheo-go/rheo/retention"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitTimeout bounds every wait for something the test expects.
+const waitTimeout = 30 * time.Second
+
+// maxAge is the retention of the streams the tests prune.
+const maxAge = time.Hour
+
+// epoch is where the tests' clocks start, in whole seconds.
+var epoch = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// fakeClock is a retention.Clock and a driver.Clock that moves only when
+// the test advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+	added  chan struct{} // signalled when a timer is set
+}
+
+type fakeTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: epoch, added: make(chan struct{}, 16)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) At(t time.Time) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ft := &fakeTimer{at: t, ch: make(chan time.Time, 1)}
+	if !t.After(c.now) {
+		ft.ch <- c.now
+		return ft.ch, func() {}
+	}
+	c.timers = append(c.timers, ft)
+	select {
+	case c.added <- struct{}{}:
+	default:
+	}
+	return ft.ch, func() { c.remove(ft) }
+}
+
+func (c *fakeClock) remove(ft *fakeTimer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.timers {
+		if x == ft {
+			c.timers = append(c.timers[:i], c.timers[i+1:]...)
+			return
+		}
+	}
+}
+
+// Advance moves the clock by d and fires the timers that fall due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.timers[:0]
+	for _, ft := range c.timers {
+		if ft.at.After(c.now) {
+			kept = append(kept, ft)
+			continue
+		}
+		ft.ch <- c.now
+	}
+	c.timers = kept
+}
+
+// waitTimer waits until a timer is set: the pruner waits for its next
+// pass.
+func (c *fakeClock) waitTimer(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.added:
+	case <-time.After(waitTimeout):
+		t.Fatal("the pruner set no timer for its next pass")
+	}
+}
+
+// recorder is a Hook that passes on what it is told.
+type recorder struct {
+	infos chan retention.PruneInfo
+}
+
+func newRecorder() *recorder { return &recorder{infos: make(chan retention.PruneInfo, 100)} }
+
+func (r *recorder) Pruned(_ context.Context, info retention.PruneInfo) { r.infos <- info }
+
+// next waits for the hook's next call.
+func (r *recorder) next(t *testing.T) retention.PruneInfo {
+	t.Helper()
+	select {
+	case info := <-r.infos:
+		return info
+	case <-time.After(waitTimeout):
+		t.Fatal("the hook was not called")
+		return retention.PruneInfo{}
+	}
+}
+
+// opener makes drivers of one kind on a database of its own.
+type opener struct {
+	name string
+	open func(t *testing.T, clock driver.Clock) driver.Driver
+}
+
+// drivers prepares one database of each kind for t.
+func drivers(t *testing.T) []opener {
+	t.Helper()
+	return []opener{
+		{"sqlite", func(t *testing.T, clock driver.Clock) driver.Driver {
+			d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock, Migrate: true})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = d.Close() })
+			return d
+		}},
+		{"postgres", func(t *testing.T, clock driver.Clock) driver.Driver {
+			url := testdb.NewDatabase(t)
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, url)
+			require.NoError(t, err)
+			require.NoError(t, migrate.Postgres(ctx, conn, nil))
+			require.NoError(t, conn.Close(ctx))
+			d, err := postgres.Open(ctx, url, &postgres.Options{Clock: clock})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = d.Close() })
+			return d
+		}},
+	}
+}
+
+// bundle is what a test works with: a driver and a pruner's clock.
+type bundle struct {
+	t     *testing.T
+	ctx   context.Context
+	d     driver.Driver
+	clock *fakeClock
+}
+
+func forEachDriver(t *testing.T, fn func(t *testing.T, b *bundle)) {
+	for _, o := range drivers(t) {
+		t.Run(o.name, func(t *testing.T) {
+			clock := newFakeClock()
+			fn(t, &bundle{t: t, ctx: context.Background(), d: o.open(t, clock.Now), clock: clock})
+		})
+	}
+}
+
+var streamSeq atomic.Int64
+
+// stream creates a stream, with a retention of maxAge when retained.
+func (b *bundle) stream(retained bool) string {
+	b.t.Helper()
+	name := fmt.Sprintf("s%d", streamSeq.Add(1))
+	require.NoError(b.t, b.d.CreateStream(b.ctx, name, 1))
+	if retained {
+		require.NoError(b.t, b.d.SetRetention(b.ctx, name, maxAge))
+	}
+	return name
+}
+
+// appendN appends n events at the clock.
+func (b *bundle) appendN(stream string, n int) {
+	b.t.Helper()
+	items := make([]rheo.BatchItem, n)
+	for i := range items {
+		items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))}
+	}
+	_, err := b.d.AppendBatch(b.ctx, stream, items, nil)
+	require.NoError(b.t, err)
+}
+
+// age moves the clock past the retention of every event appended so far.
+func (b *bundle) age() { b.clock.Advance(maxAge + time.Minute) }
+
+func (b *bundle) low(stream string) int64 {
+	b.t.Helper()
+	info, err := b.d.StreamInfo(b.ctx, stream)
+	require.NoError(b.t, err)
+	return info.Partitions[0].LowWatermark
+}
+
+// consume acks the first n events of stream for a new group.
+func (b *bundle) consume(stream string, n int) {
+	b.t.Helper()
+	require.NoError(b.t, b.d.CreateGroup(b.ctx, stream, "g", nil))
+	leases, err := b.d.Fetch(b.ctx, stream, "g", &rheo.FetchOptions{MaxCount: n, LeaseDuration: 100 * maxAge})
+	require.NoError(b.t, err)
+	require.Len(b.t, leases, n)
+	for _, l := range leases {
+		require.NoError(b.t, b.d.Ack(b.ctx, l.LeaseID))
+	}
+}
+
+func (b *bundle) pruner(cfg retention.Config) *retention.Pruner {
+	b.t.Helper()
+	if cfg.Clock == nil {
+		cfg.Clock = b.clock
+	}
+	p, err := retention.New(b.d, &cfg)
+	require.NoError(b.t, err)
+	return p
+}
+
+// byStream indexes a pass's results.
+func byStream(infos []retention.PruneInfo) map[string]retention.PruneInfo {
+	out := map[string]retention.PruneInfo{}
+	for _, info := range infos {
+		info.Duration = 0
+		out[info.Stream] = info
+	}
+	return out
+}
+
+func TestRunOnce(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, b *bundle) {
+		t.Run("a pass prunes every stream with a retention in batches, and nothing else", func(t *testing.T) {
+			grouped, alone, forever := b.stream(true), b.stream(true), b.stream(false)
+			b.appendN(grouped, 25)
+			b.consume(grouped, 20)
+			b.appendN(alone, 5)
+			b.appendN(forever, 5)
+			b.age()
+			b.appendN(alone, 1)
+
+			infos, err := b.pruner(retention.Config{BatchSize: 10}).RunOnce(b.ctx)
+			require.NoError(t, err)
+			got := byStream(infos)
+			require.Equal(t, retention.PruneInfo{Stream: grouped, Deleted: 20, Batches: 3}, got[grouped],
+				"two full batches, then one that finds the group's frontier")
+			require.Equal(t, retention.PruneInfo{Stream: alone, Deleted: 5, Batches: 1}, got[alone], "a short batch ends the stream")
+			require.NotContains(t, got, forever, "a stream without retention is not visited")
+			require.Equal(t, int64(21), b.low(grouped))
+			require.Equal(t, int64(6), b.low(alone))
+			require.Equal(t, int64(1), b.low(forever))
+
+			again, err := b.pruner(retention.Config{BatchSize: 10}).RunOnce(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, retention.PruneInfo{Stream: grouped, Batches: 1}, byStream(again)[grouped], "nothing left")
+		})
+
+		t.Run("each stream gets one log line with constant keys and a hook call", func(t *testing.T) {
+			s, idle := b.stream(true), b.stream(true)
+			b.appendN(s, 3)
+			b.age()
+			var logs bytes.Buffer
+			rec := newRecorder()
+			p := b.pruner(retention.Config{
+				Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+				Hook:   rec,
+			})
+			_, err := p.RunOnce(b.ctx)
+			require.NoError(t, err)
+			lines := map[string]map[string]any{}
+			for _, line := range bytes.Split(bytes.TrimSpace(logs.Bytes()), []byte("\n")) {
+				var rec map[string]any
+				require.NoError(t, json.Unmarshal(line, &rec))
+				lines[rec[retention.LogKeyStream].(string)] = rec
+			}
+			require.Equal(t, "INFO", lines[s]["level"])
+			require.Equal(t, "retention: pruned", lines[s]["msg"])
+			require.Equal(t, float64(3), lines[s][retention.LogKeyDeleted])
+			require.Equal(t, float64(1), lines[s][retention.LogKeyBatches])
+			require.Contains(t, lines[s], retention.LogKeyDuration)
+			require.Equal(t, "DEBUG", lines[idle]["level"], "a stream with nothing to prune logs at Debug")
+			require.Equal(t, float64(0), lines[idle][retention.LogKeyDeleted])
+
+			told := map[string]int64{}
+			for range len(lines) {
+				info := rec.next(t)
+				told[info.Stream] = info.Deleted
+			}
+			require.Equal(t, int64(3), told[s])
+			require.Equal(t, int64(0), told[idle])
+		})
+
+		t.Run("a stream that fails is reported and the others are still pruned", func(t *testing.T) {
+			bad, good := b.stream(true), b.stream(true)
+			b.appendN(bad, 2)
+			b.appendN(good, 2)
+			b.age()
+			errBroken := errors.New("broken")
+			var logs bytes.Buffer
+			p, err := retention.New(&failingDriver{Driver: b.d, stream: bad, err: errBroken}, &retention.Config{
+				Clock:  b.clock,
+				Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			})
+			require.NoError(t, err)
+			infos, err := p.RunOnce(b.ctx)
+			require.ErrorIs(t, err, errBroken)
+			got := byStream(infos)
+			require.ErrorIs(t, got[bad].Err, errBroken)
+			require.Equal(t, int64(2), got[good].Deleted)
+			require.Contains(t, logs.String(), "level=ERROR msg=\"retention: prune failed\" stream="+bad)
+		})
+
+		t.Run("a stream dropped during the pass is left out", func(t *testing.T) {
+			gone := b.stream(true)
+			b.appendN(gone, 2)
+			b.age()
+			p, err := retention.New(&failingDriver{Driver: b.d, stream: gone, err: rheo.Errorf(rheo.ErrStreamNotFound, "dropped")},
+				&retention.Config{Clock: b.clock})
+			require.NoError(t, err)
+			infos, err := p.RunOnce(b.ctx)
+			require.NoError(t, err)
+			require.NotContains(t, byStream(infos), gone)
+		})
+
+		t.Run("a pass ends with its context", func(t *testing.T) {
+			s := b.stream(true)
+			b.appendN(s, 2)
+			b.age()
+			ctx, cancel := context.WithCancel(b.ctx)
+			cancel()
+			_, err := b.pruner(retention.Config{}).RunOnce(ctx)
+			require.ErrorIs(t, err, context.Canceled)
+			require.Equal(t, int64(1), b.low(s))
+		})
+	})
+}
+
+// failingDriver fails Prune of one stream with err.
+type failingDriver struct {
+	driver.Driver
+	stream string
+	err    error
+}
+
+func (f *failingDriver) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
+	if stream == f.stream {
+		return 0, f.err
+	}
+	return f.Driver.Prune(ctx, stream, opts)
+}
+
+func TestStartStop(t *testing.T) {
+	forEachDriver(t, func(t *testing.T, b *bundle) {
+		t.Run("a started pruner passes at once and then every interval of its clock", func(t *testing.T) {
+			s := b.stream(true)
+			b.appendN(s, 4)
+			b.age()
+			rec := newRecorder()
+			p := b.pruner(retention.Config{Interval: 10 * time.Minute, Hook: rec})
+			require.NoError(t, p.Start(b.ctx))
+			t.Cleanup(func() { require.NoError(t, p.Stop(context.Background())) })
+			require.Equal(t, int64(4), rec.next(t).Deleted, "the first pass")
+			b.clock.waitTimer(t)
+
+			b.appendN(s, 3)
+			b.clock.Advance(9 * time.Minute)
+			select {
+			case info := <-rec.infos:
+				t.Fatalf("a pass before the interval: %+v", info)
+			default:
+			}
+			b.clock.Advance(maxAge) // the interval is up, and the new events are aged
+			info := rec.next(t)
+			require.Equal(t, int64(3), info.Deleted, "the second pass")
+			require.NoError(t, info.Err)
+			require.Equal(t, int64(8), b.low(s))
+		})
+
+		t.Run("Stop waits for the pruner to end, and stops it for good", func(t *testing.T) {
+			s := b.stream(true)
+			rec := newRecorder()
+			p := b.pruner(retention.Config{Hook: rec})
+			require.NoError(t, p.Start(b.ctx))
+			rec.next(t)
+			require.NoError(t, p.Stop(b.ctx))
+			require.NoError(t, p.Stop(b.ctx), "a second Stop")
+			require.ErrorIs(t, p.Start(b.ctx), rheo.ErrInvalidArgument, "no restart")
+			b.appendN(s, 1)
+			b.age()
+			b.clock.Advance(time.Hour)
+			infos, err := p.RunOnce(b.ctx)
+			require.NoError(t, err)
+			require.Empty(t, infos, "a stopped pruner does nothing")
+			require.Equal(t, int64(1), b.low(s))
+		})
+
+		t.Run("cancelling the context of Start stops the pruner", func(t *testing.T) {
+			b.stream(true)
+			rec := newRecorder()
+			p := b.pruner(retention.Config{Hook: rec})
+			ctx, cancel := context.WithCancel(b.ctx)
+			require.NoError(t, p.Start(ctx))
+			rec.next(t)
+			cancel()
+			stopCtx, stopCancel := context.WithTimeout(b.ctx, waitTimeout)
+			defer stopCancel()
+			require.NoError(t, p.Stop(stopCtx))
+		})
+	})
+
+	t.Run("Stop before Start does nothing and Start runs once", func(t *testing.T) {
+		clock := newFakeClock()
+		d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock.Now, Migrate: true})
+		require.NoError(t, err)
+		defer d.Close()
+		p, err := retention.New(d, &retention.Config{Clock: clock})
+		require.NoError(t, err)
+		require.NoError(t, p.Stop(context.Background()))
+		require.ErrorIs(t, p.Start(context.Background()), rheo.ErrInvalidArgument)
+
+		p, err = retention.New(d, &retention.Config{Clock: clock})
+		require.NoError(t, err)
+		require.NoError(t, p.Start(context.Background()))
+		require.ErrorIs(t, p.Start(context.Background()), rheo.ErrInvalidArgument)
+		require.NoError(t, p.Stop(context.Background()))
+	})
+}
+
+func TestNew(t *testing.T) {
+	d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Migrate: true})
+	require.NoError(t, err)
+	defer d.Close()
+	for field, cfg := range map[string]retention.Config{
+		"Config.Interval":  {Interval: -time.Second},
+		"Config.BatchSize": {BatchSize: -1},
+	} {
+		_, err := retention.New(d, &cfg)
+		require.ErrorIs(t, err, rheo.ErrInvalidArgument, field)
+		require.ErrorContains(t, err, field)
+	}
+	_, err = retention.New(d, nil)
+	require.NoError(t, err, "nil means the defaults")
+}
