@@ -8,6 +8,13 @@
 // or sqlite:relative.db (an SQLite file, through driver/sqlite), and
 // sqlite::memory: (a private in-memory SQLite database).
 //
+// SQLite needs an SQLite driver linked into the program: with cgo on (the
+// default where a C compiler is at hand) driver/sqlite links
+// github.com/mattn/go-sqlite3, and with the build tag rheo_modernc the
+// pure-Go modernc.org/sqlite. A program built with CGO_ENABLED=0 and
+// without the tag has PostgreSQL only, and Open refuses SQLite URLs with
+// an error wrapping sqlite.ErrNoDriver, which says how to build it.
+//
 // Open runs no migration unless Options.Migrate is set. Without it, Open
 // checks that the database already holds this build's schema, so a
 // missing install is reported once, at startup, rather than by the first
@@ -88,7 +95,8 @@ func (e *SchemaError) Error() string {
 // database cannot be reached (for SQLite without Options.Migrate: when
 // the file does not exist, which Open then does not create), and a
 // *rheo.FailedError wrapping a *SchemaError when the schema is missing or
-// out of date. opts may be nil.
+// out of date, or wrapping sqlite.ErrNoDriver for an SQLite URL in a
+// program built without SQLite. opts may be nil.
 func Open(ctx context.Context, url string, opts *Options) (driver.Driver, error) {
 	if opts == nil {
 		opts = &Options{}
@@ -141,17 +149,18 @@ func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Targe
 }
 
 func openSQLite(ctx context.Context, target dburl.Target, opts *Options) (driver.Driver, error) {
-	dsn := ":memory:"
-	if !target.Memory {
-		if !opts.Migrate {
-			// Opening a missing file would create an empty database.
-			if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
-				return nil, rheo.Errorf(rheo.ErrBackendUnavailable, "no SQLite database file at %s", target.Path)
-			}
-		}
-		dsn = target.SQLiteDSN()
+	// Said before anything else about the file: without a driver nothing
+	// can be done with it.
+	if sqlite.DefaultDriverName() == "" {
+		return nil, &rheo.FailedError{Op: "open " + target.Redacted(), Err: sqlite.ErrNoDriver}
 	}
-	d, err := sqlite.Open(ctx, dsn, &sqlite.Options{Clock: opts.Clock, Migrate: opts.Migrate})
+	if !target.Memory && !opts.Migrate {
+		// Opening a missing file would create an empty database.
+		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
+			return nil, rheo.Errorf(rheo.ErrBackendUnavailable, "no SQLite database file at %s", target.Path)
+		}
+	}
+	d, err := sqlite.Open(ctx, target.SQLiteDSN(), &sqlite.Options{Clock: opts.Clock, Migrate: opts.Migrate})
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,9 @@
 // implements: the whole contract of the SPEC, one method per operation.
 //
 // Two drivers ship: driver/postgres (pgx/v5, calling the rheo.* SQL
-// functions) and driver/sqlite (database/sql with mattn/go-sqlite3). Both
-// pass the same conformance suite, driver/drivertest.
+// functions) and driver/sqlite (database/sql with mattn/go-sqlite3 under
+// cgo, or the pure-Go modernc.org/sqlite). Both pass the same conformance
+// suite, driver/drivertest.
 package driver
 
 import (

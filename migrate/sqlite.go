@@ -33,8 +33,8 @@ var sqliteMu sync.Mutex
 // together with the new version. A second run changes nothing; concurrent
 // runs in one process wait for each other, and runs in several processes
 // wait on SQLite's write lock (so give db a busy timeout). db is opened by
-// the caller, with github.com/mattn/go-sqlite3 or another driver that
-// accepts several statements in one Exec.
+// the caller, with github.com/mattn/go-sqlite3, modernc.org/sqlite or
+// another driver that accepts several statements in one Exec.
 //
 // Errors are *rheo.FailedError; running SQLite again after an error is
 // safe.

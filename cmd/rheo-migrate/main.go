@@ -16,7 +16,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,8 +30,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
 	"github.com/rheo-go/rheo/migrate"
 )
@@ -263,24 +262,43 @@ func rootCause(err error) error {
 	}
 }
 
+// driverCause is the SQLite driver's own error inside err, which the
+// Rheo driver wraps as "op: backend_unavailable: cause".
+func driverCause(err error) error {
+	for {
+		multi, ok := err.(interface{ Unwrap() []error })
+		if !ok {
+			return err
+		}
+		errs := multi.Unwrap()
+		if len(errs) == 0 {
+			return err
+		}
+		err = errs[len(errs)-1]
+	}
+}
+
 // sqliteCmd runs cmd ("up" or "status") on an SQLite target and returns
 // the lines to print.
 func sqliteCmd(ctx context.Context, cmd string, target dburl.Target) ([]string, error) {
+	if sqlite.DefaultDriverName() == "" {
+		return nil, errors.New("this build of rheo-migrate has no SQLite driver: " + sqlite.BuildHint)
+	}
 	if cmd == "status" && !target.Memory {
 		// Opening a missing file would create it.
 		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("no SQLite database at %s", target.Path)
 		}
 	}
-	db, err := sql.Open("sqlite3", target.SQLiteDSN())
+	// The driver's Open sets WAL and the busy timeout in the form of the
+	// SQLite driver linked in, and keeps the one connection an in-memory
+	// database lives in.
+	d, err := sqlite.Open(ctx, target.SQLiteDSN(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the SQLite database at %s: %w", target.Redacted(), err)
+		return nil, fmt.Errorf("cannot open the SQLite database at %s: %w", target.Redacted(), driverCause(err))
 	}
-	defer db.Close()
-	db.SetMaxOpenConns(1) // an in-memory database lives in one connection
-	if err := db.PingContext(ctx); err != nil {
-		return nil, fmt.Errorf("cannot open the SQLite database at %s: %w", target.Redacted(), err)
-	}
+	defer d.Close()
+	db := d.DB()
 
 	applied, latest, err := migrate.SQLiteStatus(ctx, db)
 	if err != nil {

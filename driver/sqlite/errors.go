@@ -4,8 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-
-	sqlite3 "github.com/mattn/go-sqlite3"
+	"strings"
 
 	"github.com/rheo-go/rheo"
 )
@@ -25,18 +24,19 @@ func interpretError(op string, err error) error {
 	if err == nil || rheo.IsVocabulary(err) {
 		return err
 	}
-	var sqliteErr sqlite3.Error
-	if errors.As(err, &sqliteErr) {
-		switch sqliteErr.Code {
-		case sqlite3.ErrConstraint:
-			// RAISE(ABORT, 'immutable_event') in the triggers on rheo_events.
-			if sqliteErr.Error() == rheo.ErrImmutableEvent.Reason {
+	if code, ok := resultCode(err); ok {
+		switch code {
+		case codeConstraint:
+			// RAISE(ABORT, 'immutable_event') in the triggers on
+			// rheo_events. mattn's message is the word alone, modernc's
+			// "constraint failed: immutable_event (1811)".
+			if strings.Contains(err.Error(), rheo.ErrImmutableEvent.Reason) {
 				return rheo.Errorf(rheo.ErrImmutableEvent, "rheo_events rows cannot be updated or deleted")
 			}
-		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+		case codeBusy, codeLocked:
 			// Another connection held the database beyond the busy timeout.
 			return unavailable(op, err)
-		case sqlite3.ErrCantOpen:
+		case codeCantOpen:
 			return unavailable(op, err)
 		}
 	}

@@ -1,6 +1,11 @@
 // Package sqlite is the Rheo driver for embedded SQLite, built on
-// database/sql and github.com/mattn/go-sqlite3 (which it registers as
-// "sqlite3").
+// database/sql. It runs on either of two SQLite drivers:
+// github.com/mattn/go-sqlite3 ("sqlite3", SQLite's C code through cgo),
+// which it links when cgo is on, and modernc.org/sqlite ("sqlite",
+// SQLite translated to Go), which it links with the build tag
+// rheo_modernc, for programs built with CGO_ENABLED=0. A program built
+// without cgo and without the tag has no SQLite: Open then fails with
+// ErrNoDriver, and the rest of Rheo (PostgreSQL) works as usual.
 //
 // The tables are the twin of the PostgreSQL ones (sql/sqlite, applied by
 // package migrate), and the semantics are the same: every operation runs
@@ -21,12 +26,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
@@ -41,6 +43,11 @@ type Options struct {
 	// Migrate applies the SQLite migrations (migrate.SQLite) before the
 	// Driver is returned. Defaults to false: nothing runs implicitly.
 	Migrate bool
+	// DriverName is the database/sql driver Open opens the database with:
+	// DriverMattn or DriverModernc, or another name either registered
+	// itself under. New ignores it. Defaults to DefaultDriverName():
+	// mattn's where this package links it, else modernc's.
+	DriverName string
 }
 
 // Driver runs Rheo operations against a SQLite database. It implements
@@ -62,24 +69,15 @@ var (
 	_ driver.Tx         = (*txOps)(nil)
 )
 
-// dsnParams are added to every DSN that Open is given; parameters already
-// in the DSN come first and take precedence. _txlock=immediate makes
-// every transaction BEGIN IMMEDIATE, so an operation takes the write lock
-// before it reads (waiting up to the busy timeout for it) and never fails
-// to upgrade a read lock half-way. WAL lets readers in other processes
-// work while one writes, and synchronous=NORMAL (safe in WAL mode) keeps
-// committed transactions through a process crash with one fsync per
-// checkpoint rather than per commit; an in-memory database ignores both.
-// The statement cache keeps the hot paths' statements prepared on the
-// connection.
-const dsnParams = "_txlock=immediate&_busy_timeout=5000&_journal_mode=WAL&_synchronous=NORMAL&_stmt_cache_size=64"
-
 // Open opens the SQLite database at dsn: a file path, or a file: URI, or
-// ":memory:". Parameters in dsn take precedence over the driver's.
-// The Driver owns the *sql.DB and closes it in Close.
+// ":memory:", with the driver named by opts.DriverName. The Driver owns
+// the *sql.DB and closes it in Close.
 //
-// A file is opened in WAL mode with a 5 s busy timeout, and every
-// transaction begins IMMEDIATE. ":memory:" is one private database shared
+// A file is opened in WAL mode (synchronous=NORMAL) with a 5 s busy
+// timeout, and every transaction begins IMMEDIATE. Open adds these
+// settings to dsn as the driver reads them (mattn's _busy_timeout=5000,
+// …; modernc's _pragma=busy_timeout(5000), …); those that dsn sets
+// itself, in the driver's own form, take precedence. ":memory:" is one private database shared
 // by all the goroutines using this Driver and gone when it closes.
 // Either way the Driver keeps a single connection: SQLite has one writer
 // at a time and every operation writes, so a second connection would only
@@ -87,12 +85,23 @@ const dsnParams = "_txlock=immediate&_busy_timeout=5000&_journal_mode=WAL&_synch
 // ends; inside it, use only the Tx it was given.
 //
 // opts may be nil. With opts.Migrate the migrations are applied first.
+// In a program that links no SQLite driver, Open fails with a
+// *rheo.FailedError wrapping ErrNoDriver.
 func Open(ctx context.Context, dsn string, opts *Options) (*Driver, error) {
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
+	name := ""
+	if opts != nil {
+		name = opts.DriverName
 	}
-	db, err := sql.Open("sqlite3", dsn+sep+dsnParams)
+	if name == "" {
+		if name = DefaultDriverName(); name == "" {
+			return nil, &rheo.FailedError{Op: "open", Err: ErrNoDriver}
+		}
+	}
+	b, err := registered(name)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
+	db, err := sql.Open(name, b.dsn(dsn))
 	if err != nil {
 		return nil, interpretError("open", err)
 	}
@@ -116,16 +125,19 @@ func Open(ctx context.Context, dsn string, opts *Options) (*Driver, error) {
 }
 
 // New returns a Driver on a database the host opened with
-// github.com/mattn/go-sqlite3; Close leaves it open. Give its DSN the
-// parameters Open adds (_txlock=immediate&_busy_timeout=5000, WAL for a
-// file, _stmt_cache_size to keep statements prepared): then every
-// operation begins IMMEDIATE. With deferred transactions an operation
-// that loses the race for the write lock is retried from the start, for
-// up to five seconds. opts may be nil; with opts.Migrate the migrations
-// are applied first.
+// github.com/mattn/go-sqlite3 (where this package links it) or
+// modernc.org/sqlite; Close leaves it open. Give its DSN the settings
+// Open adds: with mattn _txlock=immediate&_busy_timeout=5000, WAL for a
+// file, _stmt_cache_size to keep statements prepared; with modernc
+// _txlock=immediate&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL).
+// Then every operation begins IMMEDIATE. With deferred transactions an
+// operation that loses the race for the write lock is retried from the
+// start, for up to five seconds. A db of any other driver is
+// rheo.ErrInvalidArgument. opts may be nil; with opts.Migrate the
+// migrations are applied first.
 func New(db *sql.DB, opts *Options) (*Driver, error) {
-	if _, ok := db.Driver().(*sqlite3.SQLiteDriver); !ok {
-		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "db uses %T, not github.com/mattn/go-sqlite3", db.Driver())
+	if _, err := backendOf(db.Driver()); err != nil {
+		return nil, err
 	}
 	return newDriver(context.Background(), db, opts)
 }
@@ -299,8 +311,8 @@ func lostWriteLock(err error) bool {
 	if errors.As(err, &begin) {
 		return false
 	}
-	var sqliteErr sqlite3.Error
-	return errors.As(err, &sqliteErr) && sqliteErr.Code == sqlite3.ErrBusy
+	code, ok := resultCode(err)
+	return ok && code == codeBusy
 }
 
 // session starts an operation in tx, reading the clock once.

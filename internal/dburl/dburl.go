@@ -50,14 +50,15 @@ type Target struct {
 	Memory bool
 }
 
-// SQLiteDSN is the data source name to open the SQLite target with
-// database/sql and github.com/mattn/go-sqlite3 (driver name "sqlite3"):
-// WAL journal and a 5 s busy timeout for files. An in-memory database
+// SQLiteDSN is the data source name of the SQLite target, without
+// connection settings, which differ between SQLite drivers: give it to
+// driver/sqlite's Open, which adds WAL, a busy timeout and IMMEDIATE
+// transactions in the form of the driver it opens. An in-memory database
 // lives as long as its connection, so a pool opened on it must keep
-// exactly one connection (SetMaxOpenConns(1)).
+// exactly one connection (SetMaxOpenConns(1)), as Open's does.
 func (t Target) SQLiteDSN() string {
 	if t.Memory {
-		return ":memory:?_busy_timeout=5000"
+		return ":memory:"
 	}
 	// A file: URI lets the path hold '?', '#' and '%', escaped here and
 	// unescaped by SQLite.
@@ -66,7 +67,7 @@ func (t Target) SQLiteDSN() string {
 		// "file://" would read the first segment as an authority.
 		p = "/" + strings.TrimLeft(p, "/")
 	}
-	return "file:" + p + "?_journal_mode=WAL&_busy_timeout=5000"
+	return "file:" + p
 }
 
 // Redacted is the target for messages: the PostgreSQL URL without its

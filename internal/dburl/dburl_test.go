@@ -85,15 +85,15 @@ func TestSQLiteDSN(t *testing.T) {
 		target Target
 		want   string
 	}{
-		{"an absolute file gets WAL and a busy timeout", Target{Kind: SQLite, Path: "/var/lib/rheo.db"},
-			"file:/var/lib/rheo.db?_journal_mode=WAL&_busy_timeout=5000"},
+		{"an absolute file is a file: URI", Target{Kind: SQLite, Path: "/var/lib/rheo.db"},
+			"file:/var/lib/rheo.db"},
 		{"a relative file stays relative", Target{Kind: SQLite, Path: "data/rheo.db"},
-			"file:data/rheo.db?_journal_mode=WAL&_busy_timeout=5000"},
+			"file:data/rheo.db"},
 		{"special characters are escaped", Target{Kind: SQLite, Path: "/tmp/a?b#c%d.db"},
-			"file:/tmp/a%3Fb%23c%25d.db?_journal_mode=WAL&_busy_timeout=5000"},
+			"file:/tmp/a%3Fb%23c%25d.db"},
 		{"a leading double slash is not an authority", Target{Kind: SQLite, Path: "//tmp/x.db"},
-			"file:/tmp/x.db?_journal_mode=WAL&_busy_timeout=5000"},
-		{"memory", Target{Kind: SQLite, Memory: true}, ":memory:?_busy_timeout=5000"},
+			"file:/tmp/x.db"},
+		{"memory", Target{Kind: SQLite, Memory: true}, ":memory:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,13 +21,17 @@ import (
 )
 
 // TestConformance runs the driver conformance suite against both drivers,
-// with the same case names under each.
+// with the same case names under each: SQLite twice, on mattn's cgo
+// driver and on the pure-Go modernc.org/sqlite.
 func TestConformance(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		drivertest.Exercise(t, postgresHarness(t))
 	})
 	t.Run("sqlite", func(t *testing.T) {
-		drivertest.Exercise(t, sqliteHarness())
+		drivertest.Exercise(t, sqliteHarness(sqlite.DriverMattn))
+	})
+	t.Run("sqlite_modernc", func(t *testing.T) {
+		drivertest.Exercise(t, sqliteHarness(sqlite.DriverModernc))
 	})
 }
 
@@ -96,12 +100,13 @@ func postgresVocabulary(err error) error {
 	return err
 }
 
-// sqliteHarness gives every case a private in-memory database.
-func sqliteHarness() drivertest.Harness {
+// sqliteHarness gives every case a private in-memory database, opened
+// with the database/sql driver registered as driverName.
+func sqliteHarness(driverName string) drivertest.Harness {
 	return drivertest.Harness{
 		NewDriver: func(tb testing.TB, clock driver.Clock) driver.Driver {
 			ctx := context.Background()
-			d, err := sqlite.Open(ctx, ":memory:", &sqlite.Options{Clock: clock})
+			d, err := sqlite.Open(ctx, ":memory:", &sqlite.Options{Clock: clock, DriverName: driverName})
 			require.NoError(tb, err)
 			tb.Cleanup(func() { _ = d.Close() })
 			require.NoError(tb, migrate.SQLite(ctx, d.DB()))

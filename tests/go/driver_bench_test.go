@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/rheo-go/rheo/driver/drivertest"
+	"github.com/rheo-go/rheo/driver/sqlite"
 )
 
 // BenchmarkDriver measures the drivers' hot paths with the conformance
@@ -13,6 +14,9 @@ func BenchmarkDriver(b *testing.B) {
 		drivertest.Benchmark(b, postgresHarness(b))
 	})
 	b.Run("sqlite", func(b *testing.B) {
-		drivertest.Benchmark(b, sqliteHarness())
+		drivertest.Benchmark(b, sqliteHarness(sqlite.DriverMattn))
+	})
+	b.Run("sqlite_modernc", func(b *testing.B) {
+		drivertest.Benchmark(b, sqliteHarness(sqlite.DriverModernc))
 	})
 }

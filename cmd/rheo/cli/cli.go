@@ -22,6 +22,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
 )
 
@@ -247,6 +248,9 @@ func (c *call) open() (driver.Driver, error) {
 		return nil, &connect.URLError{Err: err}
 	}
 	c.databaseURL, c.target = raw, target
+	if target.Kind == dburl.SQLite && sqlite.DefaultDriverName() == "" {
+		return nil, errNoSQLite
+	}
 	if target.Kind == dburl.SQLite && !target.Memory {
 		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
 			return nil, failf("no SQLite database at %s; create one with: rheo-migrate up --database-url %s", target.Path, c.shownURL())
@@ -254,6 +258,11 @@ func (c *call) open() (driver.Driver, error) {
 	}
 	return connect.Open(c.ctx, raw, nil)
 }
+
+// errNoSQLite refuses an SQLite URL in a build of rheo that links no
+// SQLite driver (CGO_ENABLED=0 without the tag rheo_modernc).
+var errNoSQLite = failf("this build of rheo has no SQLite driver: %s; or use a PostgreSQL database: --database-url postgres://…",
+	sqlite.BuildHint)
 
 // shownURL is the database URL for messages: without its password, which
 // only a PostgreSQL URL can carry.
@@ -275,6 +284,8 @@ func (c *call) describe(err error) string {
 	switch {
 	case errors.As(err, &msg):
 		return msg.msg
+	case errors.Is(err, sqlite.ErrNoDriver):
+		return errNoSQLite.Error()
 	case errors.As(err, &urlErr):
 		return fmt.Sprintf("bad database URL: %v", urlErr.Err)
 	case errors.As(err, &schemaErr):

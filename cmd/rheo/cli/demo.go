@@ -22,6 +22,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
 	"github.com/rheo-go/rheo/worker"
 )
@@ -94,6 +95,10 @@ func (c *call) runDemo(keep bool) error {
 	d := &demo{ctx: c.ctx, w: c.stdout, risk: &riskBook{notional: map[string]riskEntry{}}}
 	temporary := c.databaseURL == ""
 	if c.databaseURL == "" {
+		if sqlite.DefaultDriverName() == "" {
+			return failf("the demo runs on embedded SQLite by default, and this build of rheo has no SQLite driver: %s; "+
+				"or run the demo on PostgreSQL: rheo demo --database-url postgres://…", sqlite.BuildHint)
+		}
 		dir, err := os.MkdirTemp("", "rheo-demo-")
 		if err != nil {
 			return failf("create a temporary directory: %v", err)

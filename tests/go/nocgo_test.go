@@ -1,0 +1,185 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rheo-go/rheo/internal/testdb"
+)
+
+// The PostgreSQL-only packages and commands, which must build without cgo.
+var noCgoPackages = []string{"./connect", "./worker", "./driver/postgres", "./cmd/rheo", "./cmd/rheo-migrate"}
+
+// TestBuildWithoutCgo builds the commands with CGO_ENABLED=0, as a static
+// PostgreSQL-only program is built, and runs them: without SQLite they
+// refuse SQLite URLs and say how to build with it, and they work on
+// PostgreSQL. With the tag rheo_modernc the same build has SQLite, in
+// pure Go. .ci/run builds the same packages with the same settings first,
+// so these builds find their packages compiled.
+func TestBuildWithoutCgo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the commands: not in -short")
+	}
+	goTool := goCommand(t)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := func(t *testing.T, out string, tags string, pkgs ...string) {
+		t.Helper()
+		args := []string{"build", "-o", out}
+		if tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		cmd := exec.Command(goTool, append(args, pkgs...)...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("CGO_ENABLED=0 go %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, out)
+		}
+	}
+
+	t.Run("the PostgreSQL-only packages link no SQLite", func(t *testing.T) {
+		cmd := exec.Command(goTool, append([]string{"list", "-deps"}, noCgoPackages...)...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list: %v\n%s", err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dep, "github.com/mattn/go-sqlite3") || strings.HasPrefix(dep, "modernc.org/") {
+				t.Errorf("a CGO_ENABLED=0 build depends on %s", dep)
+			}
+		}
+	})
+
+	noSQLite := filepath.Join(bin, "nosqlite") + string(filepath.Separator)
+	build(t, noSQLite, "", "./cmd/rheo", "./cmd/rheo-migrate")
+	rheoBin, migrateBin := filepath.Join(noSQLite, "rheo"), filepath.Join(noSQLite, "rheo-migrate")
+	const hint = "build with CGO_ENABLED=1 (github.com/mattn/go-sqlite3, needs a C compiler such as gcc) " +
+		"or with -tags rheo_modernc (modernc.org/sqlite, pure Go)"
+
+	t.Run("rheo without SQLite refuses an SQLite URL and says how to build with SQLite", func(t *testing.T) {
+		db := filepath.Join(t.TempDir(), "rheo.db")
+		r := runBinary(t, rheoBin, "streams", "--database-url", "sqlite://"+db)
+		wantBinaryFailure(t, r, 1, "rheo: this build of rheo has no SQLite driver: "+hint+
+			"; or use a PostgreSQL database: --database-url postgres://…")
+		if _, err := os.Stat(db); !os.IsNotExist(err) {
+			t.Fatalf("the refusal created %s: %v", db, err)
+		}
+		r = runBinary(t, rheoBin, "streams", "--database-url", "sqlite::memory:")
+		wantBinaryFailure(t, r, 1, "this build of rheo has no SQLite driver")
+	})
+
+	t.Run("rheo demo without SQLite says how to get it or to run on PostgreSQL", func(t *testing.T) {
+		r := runBinary(t, rheoBin, "demo")
+		wantBinaryFailure(t, r, 1, "rheo: the demo runs on embedded SQLite by default, and this build of rheo has no SQLite driver: "+
+			hint+"; or run the demo on PostgreSQL: rheo demo --database-url postgres://…")
+	})
+
+	t.Run("rheo-migrate without SQLite refuses an SQLite URL", func(t *testing.T) {
+		db := filepath.Join(t.TempDir(), "rheo.db")
+		r := runBinary(t, migrateBin, "up", "--database-url", "sqlite://"+db)
+		wantBinaryFailure(t, r, 1, "rheo-migrate: this build of rheo-migrate has no SQLite driver: "+hint)
+		r = runBinary(t, migrateBin, "sql", "--sqlite")
+		if r.code != 0 || !strings.Contains(r.stdout, "CREATE TABLE rheo_events") {
+			t.Fatalf("rheo-migrate sql --sqlite needs no driver: %s", r)
+		}
+	})
+
+	t.Run("rheo and rheo-migrate without cgo work on PostgreSQL", func(t *testing.T) {
+		url := testdb.NewDatabase(t)
+		if r := runBinary(t, migrateBin, "up", "--database-url", url); r.code != 0 {
+			t.Fatalf("rheo-migrate up: %s", r)
+		}
+		if r := runBinary(t, rheoBin, "create-stream", "static", "--partitions", "2", "--database-url", url); r.code != 0 {
+			t.Fatalf("rheo create-stream: %s", r)
+		}
+		r := runBinary(t, rheoBin, "demo", "--database-url", url)
+		if r.code != 0 || !strings.Contains(r.stdout, "Demo complete") {
+			t.Fatalf("rheo demo on PostgreSQL: %s", r)
+		}
+		r = runBinary(t, rheoBin, "streams", "--database-url", url)
+		if r.code != 0 || !strings.Contains(r.stdout, "static") {
+			t.Fatalf("rheo streams: %s", r)
+		}
+	})
+
+	t.Run("with the tag rheo_modernc the build without cgo has SQLite", func(t *testing.T) {
+		out := filepath.Join(bin, "modernc") + string(filepath.Separator)
+		build(t, out, "rheo_modernc", "./cmd/rheo", "./cmd/rheo-migrate")
+		r := runBinary(t, filepath.Join(out, "rheo"), "demo")
+		if r.code != 0 || !strings.Contains(r.stdout, "Demo complete") || !strings.Contains(r.stdout, "on SQLite") {
+			t.Fatalf("rheo demo built with rheo_modernc: %s", r)
+		}
+		url := "sqlite://" + filepath.Join(t.TempDir(), "rheo.db")
+		if r := runBinary(t, filepath.Join(out, "rheo-migrate"), "up", "--database-url", url); r.code != 0 {
+			t.Fatalf("rheo-migrate up: %s", r)
+		}
+		if r := runBinary(t, filepath.Join(out, "rheo"), "create-stream", "pure", "--database-url", url); r.code != 0 {
+			t.Fatalf("rheo create-stream: %s", r)
+		}
+		r = runBinary(t, filepath.Join(out, "rheo-migrate"), "status", "--database-url", url)
+		if r.code != 0 || !strings.Contains(r.stdout, "status: up to date") {
+			t.Fatalf("rheo-migrate status: %s", r)
+		}
+	})
+}
+
+// goCommand returns the go command of the toolchain running the tests.
+func goCommand(t *testing.T) string {
+	t.Helper()
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err == nil {
+		return goTool
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no go command to build with")
+		}
+		t.Skip("no go command to build with")
+	}
+	return goTool
+}
+
+// runBinary runs a built command with a clean DATABASE_URL and returns
+// what it printed.
+func runBinary(t *testing.T, bin string, args ...string) cliResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "DATABASE_URL=")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		exitErr, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("run %s: %v", bin, err)
+		}
+		code = exitErr.ExitCode()
+	}
+	return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// wantBinaryFailure checks the exit status and that stderr is one line
+// holding want.
+func wantBinaryFailure(t *testing.T, r cliResult, code int, want string) {
+	t.Helper()
+	if r.code != code || !strings.Contains(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+		t.Fatalf("want exit %d and one line holding %q; got %s", code, want, r)
+	}
+}
