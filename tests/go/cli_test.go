@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
@@ -1202,4 +1206,115 @@ func TestCLIQuery(t *testing.T) {
 			b.fails(t, cli.ExitFailure, "cursor_not_found", "query", "orders", "--type", "placed", "--after", cursor)
 		})
 	})
+}
+
+// TestCLIServe runs rheo serve on a free port: /metrics shows the
+// database's true values, /healthz answers 200, and cancelling the
+// command (SIGINT, SIGTERM) shuts it down.
+func TestCLIServe(t *testing.T) {
+	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
+		b.cliStream(t, "orders", 2, 5)
+		ctx := context.Background()
+		for range 3 {
+			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"k": 1}`), &rheo.AppendOptions{Partition: new(int)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		runCtx, cancel := context.WithCancel(ctx)
+		stdout := &cliSyncBuffer{}
+		var stderr bytes.Buffer
+		done := make(chan int, 1)
+		go func() {
+			done <- cli.Run(runCtx, []string{"serve", "--listen", "127.0.0.1:0", "--database-url", b.url}, nil, stdout, &stderr)
+		}()
+		var base string
+		deadline := time.Now().Add(30 * time.Second)
+		for base == "" {
+			if m := regexp.MustCompile(`listening on (http://\S+) `).FindStringSubmatch(stdout.String()); m != nil {
+				base = m[1]
+			} else if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("rheo serve did not say where it listens: %q, stderr %q", stdout.String(), stderr.String())
+			}
+		}
+
+		get := func(path string) (int, string) {
+			t.Helper()
+			resp, err := http.Get(base + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.StatusCode, string(body)
+		}
+		code, body := get("/healthz")
+		if code != http.StatusOK || body != "ok\n" {
+			t.Errorf("/healthz: %d %q, want 200 ok", code, body)
+		}
+		code, body = get("/metrics")
+		for _, want := range []string{
+			`rheo_group_lag{group="billing",partition="0",stream="orders"} 3`,
+			`rheo_group_lag{group="billing",partition="1",stream="orders"} 0`,
+			`rheo_group_inflight{group="billing",stream="orders"} 0`,
+			`rheo_group_pending_retry{group="billing",stream="orders"} 0`,
+			`rheo_group_dead_letters{group="billing",stream="orders"} 0`,
+			`rheo_group_oldest_unsettled_age_seconds{group="billing",stream="orders"}`,
+			`rheo_stream_high_watermark{partition="0",stream="orders"} 3`,
+			`rheo_stream_high_watermark{partition="1",stream="orders"} 0`,
+			`rheo_scrape_success 1`,
+		} {
+			if code != http.StatusOK || !strings.Contains(body, want) {
+				t.Errorf("/metrics (%d) lacks %q:\n%s", code, want, body)
+			}
+		}
+
+		if strings.HasPrefix(b.url, "postgres") {
+			// The database goes away: its connections are cut.
+			admin := pgtapConnect(t, testdb.ServerURL(t))
+			cfg, err := pgx.ParseConfig(b.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := cfg.Database
+			if _, err := admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+				t.Fatal(err)
+			}
+			if code, body := get("/healthz"); code != http.StatusServiceUnavailable {
+				t.Errorf("/healthz without a database: %d %q, want 503", code, body)
+			}
+		}
+
+		cancel()
+		select {
+		case code := <-done:
+			if code != cli.ExitOK {
+				t.Errorf("rheo serve exited %d after the interrupt, want 0; stderr %q", code, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("rheo serve did not stop after the interrupt")
+		}
+	})
+}
+
+// cliSyncBuffer is a bytes.Buffer safe for one writer and one reader.
+type cliSyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *cliSyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *cliSyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

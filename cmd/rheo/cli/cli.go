@@ -69,6 +69,7 @@ func commands() []*command {
 		retentionCommand(), pruneCommand(),
 		appendCommand(), queryCommand(), tailCommand(),
 		createStreamCommand(), createGroupCommand(), dropGroupCommand(), dropStreamCommand(),
+		serveCommand(),
 	}
 }
 
