@@ -65,7 +65,8 @@ type Options struct {
 	// function that reads time, so tests can pin time. Defaults to nil:
 	// the database's now().
 	Clock driver.Clock
-	// Logger receives the wakeup listener's connection problems and failed
+	// Logger receives the wakeup listener's connection problems, its
+	// warning that notifications are lost (WakeupCheckInterval) and failed
 	// vacuums. Defaults to slog.Default().
 	Logger *slog.Logger
 	// VacuumEvery is how many settles (acks, retries, rejects) made through
