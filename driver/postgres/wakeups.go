@@ -301,9 +301,10 @@ func (c *checker) judge(ctx context.Context) {
 	switch {
 	case warn:
 		c.logger.WarnContext(ctx, "rheo wakeups: notifications do not reach the listener, so consumers see new events "+
-			"only when they poll; behind a pooler in transaction mode (PgBouncer), give the listener a direct "+
-			"connection to the server (rheo_listen_url in the database URL, or postgres.Options.ListenConfig), "+
-			"or turn wakeups off (rheo_poll_only=true, or postgres.Options.PollOnly); see docs/pgbouncer.md",
+			"only when they poll; behind a pooler in transaction mode (PgBouncer), where LISTEN cannot work and "+
+			"disturbs the pooler's other connections, give the listener a direct connection to the server "+
+			"(rheo_listen_url in the database URL, or postgres.Options.ListenConfig), or turn wakeups off "+
+			"(rheo_poll_only=true, or postgres.Options.PollOnly); see docs/pgbouncer.md",
 			"channel", notifyChannel, "waited", c.every)
 	case missed:
 		c.logger.DebugContext(ctx, "rheo wakeups: a check notification did not come back", "waited", c.every)

@@ -10,7 +10,6 @@
 package testpgbouncer
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -244,16 +243,4 @@ func (l *logFile) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
-}
-
-// Lines returns the lines of the log that contain substr.
-func (b *Bouncer) Lines(substr string) []string {
-	var out []string
-	sc := bufio.NewScanner(strings.NewReader(b.Log()))
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), substr) {
-			out = append(out, sc.Text())
-		}
-	}
-	return out
 }
