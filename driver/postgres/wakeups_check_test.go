@@ -92,7 +92,7 @@ func TestWakeupCheck(t *testing.T) {
 	})
 
 	t.Run("checks that come back again end the loss quietly, and a new loss warns again", func(t *testing.T) {
-		b := setup(t, 300*time.Millisecond)
+		b := setup(t, 500*time.Millisecond)
 		b.lose.Store(true)
 		b.logs.WaitCount(t, 10*time.Second, 1, slog.LevelWarn, lostMessage)
 		b.lose.Store(false)
