@@ -97,6 +97,13 @@ func (e *SchemaError) Error() string {
 // *rheo.FailedError wrapping a *SchemaError when the schema is missing or
 // out of date, or wrapping sqlite.ErrNoDriver for an SQLite URL in a
 // program built without SQLite. opts may be nil.
+//
+// A PostgreSQL URL takes pgx's parameters and those of driver/postgres's
+// Open, so that a pooler in transaction mode (PgBouncer) is a matter of
+// configuration too: default_query_exec_mode=exec for pgx, and
+// rheo_listen_url=<a percent-encoded direct URL> for the wakeup
+// listener, or rheo_poll_only=true where the server cannot be reached
+// directly (docs/pgbouncer.md).
 func Open(ctx context.Context, url string, opts *Options) (driver.Driver, error) {
 	if opts == nil {
 		opts = &Options{}

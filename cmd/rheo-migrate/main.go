@@ -221,6 +221,13 @@ func connectPostgres(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid database URL: %w", err)
 	}
+	// The driver's own parameters (rheo_listen_url, rheo_poll_only) mean
+	// nothing here; pgx would send them to the server as settings.
+	for name := range cfg.RuntimeParams {
+		if strings.HasPrefix(name, "rheo_") {
+			delete(cfg.RuntimeParams, name)
+		}
+	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = connectTimeout
 	}

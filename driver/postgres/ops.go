@@ -36,7 +36,7 @@ type ops struct {
 // operations that change state.
 func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier) error) error {
 	if o.tx != nil {
-		return interpretError(op, false, fn(o.tx))
+		return interpretError(op, false, fn(nulGuard{o.tx}))
 	}
 	// Acquiring first keeps a wait for a free connection apart from a
 	// statement in flight: only the latter can be ambiguous.
@@ -45,7 +45,7 @@ func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier)
 		return interpretError(op, false, err)
 	}
 	defer conn.Release()
-	return interpretError(op, write, fn(conn))
+	return interpretError(op, write, fn(nulGuard{conn}))
 }
 
 // clockArg is the clock argument: NULL for the database's now(). A clock

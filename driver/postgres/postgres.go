@@ -54,7 +54,9 @@ package postgres
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -69,7 +71,8 @@ type Options struct {
 	// function that reads time, so tests can pin time. Defaults to nil:
 	// the database's now().
 	Clock driver.Clock
-	// Logger receives the wakeup listener's connection problems and failed
+	// Logger receives the wakeup listener's connection problems, its
+	// warning that notifications are lost (WakeupCheckInterval) and failed
 	// vacuums. Defaults to slog.Default().
 	Logger *slog.Logger
 	// VacuumEvery is how many settles (acks, retries, rejects) made through
@@ -85,7 +88,49 @@ type Options struct {
 	// often. Defaults to DefaultVacuumEvery; a negative value leaves the
 	// table to autovacuum alone.
 	VacuumEvery int
+
+	// ListenConfig is the connection that the wakeup listener opens for
+	// LISTEN rheo_events, made with pgx.ParseConfig. Behind a pooler in
+	// transaction mode (PgBouncer's pool_mode = transaction) LISTEN does
+	// not work, since the server connection that ran it goes back to the
+	// pooler's pool: point this at the server directly, or set PollOnly.
+	// Open reads it from the URL parameter rheo_listen_url too. Defaults
+	// to nil: the pool's connection settings.
+	ListenConfig *pgx.ConnConfig
+	// PollOnly turns wakeups off: the driver never LISTENs, Wakeups
+	// channels receive nothing until they are closed, and
+	// Capabilities.Notifications is false, so consumers find new events
+	// by polling alone (worker.Config.PollInterval). It is for poolers in
+	// transaction mode where the server cannot be reached directly. It
+	// takes precedence over ListenConfig. Open reads it from the URL
+	// parameter rheo_poll_only=true too. Defaults to false.
+	PollOnly bool
+	// WakeupCheckInterval is how often the wakeup listener checks that
+	// notifications reach it: while it listens, it sends a notification
+	// of its own through the pool (a payload with no stream, which every
+	// listener ignores as a wakeup) and expects it back on its LISTEN
+	// connection. A check that has not come back when the next one is due
+	// means notifications are lost, as behind a pooler in transaction
+	// mode: the driver logs one warning, saying what to do, and nothing
+	// more until checks come back and are lost again. Defaults to
+	// DefaultWakeupCheckInterval; a negative value turns the check off.
+	WakeupCheckInterval time.Duration
 }
+
+// DefaultWakeupCheckInterval is the default of
+// Options.WakeupCheckInterval.
+const DefaultWakeupCheckInterval = 30 * time.Second
+
+// The URL parameters that Open reads and removes before the URL reaches
+// pgx (which would send them to the server as settings).
+const (
+	// ParamListenURL is the URL (percent-encoded) or keyword/value
+	// string of the wakeup listener's own connection:
+	// Options.ListenConfig.
+	ParamListenURL = "rheo_listen_url"
+	// ParamPollOnly, set to true, is Options.PollOnly.
+	ParamPollOnly = "rheo_poll_only"
+)
 
 // Driver runs Rheo operations against PostgreSQL. It implements
 // driver.Driver and driver.Transactor. It is safe for concurrent use.
@@ -94,6 +139,7 @@ type Driver struct {
 	pool      *pgxpool.Pool
 	ownsPool  bool
 	wakeups   *listener
+	pollOnly  bool
 	closeOnce sync.Once
 }
 
@@ -113,20 +159,51 @@ func New(pool *pgxpool.Pool, opts *Options) *Driver {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	listenConfig := opts.ListenConfig
+	if listenConfig == nil {
+		listenConfig = pool.Config().ConnConfig
+	}
+	checkEvery := opts.WakeupCheckInterval
+	if checkEvery == 0 {
+		checkEvery = DefaultWakeupCheckInterval
+	}
+	if opts.PollOnly {
+		listenConfig = nil
+	}
+	wakeups := newListener(listenConfig, logger)
+	if listenConfig != nil && checkEvery > 0 {
+		wakeups.checkWith(checkEvery, func(ctx context.Context, payload string) error {
+			// Through the pool: the path the appends' notifications take.
+			_, err := pool.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, payload)
+			return err
+		})
+	}
 	return &Driver{
-		ops:     &ops{pool: pool, clock: opts.Clock, vacuum: newVacuumer(pool, logger, opts.VacuumEvery)},
-		pool:    pool,
-		wakeups: newListener(pool.Config().ConnConfig, logger),
+		ops:      &ops{pool: pool, clock: opts.Clock, vacuum: newVacuumer(pool, logger, opts.VacuumEvery)},
+		pool:     pool,
+		wakeups:  wakeups,
+		pollOnly: opts.PollOnly,
 	}
 }
 
 // Open connects a pool of its own to the database at url (a PostgreSQL
 // URL or keyword/value string, as pgxpool.ParseConfig takes) and checks
 // that the database answers. Close closes the pool. opts may be nil.
+//
+// Besides pgx's parameters, url may carry rheo_listen_url (ParamListenURL)
+// and rheo_poll_only (ParamPollOnly), which set Options.ListenConfig and
+// Options.PollOnly; giving one both ways, or both of them, is
+// invalid_argument. Behind PgBouncer in transaction mode, add
+// default_query_exec_mode=exec: pgx's default caches prepared
+// statements on server connections that the pooler shares
+// (docs/pgbouncer.md).
 func Open(ctx context.Context, url string, opts *Options) (*Driver, error) {
 	config, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "database url: %v", err)
+	}
+	if opts, err = urlOptions(config.ConnConfig, opts); err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
@@ -139,6 +216,43 @@ func Open(ctx context.Context, url string, opts *Options) (*Driver, error) {
 	d := New(pool, opts)
 	d.ownsPool = true
 	return d, nil
+}
+
+// urlOptions takes Rheo's parameters out of the parsed url and returns
+// opts (which it does not modify) with them applied.
+func urlOptions(config *pgx.ConnConfig, opts *Options) (*Options, error) {
+	merged := Options{}
+	if opts != nil {
+		merged = *opts
+	}
+	params := config.RuntimeParams
+	listenURL, hasListenURL := params[ParamListenURL]
+	pollOnly, hasPollOnly := params[ParamPollOnly]
+	delete(params, ParamListenURL)
+	delete(params, ParamPollOnly)
+	if hasPollOnly {
+		on, err := strconv.ParseBool(pollOnly)
+		if err != nil {
+			return nil, rheo.Errorf(rheo.ErrInvalidArgument, "database url: %s must be true or false, not %q", ParamPollOnly, pollOnly)
+		}
+		merged.PollOnly = merged.PollOnly || on
+		hasPollOnly = on
+	}
+	if hasListenURL {
+		if merged.ListenConfig != nil {
+			return nil, rheo.Errorf(rheo.ErrInvalidArgument, "database url: %s is set and so is Options.ListenConfig; give one", ParamListenURL)
+		}
+		listenConfig, err := pgx.ParseConfig(listenURL)
+		if err != nil {
+			return nil, rheo.Errorf(rheo.ErrInvalidArgument, "database url: %s: %v", ParamListenURL, err)
+		}
+		merged.ListenConfig = listenConfig
+	}
+	if merged.PollOnly && merged.ListenConfig != nil && (hasPollOnly || hasListenURL) {
+		return nil, rheo.Errorf(rheo.ErrInvalidArgument,
+			"database url: poll-only mode (%s) and a listener connection (%s) exclude each other; give one", ParamPollOnly, ParamListenURL)
+	}
+	return &merged, nil
 }
 
 // Pool returns the pool the driver runs on.
@@ -157,19 +271,22 @@ func (d *Driver) Capabilities() driver.Capabilities {
 		Partitions:          true,
 		ContiguousFrontier:  true,
 		Replay:              true,
-		Notifications:       true,
+		Notifications:       !d.pollOnly,
 		TransactionalSettle: true,
 	}
 }
 
 // Wakeups subscribes to appends to stream, by any process, through
-// LISTEN rheo_events on one dedicated connection per Driver. The
-// connection starts with the first subscription and stops with the last
-// one or with Close; when it drops it is reconnected with a backoff from
-// 100 ms doubling to 5 s. Notifications sent while it is not listening
-// are lost, and a subscriber whose buffer is full misses hints: consumers
-// still poll. The returned function ends the subscription and closes the
-// channel; Close closes every channel.
+// LISTEN rheo_events on one dedicated connection per Driver (made with
+// Options.ListenConfig, else like the pool's). The connection starts with
+// the first subscription and stops with the last one or with Close; when
+// it drops it is reconnected with a backoff from 100 ms doubling to 5 s.
+// Notifications sent while it is not listening are lost, and a
+// subscriber whose buffer is full misses hints: consumers still poll.
+// While it listens it checks that notifications reach it
+// (Options.WakeupCheckInterval). With Options.PollOnly the channel
+// receives nothing. The returned function ends the subscription and
+// closes the channel; Close closes every channel.
 func (d *Driver) Wakeups(stream string) (<-chan driver.Wakeup, func()) {
 	return d.wakeups.subscribe(stream)
 }

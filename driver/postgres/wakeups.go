@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"sync"
@@ -23,10 +25,12 @@ const (
 
 // listener fans the notifications of one LISTEN connection out to the
 // subscribers of each stream. The connection runs while there are
-// subscribers.
+// subscribers. A listener without a config (poll-only) never connects:
+// its subscriptions receive nothing until they end.
 type listener struct {
 	config *pgx.ConnConfig
 	logger *slog.Logger
+	check  *checker // nil when the check is off
 
 	mu     sync.Mutex
 	subs   map[string]map[chan driver.Wakeup]struct{}
@@ -37,8 +41,17 @@ type listener struct {
 	loops  sync.WaitGroup
 }
 
+// newListener returns a listener that connects with config, or never
+// connects when config is nil (poll-only).
 func newListener(config *pgx.ConnConfig, logger *slog.Logger) *listener {
 	return &listener{config: config, logger: logger, subs: map[string]map[chan driver.Wakeup]struct{}{}}
+}
+
+// checkWith makes the listener check, every `every` while it listens,
+// that a notification sent with send reaches it (see checker). Call it
+// before the first subscription.
+func (l *listener) checkWith(every time.Duration, send func(ctx context.Context, payload string) error) {
+	l.check = &checker{every: every, send: send, logger: l.logger}
 }
 
 // subscribe registers a buffered channel for stream, starting the
@@ -57,7 +70,7 @@ func (l *listener) subscribe(stream string) (<-chan driver.Wakeup, func()) {
 	}
 	l.subs[stream][ch] = struct{}{}
 	l.count++
-	if l.stop == nil {
+	if l.stop == nil && l.config != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		l.stop, l.done = cancel, make(chan struct{})
 		l.loops.Add(1)
@@ -83,7 +96,7 @@ func (l *listener) unsubscribe(stream string, ch chan driver.Wakeup) {
 	close(ch)
 	l.count--
 	var done chan struct{}
-	if l.count == 0 {
+	if l.count == 0 && l.stop != nil {
 		l.stop()
 		done = l.done
 		l.stop, l.done = nil, nil
@@ -167,6 +180,18 @@ func (l *listener) listen(ctx context.Context) (listened bool, err error) {
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return false, err
 	}
+	if l.check != nil {
+		checkCtx, stopChecks := context.WithCancel(ctx)
+		checks := make(chan struct{})
+		go func() {
+			defer close(checks)
+			l.check.run(checkCtx)
+		}()
+		defer func() {
+			stopChecks()
+			<-checks
+		}()
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -176,10 +201,129 @@ func (l *listener) listen(ctx context.Context) (listened bool, err error) {
 			Stream    string `json:"stream"`
 			Partition int    `json:"partition"`
 			Sequence  int64  `json:"sequence"`
+			Check     string `json:"rheo_check"`
 		}
-		if json.Unmarshal([]byte(n.Payload), &payload) != nil || payload.Stream == "" {
+		if json.Unmarshal([]byte(n.Payload), &payload) != nil {
+			continue
+		}
+		if payload.Check != "" {
+			// A check, the listener's own or another's: never a wakeup.
+			if l.check != nil {
+				l.check.arrived(ctx, payload.Check)
+			}
+			continue
+		}
+		if payload.Stream == "" {
 			continue
 		}
 		l.publish(driver.Wakeup{Stream: payload.Stream, Partition: payload.Partition, Sequence: payload.Sequence})
+	}
+}
+
+// checker tells whether notifications reach the listener. Behind a
+// pooler in transaction mode a LISTEN runs on a server connection that
+// goes back to the pooler, which drops what the server then sends it:
+// the listener hears nothing and no error says so. So, while the
+// listener listens, the checker sends a notification through the
+// driver's pool, the path appends take, and expects it back.
+//
+// The payload, {"rheo_check": "<random token>"}, has no stream: every
+// listener ignores it as a wakeup, those of older versions included, and
+// only the token of the check in flight counts, so a forged one proves
+// nothing. A check that has not come back when the next is due is lost;
+// the first loss after a success (or after the start) logs one warning,
+// later ones only a debug record, and a check that comes back clears the
+// state quietly.
+type checker struct {
+	every  time.Duration
+	send   func(ctx context.Context, payload string) error
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	pending string // token of the check in flight; "" when none is
+	lost    bool   // checks are being lost; the warning was logged
+}
+
+// run sends a check at once and then every c.every until ctx ends,
+// judging each one before it sends the next.
+func (c *checker) run(ctx context.Context) {
+	c.mu.Lock()
+	c.pending = "" // a check sent on an earlier connection proves nothing here
+	c.mu.Unlock()
+	for {
+		c.sendOne(ctx)
+		// Counted from the end of the send, so that a slow send leaves the
+		// check its full time to come back.
+		timer := time.NewTimer(c.every)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		c.judge(ctx)
+	}
+}
+
+// sendOne sends a check with a fresh token. A check that cannot be sent
+// (the pool is busy or down) is not judged.
+func (c *checker) sendOne(ctx context.Context) {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	token := hex.EncodeToString(b)
+	c.mu.Lock()
+	c.pending = token
+	c.mu.Unlock()
+	payload, _ := json.Marshal(map[string]string{"rheo_check": token})
+	sendCtx, cancel := context.WithTimeout(ctx, c.every)
+	defer cancel()
+	if err := c.send(sendCtx, string(payload)); err != nil {
+		c.mu.Lock()
+		if c.pending == token {
+			c.pending = ""
+		}
+		c.mu.Unlock()
+		if ctx.Err() == nil {
+			c.logger.DebugContext(ctx, "rheo wakeups: could not send a check notification", "error", err)
+		}
+	}
+}
+
+// judge counts the check in flight, if any, as lost.
+func (c *checker) judge(ctx context.Context) {
+	c.mu.Lock()
+	missed := c.pending != ""
+	warn := missed && !c.lost
+	if missed {
+		c.lost = true
+	}
+	c.mu.Unlock()
+	switch {
+	case warn:
+		c.logger.WarnContext(ctx, "rheo wakeups: notifications do not reach the listener, so consumers see new events "+
+			"only when they poll; behind a pooler in transaction mode (PgBouncer), where LISTEN cannot work and "+
+			"disturbs the pooler's other connections, give the listener a direct connection to the server "+
+			"(rheo_listen_url in the database URL, or postgres.Options.ListenConfig), or turn wakeups off "+
+			"(rheo_poll_only=true, or postgres.Options.PollOnly); see docs/pgbouncer.md",
+			"channel", notifyChannel, "waited", c.every)
+	case missed:
+		c.logger.DebugContext(ctx, "rheo wakeups: a check notification did not come back", "waited", c.every)
+	}
+}
+
+// arrived records a check notification that came back.
+func (c *checker) arrived(ctx context.Context, token string) {
+	c.mu.Lock()
+	if token != c.pending {
+		// Another listener's check, a late one, or a forged one.
+		c.mu.Unlock()
+		return
+	}
+	c.pending = ""
+	recovered := c.lost
+	c.lost = false
+	c.mu.Unlock()
+	if recovered {
+		c.logger.DebugContext(ctx, "rheo wakeups: notifications reach the listener again")
 	}
 }

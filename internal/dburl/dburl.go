@@ -71,11 +71,13 @@ func (t Target) SQLiteDSN() string {
 }
 
 // Redacted is the target for messages: the PostgreSQL URL without its
-// password, or the SQLite path.
+// password (nor that of the listener's URL in rheo_listen_url), or the
+// SQLite path.
 func (t Target) Redacted() string {
 	switch {
 	case t.Kind == Postgres:
 		if u, err := url.Parse(t.DSN); err == nil {
+			redactListenURL(u)
 			return u.Redacted()
 		}
 		return "PostgreSQL URL"
@@ -84,6 +86,31 @@ func (t Target) Redacted() string {
 	default:
 		return t.Path
 	}
+}
+
+// listenURLParam is the parameter of driver/postgres that carries the
+// URL of the wakeup listener's own connection.
+const listenURLParam = "rheo_listen_url"
+
+// redactListenURL replaces the password of the URL in u's rheo_listen_url
+// parameter; a value that is not a URL (a keyword/value string, which may
+// hold a password) is replaced whole.
+func redactListenURL(u *url.URL) {
+	q := u.Query()
+	v, ok := q[listenURLParam]
+	if !ok {
+		return
+	}
+	for i, raw := range v {
+		lu, err := url.Parse(raw)
+		switch {
+		case err != nil || (lu.Scheme != "postgres" && lu.Scheme != "postgresql"):
+			v[i] = "xxxxx"
+		default:
+			v[i] = lu.Redacted()
+		}
+	}
+	u.RawQuery = q.Encode()
 }
 
 // Parse recognises a database URL:
