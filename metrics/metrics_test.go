@@ -3,6 +3,9 @@ package metrics_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,5 +211,44 @@ func BenchmarkCollect(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDocs checks that the Grafana dashboard of docs/ is valid JSON whose
+// queries use only metrics the collector exports, and that the
+// documentation lists every metric.
+func TestDocs(t *testing.T) {
+	exported := []string{metrics.GroupLag, metrics.GroupInflight, metrics.GroupPendingRetry, metrics.GroupDeadLetters,
+		metrics.GroupOldestUnsettledAge, metrics.StreamHighWatermark, metrics.StreamLowWatermark,
+		metrics.ScrapeSuccess, metrics.ScrapeDuration}
+
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "grafana-dashboard.json"))
+	require.NoError(t, err)
+	var dashboard struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &dashboard), "the dashboard is JSON")
+	require.NotEmpty(t, dashboard.Panels)
+	for _, p := range dashboard.Panels {
+		require.NotEmpty(t, p.Targets, "panel %q has queries", p.Title)
+		for _, target := range p.Targets {
+			names := regexp.MustCompile(`rheo_[a-z_]+`).FindAllString(target.Expr, -1)
+			require.NotEmpty(t, names, "panel %q queries a Rheo metric: %s", p.Title, target.Expr)
+			for _, name := range names {
+				require.Contains(t, exported, name, "panel %q", p.Title)
+			}
+		}
+	}
+
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "observability.md"))
+	require.NoError(t, err)
+	for _, name := range exported {
+		require.Contains(t, string(doc), "`"+name+"`", "docs/observability.md lists %s", name)
 	}
 }
