@@ -58,8 +58,9 @@
 //     Append retried with the same id is a repeat, a settle retried is
 //     stale_lease at worst, and a Fetch's claims expire.
 //   - *rheo.FailedError: a write in a transaction (WithTx, InTx) in that
-//     case, since its transaction cannot commit any more, and a read or
-//     begin cut off by its context.
+//     case, since its transaction cannot commit any more; a read or begin
+//     cut off by its context; any call whose context had ended before it
+//     began.
 //
 // pgx's own mark of a safe retry (pgconn.SafeToRetry) is not taken as
 // proof that nothing was sent: a COMMIT whose answer is lost comes back
