@@ -213,6 +213,8 @@ func (l *Lease) Ack(ctx context.Context) error {
 	}
 	done := make(chan error, 1)
 	if !l.c.acks.add(ackRequest{h: l.h, done: done}) {
+		ctx, cancel := context.WithTimeout(ctx, l.c.s.callTimeout)
+		defer cancel()
 		return l.c.ackAlone(ctx, l.h)
 	}
 	select {
@@ -225,20 +227,26 @@ func (l *Lease) Ack(ctx context.Context) error {
 
 // Retry makes the event claimable again after delay (negative counts as
 // 0), or dead-letters it when the group's attempts are used up; reason is
-// stored with a dead letter ("" stores "max_attempts"). A failure leaves
-// the lease to expire.
+// stored with a dead letter ("" stores "max_attempts"). The call is
+// bounded by the worker's call timeout as well as by ctx. A failure
+// leaves the lease to expire.
 func (l *Lease) Retry(ctx context.Context, delay time.Duration, reason string) (rheo.RetryOutcome, error) {
 	if err := l.claim(); err != nil {
 		return "", err
 	}
+	ctx, cancel := context.WithTimeout(ctx, l.c.s.callTimeout)
+	defer cancel()
 	return l.c.retry(ctx, l.h, max(delay, 0), reason)
 }
 
 // Reject dead-letters the event now; reason is stored with the dead
-// letter ("" stores "rejected"). A failure leaves the lease to expire.
+// letter ("" stores "rejected"). The call is bounded by the worker's call
+// timeout as well as by ctx. A failure leaves the lease to expire.
 func (l *Lease) Reject(ctx context.Context, reason string) error {
 	if err := l.claim(); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, l.c.s.callTimeout)
+	defer cancel()
 	return l.c.reject(ctx, l.h, reason)
 }

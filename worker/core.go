@@ -94,7 +94,9 @@ func (c *core) begin(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.drv.Lag(ctx, c.s.Stream, c.s.Group, c.s.Partitions); err != nil {
+	checkCtx, cancel := context.WithTimeout(ctx, c.s.callTimeout)
+	defer cancel()
+	if _, err := c.drv.Lag(checkCtx, c.s.Stream, c.s.Group, c.s.Partitions); err != nil {
 		release()
 		return nil, fmt.Errorf("check stream %q group %q: %w", c.s.Stream, c.s.Group, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/faultproxy"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -197,100 +197,12 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	}
 }
 
-// proxy forwards TCP connections to a target until it is cut: Cut closes
-// every connection and refuses new ones until Restore.
-type proxy struct {
-	ln     net.Listener
-	target string
-
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]bool
-	wg    sync.WaitGroup
-}
-
-func newProxy(t testing.TB, target string) *proxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.Cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *proxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			_ = c.Close()
-			continue
-		}
-		p.conns[c], p.conns[up] = true, true
-		p.wg.Add(2)
-		p.mu.Unlock()
-		go p.pipe(c, up)
-		go p.pipe(up, c)
-	}
-}
-
-func (p *proxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	_ = dst.Close()
-	_ = src.Close()
-}
-
-// Cut drops every connection and refuses new ones.
-func (p *proxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	clear(p.conns)
-}
-
-// Restore accepts connections again.
-func (p *proxy) Restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = false
-}
-
-// URL returns dsn pointed at the proxy.
-func (p *proxy) URL(t testing.TB, dsn string) string {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	u.Host = p.ln.Addr().String()
-	return u.String()
-}
-
 func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	const events, concurrency = 300, 8
 	b := newPostgresBackend(t)
 	u, err := url.Parse(b.dsn)
 	require.NoError(t, err)
-	p := newProxy(t, u.Host)
+	p := faultproxy.New(t, u.Host)
 
 	clock := newFakeClock()
 	admin := openPostgres(t, b.dsn, clock.Now)
@@ -317,7 +229,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	})
 
 	receive(t, "a third of the events", cut)
-	p.Cut()
+	p.CutAll()
 	rec.waitFor(t, "fetch errors", func(s recorded) bool { return len(s.fetchFailed) >= 2 })
 	for _, f := range rec.snapshot().fetchFailed {
 		assert.True(t, errors.Is(f.Err, rheo.ErrBackendUnavailable) || errors.Is(f.Err, rheo.ErrAmbiguous),

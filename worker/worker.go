@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -243,7 +244,11 @@ func (w *Worker) backoff(h *held, o outcome) outcome {
 }
 
 // handleTx runs the TxHandler for h inside a transaction that also acks,
-// so the handler's writes and the ack commit or roll back together.
+// so the handler's writes and the ack commit or roll back together. The
+// worker's own calls in the transaction (its begin, the ack and the
+// commit) are each bounded by the call timeout, the handler is not: a
+// transaction that cannot begin or commit in time gives the lease up
+// like a failed ack, and its slot is freed.
 func (w *Worker) handleTx(h *held) {
 	start := time.Now()
 	var (
@@ -251,7 +256,14 @@ func (w *Worker) handleTx(h *held) {
 		handlerErr error
 		lost       bool
 	)
-	err := w.transactor.InTx(h.ctx, func(ctx context.Context, tx driver.Tx) error {
+	ctx, bound := newCallBound(h.ctx, w.c.s.callTimeout)
+	defer bound.end()
+	bound.start("begin")
+	err := w.transactor.InTx(ctx, func(ctx context.Context, tx driver.Tx) error {
+		if !bound.stop() {
+			// The begin outlasted its bound: do not start the handler.
+			return context.Cause(ctx)
+		}
 		ran = true
 		ctx = w.c.s.hooks.startHandle(ctx, h.lease)
 		handlerErr = callTxHandler(w.c.s.TxHandler, ctx, tx, h.lease)
@@ -263,8 +275,15 @@ func (w *Worker) handleTx(h *held) {
 			// Roll back: the ack would be fenced off anyway.
 			return rheo.Errorf(rheo.ErrStaleLease, "lease %s was lost while the handler ran", h.lease.LeaseID)
 		}
-		return tx.Ack(ctx, h.lease.LeaseID)
+		ackCtx, cancel := context.WithTimeout(ctx, w.c.s.callTimeout)
+		defer cancel()
+		if err := tx.Ack(ackCtx, h.lease.LeaseID); err != nil {
+			return err
+		}
+		bound.start("commit")
+		return nil
 	})
+	err = bound.explain(err)
 	w.freeSlot()
 	if !ran {
 		// The transaction did not begin, so the handler did not run.
@@ -291,6 +310,69 @@ func (w *Worker) handleTx(h *held) {
 		w.c.acked(h)
 	}
 }
+
+// callBound cancels a context when a call of the worker's in it outlasts
+// the call timeout. It bounds the begin and the commit of a transactional
+// handler's transaction, which run under the context InTx was given, and
+// leaves the handler's own work between them unbounded.
+type callBound struct {
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	timeout time.Duration
+
+	mu    sync.Mutex
+	timer *time.Timer
+}
+
+func newCallBound(parent context.Context, timeout time.Duration) (context.Context, *callBound) {
+	ctx, cancel := context.WithCancelCause(parent)
+	return ctx, &callBound{ctx: ctx, cancel: cancel, timeout: timeout}
+}
+
+// start bounds the call op that begins now.
+func (b *callBound) start(op string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.timer = time.AfterFunc(b.timeout, func() { b.cancel(&callTimeoutError{op: op, timeout: b.timeout}) })
+}
+
+// stop ends the bound of the call that ended and reports whether it ended
+// in time.
+func (b *callBound) stop() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.timer == nil || b.timer.Stop()
+}
+
+// explain adds the call timeout to err when it is what ended the call: the
+// driver sees only a cancelled context.
+func (b *callBound) explain(err error) error {
+	b.stop()
+	var timeout *callTimeoutError
+	if err != nil && !errors.As(err, &timeout) && errors.As(context.Cause(b.ctx), &timeout) {
+		return fmt.Errorf("%w (%w)", err, timeout)
+	}
+	return err
+}
+
+// end releases the context.
+func (b *callBound) end() {
+	b.stop()
+	b.cancel(nil)
+}
+
+// callTimeoutError is the cause with which a callBound ends its context.
+type callTimeoutError struct {
+	op      string
+	timeout time.Duration
+}
+
+func (e *callTimeoutError) Error() string {
+	return fmt.Sprintf("%s took longer than %s", e.op, e.timeout)
+}
+
+// Unwrap makes errors.Is(err, context.DeadlineExceeded) true.
+func (e *callTimeoutError) Unwrap() error { return context.DeadlineExceeded }
 
 // handled logs a handler's return and tells the hooks.
 func (w *Worker) handled(h *held, o outcome, err error, lost bool, d time.Duration) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
 	"github.com/stretchr/testify/require"
@@ -25,37 +26,67 @@ func (sentBefore) SafeToRetry() bool { return true }
 
 func (e sentBefore) Unwrap() error { return e.error }
 
+// connClosed is the error pgx reports when it finds the connection it
+// has just closed after a failed read: marked safe to retry, though the
+// request was sent.
+type connClosed struct{}
+
+func (connClosed) Error() string     { return "conn closed" }
+func (connClosed) SafeToRetry() bool { return true }
+func (connClosed) Unwrap() error     { return pgconn.ErrConnClosed }
+
 func TestInterpretError(t *testing.T) {
 	netDown := &netError{}
+	fatal := func(code string) error {
+		return &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code}
+	}
+	everyEffect := []effect{reads, writesInTx, commits}
 	cases := []struct {
-		name            string
-		err             error
-		ambiguousIfLost bool
-		want            error
+		name    string
+		err     error
+		effects []effect
+		want    error
 	}{
-		{"every Rheo SQLSTATE is its sentinel", &pgconn.PgError{Code: "RH007", Detail: "partition 9"}, true, rheo.ErrInvalidPartition},
-		{"a data exception is invalid_argument", &pgconn.PgError{Code: "22P05"}, true, rheo.ErrInvalidArgument},
-		{"an administrator shutdown is backend_unavailable", &pgconn.PgError{Code: "57P01"}, true, rheo.ErrBackendUnavailable},
-		{"a connection exception is backend_unavailable", &pgconn.PgError{Code: "08006"}, true, rheo.ErrBackendUnavailable},
-		{"another server error is failed", &pgconn.PgError{Code: "42883"}, true, rheo.ErrFailed},
-		{"a closed pool is backend_unavailable", puddle.ErrClosedPool, true, rheo.ErrBackendUnavailable},
-		{"a failed connect is backend_unavailable", &pgconn.ConnectError{}, true, rheo.ErrBackendUnavailable},
-		{"a network error before sending is backend_unavailable", sentBefore{netDown}, true, rheo.ErrBackendUnavailable},
-		{"a context error before sending is failed", sentBefore{context.Canceled}, true, rheo.ErrFailed},
-		{"a write cut off by its context is ambiguous", fmt.Errorf("timeout: %w", context.DeadlineExceeded), true, rheo.ErrAmbiguous},
-		{"a write whose connection broke is ambiguous", fmt.Errorf("receive: %w", io.ErrUnexpectedEOF), true, rheo.ErrAmbiguous},
-		{"a write whose network failed is ambiguous", netDown, true, rheo.ErrAmbiguous},
-		{"a read cut off by its context is failed", context.DeadlineExceeded, false, rheo.ErrFailed},
-		{"a read whose connection broke is backend_unavailable", io.EOF, false, rheo.ErrBackendUnavailable},
-		{"anything else is failed", errors.New("cannot scan"), true, rheo.ErrFailed},
+		{"every Rheo SQLSTATE is its sentinel", &pgconn.PgError{Code: "RH007", Detail: "partition 9"}, everyEffect, rheo.ErrInvalidPartition},
+		{"a data exception is invalid_argument", &pgconn.PgError{Code: "22P05"}, everyEffect, rheo.ErrInvalidArgument},
+		{"another server error is failed", &pgconn.PgError{Severity: "ERROR", Code: "42883"}, everyEffect, rheo.ErrFailed},
+		{"a serialization failure is failed", &pgconn.PgError{Severity: "ERROR", Code: "40001"}, everyEffect, rheo.ErrFailed},
+		{"a closed pool is backend_unavailable", puddle.ErrClosedPool, everyEffect, rheo.ErrBackendUnavailable},
+		{"a failed connect is backend_unavailable", &pgconn.ConnectError{}, everyEffect, rheo.ErrBackendUnavailable},
+		{"a network error before sending is backend_unavailable", sentBefore{netDown}, everyEffect, rheo.ErrBackendUnavailable},
+		{"a context error before sending is failed", sentBefore{context.Canceled}, everyEffect, rheo.ErrFailed},
+		{"a transaction already closed is failed", pgx.ErrTxClosed, everyEffect, rheo.ErrFailed},
+		{"a commit the server rolled back is failed", pgx.ErrTxCommitRollback, everyEffect, rheo.ErrFailed},
+
+		{"a write cut off by its context is ambiguous", fmt.Errorf("timeout: %w", context.DeadlineExceeded), []effect{commits}, rheo.ErrAmbiguous},
+		{"a write whose connection broke is ambiguous", fmt.Errorf("receive: %w", io.ErrUnexpectedEOF), []effect{commits}, rheo.ErrAmbiguous},
+		{"a write whose network failed is ambiguous", netDown, []effect{commits}, rheo.ErrAmbiguous},
+		{"a write that found its connection closed after sending is ambiguous", connClosed{}, []effect{commits}, rheo.ErrAmbiguous},
+		{"a write whose session the server ended is ambiguous", fatal("57P01"), []effect{commits}, rheo.ErrAmbiguous},
+		{"a write after a server crash is ambiguous", fatal("57P02"), []effect{commits}, rheo.ErrAmbiguous},
+		{"a write whose answer could not be read is ambiguous", errors.New("cannot scan"), []effect{commits}, rheo.ErrAmbiguous},
+
+		{"a write in a transaction whose connection broke is failed", io.ErrUnexpectedEOF, []effect{writesInTx}, rheo.ErrFailed},
+		{"a write in a transaction cut off by its context is failed", context.DeadlineExceeded, []effect{writesInTx}, rheo.ErrFailed},
+		{"a write in a transaction whose session ended is failed", fatal("57P01"), []effect{writesInTx}, rheo.ErrFailed},
+		{"a write in a transaction that found its connection closed is failed", connClosed{}, []effect{writesInTx}, rheo.ErrFailed},
+
+		{"a read cut off by its context is failed", context.DeadlineExceeded, []effect{reads}, rheo.ErrFailed},
+		{"a read whose connection broke is backend_unavailable", io.EOF, []effect{reads}, rheo.ErrBackendUnavailable},
+		{"a read that found its connection closed is backend_unavailable", connClosed{}, []effect{reads}, rheo.ErrBackendUnavailable},
+		{"a read whose session the server ended is backend_unavailable", fatal("57P01"), []effect{reads}, rheo.ErrBackendUnavailable},
+		{"a connection exception on a read is backend_unavailable", &pgconn.PgError{Code: "08006"}, []effect{reads}, rheo.ErrBackendUnavailable},
+		{"anything else on a read is failed", errors.New("cannot scan"), []effect{reads, writesInTx}, rheo.ErrFailed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := interpretError("op", c.ambiguousIfLost, c.err)
-			require.ErrorIs(t, err, c.want)
-			for _, other := range []error{rheo.ErrAmbiguous, rheo.ErrFailed, rheo.ErrBackendUnavailable} {
-				if other != c.want {
-					require.NotErrorIs(t, err, other)
+			for _, e := range c.effects {
+				err := interpretError("op", e, c.err)
+				require.ErrorIs(t, err, c.want, "effect %d", e)
+				for _, other := range []error{rheo.ErrAmbiguous, rheo.ErrFailed, rheo.ErrBackendUnavailable} {
+					if other != c.want {
+						require.NotErrorIs(t, err, other, "effect %d", e)
+					}
 				}
 			}
 		})
@@ -66,26 +97,26 @@ func TestInterpretError(t *testing.T) {
 			code := fmt.Sprintf("RH%03d", i)
 			sentinel := rheo.ErrorForSQLState(code)
 			require.NotNil(t, sentinel, code)
-			require.ErrorIs(t, interpretError("op", true, &pgconn.PgError{Code: code}), sentinel, code)
+			require.ErrorIs(t, interpretError("op", commits, &pgconn.PgError{Code: code}), sentinel, code)
 		}
 	})
 
 	t.Run("nil is nil", func(t *testing.T) {
-		require.NoError(t, interpretError("op", true, nil))
+		require.NoError(t, interpretError("op", commits, nil))
 	})
 
 	t.Run("the detail of a SQL error is kept", func(t *testing.T) {
-		err := interpretError("op", true, &pgconn.PgError{Code: "RH004", Message: "stale_lease", Detail: "lease x is no longer held"})
+		err := interpretError("op", commits, &pgconn.PgError{Code: "RH004", Message: "stale_lease", Detail: "lease x is no longer held"})
 		require.EqualError(t, err, "stale_lease: lease x is no longer held")
 	})
 
 	t.Run("ambiguous and failed errors name the operation and keep the cause", func(t *testing.T) {
 		var ambiguous *rheo.AmbiguousError
-		require.ErrorAs(t, interpretError("ack", true, context.Canceled), &ambiguous)
+		require.ErrorAs(t, interpretError("ack", commits, context.Canceled), &ambiguous)
 		require.Equal(t, "ack", ambiguous.Op)
 		require.ErrorIs(t, ambiguous, context.Canceled)
 		var failed *rheo.FailedError
-		require.ErrorAs(t, interpretError("lag", false, context.Canceled), &failed)
+		require.ErrorAs(t, interpretError("lag", reads, context.Canceled), &failed)
 		require.Equal(t, "lag", failed.Op)
 	})
 }

@@ -33,19 +33,34 @@ type ops struct {
 }
 
 // run calls fn with a querier and translates its error. write marks
-// operations that change state.
+// operations that change state: on the pool each commits on its own, and
+// an answer lost after it was sent leaves it ambiguous; in a transaction
+// it cannot commit once it failed.
 func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier) error) error {
 	if o.tx != nil {
-		return interpretError(op, false, fn(nulGuard{o.tx}))
+		if conn := o.tx.Conn(); conn != nil && conn.IsClosed() {
+			// An earlier failure closed the transaction's connection;
+			// pgx would report it as ErrConnClosed, which proves nothing.
+			return unavailable(op, errConnLost)
+		}
+		e := reads
+		if write {
+			e = writesInTx
+		}
+		return interpretError(op, e, fn(nulGuard{o.tx}))
 	}
 	// Acquiring first keeps a wait for a free connection apart from a
 	// statement in flight: only the latter can be ambiguous.
 	conn, err := o.pool.Acquire(ctx)
 	if err != nil {
-		return interpretError(op, false, err)
+		return interpretError(op, reads, err)
 	}
 	defer conn.Release()
-	return interpretError(op, write, fn(nulGuard{conn}))
+	e := reads
+	if write {
+		e = commits
+	}
+	return interpretError(op, e, fn(nulGuard{conn}))
 }
 
 // clockArg is the clock argument: NULL for the database's now(). A clock

@@ -40,15 +40,37 @@
 //     event's ts;
 //   - a lease id that is not a UUID was never issued: settling it is
 //     stale_lease, and AckBatch reports it with OK=false;
-//   - a database that cannot be reached, a closed pool, a connection
-//     lost before the statement was sent, or lost during a read, wraps
-//     rheo.ErrBackendUnavailable;
-//   - a write that may have committed before its answer was lost (a
-//     context that ended, or a connection that broke, after the statement
-//     was sent) is *rheo.AmbiguousError. Operations that only read, and
-//     operations inside a transaction (which cannot commit without its
-//     connection), are never ambiguous; the commit of InTx can be;
-//   - anything else is *rheo.FailedError.
+//   - anything else the server answered with (an ERROR) is
+//     *rheo.FailedError: the statement failed and nothing of it committed.
+//
+// When no answer came, what the word says depends on whether the request
+// may have reached the server, and on what the operation does:
+//
+//   - rheo.ErrBackendUnavailable: a database that cannot be reached, a
+//     closed pool, a transaction whose connection an earlier failure
+//     closed, or a connection that failed before any byte of the request
+//     was sent: nothing happened, and the same call may be retried. A
+//     read (Read, Lag, Query, the ops lookups, Ping) or a begin whose
+//     connection or session was lost says so too: retrying them is
+//     always safe.
+//   - *rheo.AmbiguousError: a write that commits on its own (every write
+//     on the pool: CreateStream, CreateGroup, Append, AppendBatch, Fetch,
+//     Renew, Ack, AckBatch, Retry, Reject, Replay, ResetGroup) and the
+//     commit of InTx, once the request may have been sent, when the
+//     connection broke, the context ended before the answer came, the
+//     server ended the session (a FATAL error: PostgreSQL sends them on an
+//     immediate shutdown or a crash wherever a session is, after a commit
+//     too) or the answer could not be read. It may have committed: an
+//     Append retried with the same id is a repeat, a settle retried is
+//     stale_lease at worst, and a Fetch's claims expire.
+//   - *rheo.FailedError: a write in a transaction (WithTx, InTx) in that
+//     case, since its transaction cannot commit any more; a read or begin
+//     cut off by its context; any call whose context had ended before it
+//     began.
+//
+// pgx's own mark of a safe retry (pgconn.SafeToRetry) is not taken as
+// proof that nothing was sent: a COMMIT whose answer is lost comes back
+// from pgx as "conn closed", marked safe.
 package postgres
 
 import (
@@ -207,11 +229,11 @@ func Open(ctx context.Context, url string, opts *Options) (*Driver, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, config)
 	if err != nil {
-		return nil, interpretError("open", false, err)
+		return nil, interpretError("open", reads, err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, interpretError("open", false, err)
+		return nil, interpretError("open", reads, err)
 	}
 	d := New(pool, opts)
 	d.ownsPool = true
@@ -260,7 +282,7 @@ func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
 
 // Ping checks that the database answers.
 func (d *Driver) Ping(ctx context.Context) error {
-	return interpretError("ping", false, d.pool.Ping(ctx))
+	return interpretError("ping", reads, d.pool.Ping(ctx))
 }
 
 // Capabilities declares what the PostgreSQL driver guarantees: all of it.
@@ -314,18 +336,25 @@ func (d *Driver) WithTx(tx pgx.Tx) driver.Tx {
 // InTx begins a transaction on the driver's pool, calls fn with it, and
 // commits when fn returns nil. When fn returns an error or panics, the
 // transaction is rolled back and the error (or panic) is passed on
-// unchanged. A commit whose outcome is unknown reports *rheo.AmbiguousError.
+// unchanged. A begin that fails has done nothing (backend_unavailable, or
+// failed); a commit whose answer was lost after it was sent reports
+// *rheo.AmbiguousError.
 func (d *Driver) InTx(ctx context.Context, fn func(ctx context.Context, tx driver.Tx) error) error {
 	tx, err := d.pool.Begin(ctx)
 	if err != nil {
-		return interpretError("begin", false, err)
+		return interpretError("begin", reads, err)
 	}
 	// After a successful commit the rollback is a no-op.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if err := fn(ctx, d.WithTx(tx)); err != nil {
 		return err
 	}
-	return interpretError("commit", true, tx.Commit(ctx))
+	if tx.Conn().IsClosed() {
+		// fn went on after a failure that closed the connection: the
+		// transaction is gone, and COMMIT is never sent.
+		return unavailable("commit", errConnLost)
+	}
+	return interpretError("commit", commits, tx.Commit(ctx))
 }
 
 // Tx is a host transaction with the Rheo operations bound to it.
