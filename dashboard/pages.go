@@ -28,6 +28,7 @@ func (h *Handler) newPage(title string, crumbs ...crumb) page {
 		Title:     title,
 		Crumbs:    append([]crumb{{"Streams", h.path()}}, crumbs...),
 		RefreshMS: h.opts.RefreshInterval.Milliseconds(),
+		Window:    formatWindow(h.opts.SampleWindow),
 	}
 }
 

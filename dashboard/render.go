@@ -26,6 +26,8 @@ type page struct {
 	// RefreshMS is how often the script refreshes the live parts of the
 	// page, 0 for never.
 	RefreshMS int64
+	// Window is the span of the charts, such as "10m".
+	Window string
 }
 
 type crumb struct{ Name, URL string }
