@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/rheo-go/rheo/driver/sqlite"
 )
 
@@ -49,6 +51,7 @@ func TestSamplerRate(t *testing.T) {
 }
 
 func TestHandlerCloseStopsSampling(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := context.Background()
 	drv, err := sqlite.Open(ctx, ":memory:", &sqlite.Options{Migrate: true})
 	if err != nil {
