@@ -34,7 +34,8 @@
 // the dashboard shows as such.
 //
 // Options.Token and Options.BasicAuth, when set, are required for every
-// request (docs/ops.md#the-dashboard says how rheo serve sets them).
+// page and action (docs/ops.md#the-dashboard says how rheo serve sets
+// them, and the security model).
 package dashboard
 
 import (
@@ -84,7 +85,8 @@ type Options struct {
 	// reopening dead letters, replaying and resetting groups. Defaults to
 	// false: read-only.
 	AllowActions bool
-	// Token, when set, is required of every request: as a bearer token
+	// Token, when set, is required of every request (but those of the
+	// stylesheet and the script, which the sign-in page uses): as a bearer token
 	// (Authorization: Bearer …), or through the session cookie that the
 	// dashboard's login page sets once the token was typed in.
 	Token string
