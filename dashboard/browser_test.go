@@ -232,3 +232,53 @@ func TestDashboardBrowserReadOnly(t *testing.T) {
 		}
 	})
 }
+
+func TestDashboardBrowserReplayAndReset(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		newStream(t, b.drv, "orders", 1, "billing")
+		for range 4 {
+			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type": "x"}`), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leases, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases {
+			if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bn := setup(t, b.drv, &dashboard.Options{AllowActions: true})
+		tab := newTab(t)
+		browse(t, tab, chromedp.Navigate(bn.base+"/streams/orders/groups/billing"))
+		waitFor(t, tab, `document.getElementById("total-lag").textContent === "0"`)
+
+		// The replay's first step counts and changes nothing.
+		browse(t, tab, chromedp.Click(chromedp.CSS(`form[data-action="replay"] button`)))
+		waitFor(t, tab, `(document.getElementById("replay-count") || {textContent: ""}).textContent.includes("would make 4 ")`)
+		if lag, _ := b.drv.Lag(ctx, "orders", "billing", nil); lag.Total != 0 {
+			t.Fatalf("the count changed the lag to %d", lag.Total)
+		}
+		browse(t, tab, chromedp.Click(chromedp.CSS(`form[data-action="replay-confirm"] button`)))
+		waitFor(t, tab, `(document.getElementById("flash") || {textContent: ""}).textContent.includes("Replayed 4 events")`)
+		waitFor(t, tab, `document.getElementById("total-lag").textContent === "4"`)
+
+		// The reset asks for the group's name.
+		browse(t, tab, chromedp.SetValue(chromedp.CSS(`form[data-action="reset"] input[name="start_after"]`), "3"),
+			chromedp.Click(chromedp.CSS(`form[data-action="reset"] button`)))
+		waitFor(t, tab, `document.querySelector('form[data-action="reset-confirm"]') !== null`)
+		browse(t, tab, chromedp.SetValue(chromedp.CSS(`input[name="confirm_group"]`), "billin"),
+			chromedp.Click(chromedp.CSS(`form[data-action="reset-confirm"] button`)))
+		waitFor(t, tab, `(document.getElementById("error-message") || {textContent: ""}).textContent.includes("Nothing was changed")`)
+		if lag, _ := b.drv.Lag(ctx, "orders", "billing", nil); lag.Total != 4 {
+			t.Fatalf("a reset with the wrong name changed the lag to %d", lag.Total)
+		}
+		browse(t, tab, chromedp.SetValue(chromedp.CSS(`input[name="confirm_group"]`), "billing"),
+			chromedp.Click(chromedp.CSS(`form[data-action="reset-confirm"] button`)))
+		waitFor(t, tab, `(document.getElementById("flash") || {textContent: ""}).textContent.includes("Reset group billing")`)
+		waitFor(t, tab, `document.getElementById("total-lag").textContent === "1"`)
+	})
+}
