@@ -315,7 +315,11 @@ func waitFor(t *testing.T, tab context.Context, expr string) {
 		if err == nil {
 			return
 		}
-		if strings.Contains(err.Error(), "navigated or closed") || strings.Contains(err.Error(), "context was destroyed") {
+		// A navigation (a form's submission) ends the page's JavaScript
+		// context under the poll: Chromium's -32000 errors ("Inspected
+		// target navigated or closed", "Cannot find context with
+		// specified id", "Execution context was destroyed").
+		if strings.Contains(err.Error(), "-32000") || strings.Contains(err.Error(), "context was destroyed") {
 			if time.Now().Before(deadline) {
 				time.Sleep(50 * time.Millisecond)
 				continue
