@@ -169,3 +169,28 @@ type StreamRange struct {
 	// Partitions holds one entry per partition, ordered by partition.
 	Partitions []PartitionRange `json:"partitions"`
 }
+
+// Delivery is an event a group has in progress: leased, or waiting to be
+// claimed again (a retry's delay, an expired lease, a replay).
+type Delivery struct {
+	// EventID, Partition and Sequence identify the event.
+	EventID   string `json:"event_id"`
+	Partition int    `json:"partition"`
+	Sequence  int64  `json:"sequence"`
+	// State is "leased" or "pending" (waiting to be claimed again).
+	State string `json:"state"`
+	// ConsumerID names the consumer holding a leased delivery; "" when
+	// pending.
+	ConsumerID string `json:"consumer_id,omitempty"`
+	// Attempt is the attempt of the latest lease; 0 for an event reopened
+	// by a replay and not leased since.
+	Attempt int `json:"attempt"`
+	// LeasedAt is when it was last leased; nil when it never was since a
+	// replay reopened it.
+	LeasedAt *time.Time `json:"leased_at"`
+	// ExpiresAt is when a lease lapses, or when a pending delivery becomes
+	// claimable.
+	ExpiresAt time.Time `json:"expires_at"`
+	// Reason is the reason of the latest retry, if any.
+	Reason string `json:"reason,omitempty"`
+}

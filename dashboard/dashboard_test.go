@@ -53,6 +53,13 @@ func TestDashboardPages(t *testing.T) {
 			t.Fatal(err)
 		}
 		dl := deadLetter(t, b.drv, "orders/eu", "billing", `{"type": "order.placed", "qty": -1}`, "invalid quantity")
+		if _, err := b.drv.Append(ctx, "orders/eu", json.RawMessage(`{"type": "order.shipped"}`), nil); err != nil {
+			t.Fatal(err)
+		}
+		leased, err := b.drv.Fetch(ctx, "orders/eu", "billing", &rheo.FetchOptions{ConsumerID: "worker-7", LeaseDuration: time.Hour})
+		if err != nil || len(leased) != 1 {
+			t.Fatalf("fetch: %v, %v", leased, err)
+		}
 		bn := setup(t, b.drv, &dashboard.Options{Prefix: "/ops/rheo"})
 
 		code, body := bn.get(t, "/")
@@ -73,7 +80,7 @@ func TestDashboardPages(t *testing.T) {
 			t.Fatalf("GET the group: %d\n%s", code, body)
 		}
 		wantContains(t, "the group page", body, `id="total-lag"`, "invalid quantity", dl.ID, "&#34;qty&#34;: -1",
-			"no call that lists leases", `<svg class="chart"`)
+			`id="leases"`, `data-event-id="`+leased[0].Event.ID+`"`, "worker-7", "leased", `<svg class="chart"`)
 		if strings.Contains(body, "<form") {
 			t.Errorf("a read-only group page has a form:\n%s", body)
 		}

@@ -222,7 +222,9 @@ type groupData struct {
 	Stream, Group string
 	State         groupRow
 	Partitions    int
-	DeadLetters   []deadLetterRow
+	// Leases are the deliveries in progress, the soonest due first.
+	Leases      []leaseRow
+	DeadLetters []deadLetterRow
 	// After is the dead-letter cursor of this page, NextURL the link to
 	// the next page ("" on the last one), FirstURL to the first.
 	After    string
@@ -235,6 +237,16 @@ type groupData struct {
 	ActionPath string
 }
 
+// leaseRow is a delivery in progress as the group page shows it.
+type leaseRow struct {
+	rheo.Delivery
+	EventURL string
+	// DueIn is how long until the lease lapses or the retry comes due;
+	// Lapsed marks a lease that lapsed and that nobody claimed again yet.
+	DueIn  time.Duration
+	Lapsed bool
+}
+
 func (h *Handler) groupPage(w http.ResponseWriter, r *http.Request) {
 	stream, group := r.PathValue("stream"), r.PathValue("group")
 	ctx, cancel := h.reqContext(r)
@@ -245,6 +257,11 @@ func (h *Handler) groupPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	state, err := h.groupState(ctx, stream, summary)
+	if err != nil {
+		h.fail(w, r, err, stream, group)
+		return
+	}
+	leases, err := h.drv.Leases(ctx, stream, group, h.opts.PageSize)
 	if err != nil {
 		h.fail(w, r, err, stream, group)
 		return
@@ -269,6 +286,15 @@ func (h *Handler) groupPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if after != "" {
 		data.FirstURL = groupURL + "#dead-letters"
+	}
+	now := h.opts.Clock()
+	for _, l := range leases {
+		data.Leases = append(data.Leases, leaseRow{
+			Delivery: l,
+			EventURL: h.eventPath(stream, l.Partition, l.Sequence),
+			DueIn:    l.ExpiresAt.Sub(now),
+			Lapsed:   l.State == "leased" && !l.ExpiresAt.After(now),
+		})
 	}
 	for _, dl := range dls {
 		data.DeadLetters = append(data.DeadLetters, deadLetterRow{

@@ -45,6 +45,7 @@ func parseTemplates(h *Handler) (map[string]*template.Template, error) {
 		"asset": func(name string) string { return h.opts.Prefix + "/assets/" + name },
 		"time":  formatTime,
 		"age":   formatAge,
+		"neg":   func(d time.Duration) time.Duration { return -d },
 		"num":   formatNum,
 		"dur":   formatRetention,
 		"retained": func(p rheo.PartitionRange) int64 {

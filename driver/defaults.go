@@ -20,6 +20,8 @@ const (
 	DefaultLeaseDuration = 30 * time.Second
 	// DefaultDeadLetterCount is DeadLetters' max_count.
 	DefaultDeadLetterCount = 100
+	// DefaultLeaseCount is Leases' max_count.
+	DefaultLeaseCount = 100
 	// DefaultQueryCount is the page size of a Query.
 	DefaultQueryCount = 100
 	// DefaultPruneCount is Prune's max_count.

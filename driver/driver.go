@@ -69,6 +69,9 @@ type Ops interface {
 	DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error)
 	// GroupInfo summarises a group's state.
 	GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInfo, error)
+	// Leases lists the group's deliveries in progress, the soonest due
+	// first, at most maxCount (0: DefaultLeaseCount).
+	Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error)
 
 	// DropGroup removes a group with its deliveries, dead letters and
 	// cursors; its leases become stale. Without confirm it fails

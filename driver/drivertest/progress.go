@@ -180,6 +180,43 @@ func inspectCases(t *testing.T, h Harness) {
 		requireSameTime(t, minute(3), *info.OldestUnsettledTS, "a reopened event counts")
 	})
 
+	t.Run("leases lists the deliveries in progress, the soonest due first", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		g := b.group(s, nil)
+		b.appendN(s, 4)
+		first := b.fetchOne(s, g, time.Minute) // 1: leased for a minute
+		second := b.fetchOne(s, g, time.Hour)  // 2: leased for an hour
+		third := b.fetchOne(s, g, time.Hour)   // 3: retried in 10 s
+		require.NoError(t, b.d.Ack(b.ctx, first.LeaseID))
+		_, err := b.d.Retry(b.ctx, third.LeaseID, &rheo.RetryOptions{Reason: "later", Delay: 10 * time.Second})
+		require.NoError(t, err)
+
+		got, err := b.d.Leases(b.ctx, s, g, 0)
+		require.NoError(t, err)
+		require.Len(t, got, 2, "the acked one is gone, the unoffered one is not a delivery")
+		require.Equal(t, third.Event.ID, got[0].EventID)
+		require.Equal(t, "pending", got[0].State)
+		require.Equal(t, "later", got[0].Reason)
+		requireSameTime(t, Epoch.Add(10*time.Second), got[0].ExpiresAt)
+		require.Equal(t, second.Event.ID, got[1].EventID)
+		require.Equal(t, "leased", got[1].State)
+		require.Equal(t, second.ConsumerID, got[1].ConsumerID)
+		require.Equal(t, 1, got[1].Attempt)
+		require.NotNil(t, got[1].LeasedAt)
+		requireSameTime(t, Epoch, *got[1].LeasedAt)
+		requireSameTime(t, second.ExpiresAt, got[1].ExpiresAt)
+		require.Equal(t, int64(2), got[1].Sequence)
+
+		got, err = b.d.Leases(b.ctx, s, g, 1)
+		require.NoError(t, err)
+		require.Len(t, got, 1, "at most maxCount")
+		_, err = b.d.Leases(b.ctx, s, g, -1)
+		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
+		_, err = b.d.Leases(b.ctx, s, "missing", 0)
+		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
+	})
+
 	t.Run("group info of a consumed group has no oldest unsettled event", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)

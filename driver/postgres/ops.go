@@ -625,6 +625,33 @@ func (o *ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupIn
 	return info, err
 }
 
+// Leases lists the group's deliveries in progress, the soonest due first.
+func (o *ops) Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
+	if maxCount == 0 {
+		maxCount = driver.DefaultLeaseCount
+	}
+	var deliveries []rheo.Delivery
+	err := o.run(ctx, "leases", false, func(q querier) error {
+		rows, err := q.Query(ctx, `SELECT l.event_id, l."partition", l.sequence, l.state, l.consumer_id, l.attempt,
+			l.leased_at, l.expires_at, l.reason
+			FROM rheo.leases(stream => $1, group_name => $2, max_count => $3) AS l`,
+			stream, group, clampInt32(maxCount))
+		if err != nil {
+			return err
+		}
+		deliveries, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rheo.Delivery, error) {
+			var d rheo.Delivery
+			var consumer, reason *string
+			err := row.Scan(&d.EventID, &d.Partition, &d.Sequence, &d.State, &consumer, &d.Attempt,
+				&d.LeasedAt, &d.ExpiresAt, &reason)
+			d.ConsumerID, d.Reason = deref(consumer), deref(reason)
+			return d, err
+		})
+		return err
+	})
+	return deliveries, err
+}
+
 // scanEvent reads a row of rheo.events. JSON columns, here and in the
 // other scans, are read through *[]byte, which pgx copies as they are; a
 // *json.RawMessage would go through json.Unmarshal, which parses every

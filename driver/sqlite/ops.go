@@ -350,6 +350,20 @@ func (o ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInf
 	return info, err
 }
 
+// Leases lists the group's deliveries in progress, the soonest due first.
+func (o ops) Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
+	if maxCount == 0 {
+		maxCount = driver.DefaultLeaseCount
+	}
+	var deliveries []rheo.Delivery
+	err := o.runChecked(ctx, "leases", []string{stream, group}, func(s *session) error {
+		var err error
+		deliveries, err = s.inProgress(ctx, stream, group, maxCount)
+		return err
+	})
+	return deliveries, err
+}
+
 // checkItem checks what PostgreSQL checks of an event as it receives it.
 func checkItem(payload json.RawMessage, key, id string) error {
 	if err := checkJSON("payload", payload); err != nil {

@@ -258,6 +258,45 @@ func (s *session) deadLetters(ctx context.Context, stream, group string, maxCoun
 	return letters, err
 }
 
+// inProgress lists the group's deliveries in progress, the soonest due first,
+// as rheo.leases does.
+func (s *session) inProgress(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
+	g, err := s.group(ctx, stream, group)
+	if err != nil {
+		return nil, err
+	}
+	if maxCount < 0 {
+		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", maxCount)
+	}
+	deliveries := []rheo.Delivery{}
+	rows, err := s.query(ctx, `
+		SELECT e.id, d."partition", d.sequence, d.state, d.consumer_id, d.attempt, d.leased_at, d.expires_at, d.reason
+		  FROM rheo_deliveries AS d
+		  JOIN rheo_events AS e ON e.stream = ?2 AND e."partition" = d."partition" AND e.sequence = d.sequence
+		 WHERE d.group_id = ?1
+		 ORDER BY d.expires_at, d."partition", d.sequence
+		 LIMIT ?3`, g.id, stream, maxCount)
+	err = scanAll(rows, err, func(rows *sql.Rows) error {
+		var d rheo.Delivery
+		var consumer, reason sql.NullString
+		var leasedAt sql.NullInt64
+		var expiresAt int64
+		if err := rows.Scan(&d.EventID, &d.Partition, &d.Sequence, &d.State, &consumer, &d.Attempt,
+			&leasedAt, &expiresAt, &reason); err != nil {
+			return err
+		}
+		d.ConsumerID, d.Reason = consumer.String, reason.String
+		if leasedAt.Valid {
+			t := fromMicros(leasedAt.Int64)
+			d.LeasedAt = &t
+		}
+		d.ExpiresAt = fromMicros(expiresAt)
+		deliveries = append(deliveries, d)
+		return nil
+	})
+	return deliveries, err
+}
+
 // groupInfo summarises a group's state at the clock.
 func (s *session) groupInfo(ctx context.Context, stream, group string) (rheo.GroupInfo, error) {
 	var info rheo.GroupInfo

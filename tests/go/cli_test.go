@@ -409,6 +409,32 @@ func TestCLIGroupState(t *testing.T) {
 				}
 			}
 		})
+		t.Run("leases lists the deliveries in progress, the soonest due first", func(t *testing.T) {
+			ctx := context.Background()
+			soon, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 1, ConsumerID: "w-soon", LeaseDuration: time.Minute})
+			if err != nil || len(soon) != 1 {
+				t.Fatalf("fetch: %v, %v", soon, err)
+			}
+			late, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 1, ConsumerID: "w-late", LeaseDuration: time.Hour})
+			if err != nil || len(late) != 1 {
+				t.Fatalf("fetch: %v, %v", late, err)
+			}
+			got := cliJSON[[]rheo.Delivery](t, b.ok(t, "leases", "orders", "billing", "--output", "json"))
+			if len(got) != 2 || got[0].EventID != soon[0].Event.ID || got[0].ConsumerID != "w-soon" ||
+				got[1].EventID != late[0].Event.ID || got[1].State != "leased" {
+				t.Fatalf("leases = %+v, want the minute's lease then the hour's", got)
+			}
+			table := b.ok(t, "leases", "orders", "billing", "--limit", "1")
+			if lines := strings.Split(strings.TrimSpace(table), "\n"); len(lines) != 2 ||
+				!strings.HasPrefix(lines[0], "EVENT_ID") || !strings.Contains(lines[1], "w-soon") {
+				t.Fatalf("leases table:\n%s", table)
+			}
+			for _, l := range append(soon, late...) {
+				if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 		t.Run("dead-letters shows the reason and the payload", func(t *testing.T) {
 			dls := cliJSON[[]rheo.DeadLetter](t, b.ok(t, "dead-letters", "orders", "billing", "--output", "json"))
 			if len(dls) != 1 || dls[0].Event.ID != dead.Event.ID || dls[0].Reason != "bad address" || dls[0].Attempt != 1 ||

@@ -39,6 +39,7 @@ INSERT INTO api VALUES
     ('rheo.replay(text, text, bigint, text[], timestamptz, int[], timestamptz)', 'rheo_admin'),
     ('rheo.reset_group(text, text, boolean, bigint, timestamptz, int[], timestamptz)', 'rheo_admin'),
     ('rheo.stream_info(text)', 'rheo_reader'),
+    ('rheo.leases(text, text, int)', 'rheo_reader'),
     ('rheo.drop_group(text, text, boolean)', 'rheo_admin'),
     ('rheo.drop_stream(text, boolean)', 'rheo_admin'),
     ('rheo.set_retention(text, interval)', 'rheo_admin'),

@@ -64,7 +64,7 @@ type command struct {
 func commands() []*command {
 	return []*command{
 		demoCommand(),
-		streamsCommand(), groupsCommand(), lagCommand(), infoCommand(), deadLettersCommand(),
+		streamsCommand(), groupsCommand(), lagCommand(), infoCommand(), leasesCommand(), deadLettersCommand(),
 		replayCommand(), resetCommand(),
 		retentionCommand(), pruneCommand(),
 		appendCommand(), queryCommand(), tailCommand(),
