@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -17,6 +18,9 @@ import (
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
 )
+
+// pgxCannotParse is how pgx begins the refusal of a connection string.
+var pgxCannotParse = regexp.MustCompile("cannot parse `[^`]*`: ")
 
 // usageWords are the vocabulary words of a bad command line: what the
 // database refuses as invalid exits with ExitUsage, like the same check
@@ -56,7 +60,6 @@ func (c *call) describe(err error) string {
 		usage      *usageError
 		urlErr     *connect.URLError
 		schemaErr  *connect.SchemaError
-		connectErr *pgconn.ConnectError
 		pgErr      *pgconn.PgError
 		failed     *rheo.FailedError
 	)
@@ -68,7 +71,12 @@ func (c *call) describe(err error) string {
 	case errors.Is(err, sqlite.ErrNoDriver):
 		return errNoSQLite.Error()
 	case errors.As(err, &urlErr):
-		return fmt.Sprintf("bad database URL in %s: %v", c.urlSource(), urlErr.Err)
+		// pgx's refusals come through the driver as text, prefixed with
+		// the vocabulary word, "database url" and pgx's "cannot parse
+		// `URL`" (the URL is in the message already).
+		msg := strings.TrimPrefix(urlErr.Err.Error(), rheo.ErrInvalidArgument.Reason+": ")
+		msg = pgxCannotParse.ReplaceAllString(strings.TrimPrefix(msg, "database url: "), "")
+		return fmt.Sprintf("bad database URL in %s: %s", c.urlSource(), msg)
 	case errors.As(err, &schemaErr):
 		if schemaErr.Applied == 0 {
 			return fmt.Sprintf("the database %s has no Rheo schema; install it with: %s", schemaErr.Database, c.migrateCommand())
@@ -83,7 +91,8 @@ func (c *call) describe(err error) string {
 		return "the outcome is unknown: " + lostAnswer(err) + "; check whether the command took effect before running it again"
 	case errors.Is(err, context.Canceled):
 		return "interrupted"
-	case errors.As(err, &connectErr) && errors.As(err, &pgErr):
+	case errors.Is(err, rheo.ErrBackendUnavailable) && errors.As(err, &pgErr):
+		// The server refused the connection, or ended the session.
 		return c.describeRefusal(pgErr)
 	case errors.Is(err, rheo.ErrBackendUnavailable):
 		return c.describeUnreachable(err)
@@ -184,7 +193,8 @@ func (c *call) server() server {
 	return server{addr: addr, user: cfg.User, database: cfg.Database, host: cfg.Host, port: cfg.Port}
 }
 
-// describeRefusal puts into words a server that refused a connection.
+// describeRefusal puts into words a server that refused a connection or
+// ended the session.
 // Names are echoed as typed, between double quotes, unescaped.
 func (c *call) describeRefusal(pgErr *pgconn.PgError) string {
 	s := c.server()
@@ -208,8 +218,11 @@ func (c *call) describeRefusal(pgErr *pgconn.PgError) string {
 	case "53300": // too_many_connections
 		return fmt.Sprintf("the server at %s has no connection left for this user (%s); try again later, or raise its limits",
 			s.addr, pgErr.Message)
-	case "57P03": // cannot_connect_now
-		return fmt.Sprintf("the server at %s is starting up or shutting down (%s); try again in a moment", s.addr, pgErr.Message)
+	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
+		return fmt.Sprintf("the server at %s is shutting down, restarting or starting up (%s); try again in a moment", s.addr, pgErr.Message)
+	}
+	if strings.HasPrefix(pgErr.Code, "08") { // connection_exception
+		return fmt.Sprintf("the connection to the server at %s broke (%s); try again", s.addr, serverMessage(pgErr))
 	}
 	return fmt.Sprintf("the server at %s refused the connection: %s; %s", s.addr, serverMessage(pgErr), check)
 }
