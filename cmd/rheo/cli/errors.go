@@ -56,12 +56,12 @@ func isUsage(err error) bool {
 // terminal.
 func (c *call) describe(err error) string {
 	var (
-		msg        *failure
-		usage      *usageError
-		urlErr     *connect.URLError
-		schemaErr  *connect.SchemaError
-		pgErr      *pgconn.PgError
-		failed     *rheo.FailedError
+		msg       *failure
+		usage     *usageError
+		urlErr    *connect.URLError
+		schemaErr *connect.SchemaError
+		pgErr     *pgconn.PgError
+		failed    *rheo.FailedError
 	)
 	switch {
 	case errors.As(err, &msg):
