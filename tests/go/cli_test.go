@@ -25,6 +25,7 @@ import (
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testskip"
 )
 
 // cliBackend is a migrated database the CLI tests run commands against,
@@ -1068,10 +1069,7 @@ func TestCLIReadme(t *testing.T) {
 	t.Run("the psql session runs", func(t *testing.T) {
 		psql, err := exec.LookPath("psql")
 		if err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("psql is not installed")
-			}
-			t.Skip("psql is not installed")
+			testskip.Missing(t, "psql", "psql is not installed; apt-get install postgresql-client")
 		}
 		b := cliOpenBackend(t, testdb.NewDatabase(t))
 		var script strings.Builder
