@@ -36,7 +36,16 @@ non-empty line of stdin is one payload; lines are appended in batches of
 "key" field; events without a key go to partition 0. --id makes the append
 idempotent: repeating it with the same content returns the stored event.
 --metadata is a JSON object stored with every event, for lineage such as
-{"correlation_id": "order-42"}.`,
+{"correlation_id": "order-42"}.
+
+A stdin line must be one JSON object of at most 16 MiB. A line that is
+not is refused by its number, once the lines before it are appended. On
+any failure or interrupt, append says how many events are in the stream,
+from which stdin lines, and the line to resume from, such as with
+tail -n +LINE FILE | rheo append STREAM. When the database's answer to a
+batch was lost, that batch may or may not be in the stream (it is there
+whole or not at all): append names its first and last line, and the line
+to resume from in either case.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			key := fs.String("key", "", "routing `key`; defaults to the payload's \"key\" field")
 			id := fs.String("id", "", "event `ID` for an idempotent append (single event only)")
