@@ -277,6 +277,14 @@ func TestCLIFailureLines(t *testing.T) {
 		r := cliRun(t, "", "streams", "--database-url", "sqlite://"+path)
 		cliWantFailure(t, r, cli.ExitFailure, "create one with: rheo-migrate up --database-url 'sqlite://"+strings.ReplaceAll(path, "'", `'\''`)+"'\n")
 	})
+	t.Run("an SQLite file that is no database is named", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "notes.db")
+		if err := os.WriteFile(path, []byte("not a database, only text\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cliWantFailure(t, cliRun(t, "", "streams", "--database-url", "sqlite://"+path), cli.ExitFailure,
+			"rheo: cannot open the SQLite database "+path+": file is not a database; check --database-url\n")
+	})
 	t.Run("a statement the server refuses reads without the driver's words", func(t *testing.T) {
 		db := testdb.NewDatabase(t)
 		cliOpenBackend(t, db) // migrated

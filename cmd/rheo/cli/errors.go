@@ -100,6 +100,8 @@ func (c *call) describe(err error) string {
 		return c.describeServerError(pgErr)
 	case errors.Is(err, context.DeadlineExceeded):
 		return "the database did not answer in time"
+	case errors.As(err, &failed) && failed.Op == "open" && c.target.Kind == dburl.SQLite:
+		return fmt.Sprintf("cannot open the SQLite database %s: %v; check %s", c.target.Redacted(), rootCause(failed.Err), c.urlSource())
 	case errors.As(err, &failed):
 		return fmt.Sprintf("%s failed: %v", failed.Op, rootCause(failed.Err))
 	}
