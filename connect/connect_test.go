@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
@@ -159,4 +161,74 @@ func TestOpenRejectsURL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenAsApplicationRole opens a migrated PostgreSQL database as login
+// roles granted one Rheo role each, as applications connect: the schema
+// check needs no more than rheo_reader, and each role can then do its
+// part.
+func TestOpenAsApplicationRole(t *testing.T) {
+	ctx := context.Background()
+	roles := map[string]string{}
+	for _, granted := range []string{"rheo_reader", "rheo_producer", "rheo_consumer"} {
+		roles[granted] = testdb.NewRole(t, "")
+	}
+	url := testdb.NewDatabase(t)
+	admin, err := connect.Open(ctx, url, &connect.Options{Migrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.CreateStream(ctx, "orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateGroup(ctx, "orders", "billing", nil); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close(ctx)
+	for granted, role := range roles {
+		if _, err := pool.Exec(ctx, "GRANT "+granted+" TO "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	open := func(t *testing.T, granted string) driver.Driver {
+		t.Helper()
+		drv, err := connect.Open(ctx, testdb.AsRole(t, url, roles[granted]), nil)
+		if err != nil {
+			t.Fatalf("open as a role granted %s: %v", granted, err)
+		}
+		t.Cleanup(func() { drv.Close() })
+		return drv
+	}
+	t.Run("rheo_reader reads", func(t *testing.T) {
+		if _, err := open(t, "rheo_reader").Lag(ctx, "orders", "billing", nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("rheo_producer appends", func(t *testing.T) {
+		if _, err := open(t, "rheo_producer").Append(ctx, "orders", json.RawMessage(`{}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("rheo_consumer fetches and acks", func(t *testing.T) {
+		drv := open(t, "rheo_consumer")
+		leases, err := drv.Fetch(ctx, "orders", "billing", nil)
+		if err != nil || len(leases) != 1 {
+			t.Fatalf("fetch: %v, %v", leases, err)
+		}
+		if err := drv.Ack(ctx, leases[0].LeaseID); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("rheo_reader may not append", func(t *testing.T) {
+		_, err := open(t, "rheo_reader").Append(ctx, "orders", json.RawMessage(`{}`), nil)
+		if !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("append as rheo_reader: %v, want failed: … permission denied", err)
+		}
+	})
 }

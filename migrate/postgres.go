@@ -258,14 +258,28 @@ func PostgresFunctionsCurrent(ctx context.Context, conn *pgx.Conn) (bool, error)
 	return current, err
 }
 
-// readInstalled runs fn in a transaction that is rolled back, acting as
-// rheo_owner where the current role may (see ownerAccessSQL), so that
-// nothing outlives the read. A database where Rheo was never installed
+// readInstalled runs fn in a transaction that is rolled back, so that
+// nothing outlives the read. A role granted rheo_reader (an application
+// checking the schema as it connects) reads the version tables as they
+// are; any other role, such as an installer, acts as rheo_owner where it
+// may (see ownerAccessSQL). A database where Rheo was never installed
 // leaves the results at their zero values.
 func readInstalled(ctx context.Context, conn *pgx.Conn, step string, fn func(tx pgx.Tx) error) error {
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, ownerAccessSQL); err != nil {
+		var exists, readable bool
+		if err := tx.QueryRow(ctx, `
+SELECT n.oid IS NOT NULL,
+       coalesce(has_schema_privilege(n.oid, 'USAGE')
+                AND has_table_privilege(to_regclass('rheo.schema_version'), 'SELECT')
+                AND has_table_privilege(to_regclass('rheo.function_set'), 'SELECT'), false)
+  FROM (SELECT) AS one
+  LEFT JOIN pg_namespace n ON n.nspname = 'rheo'`).Scan(&exists, &readable); err != nil || !exists {
 			return err
+		}
+		if !readable {
+			if _, err := tx.Exec(ctx, ownerAccessSQL); err != nil {
+				return err
+			}
 		}
 		var installed bool
 		if err := tx.QueryRow(ctx, `SELECT to_regclass('rheo.function_set') IS NOT NULL`).Scan(&installed); err != nil || !installed {

@@ -49,6 +49,11 @@ SELECT rheo._access('ALL', format('%s %s', CASE c.relkind WHEN 'S' THEN 'SEQUENC
   FROM pg_class c
  WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S');
 
+-- What is installed, which an application checks when it connects
+-- (connect.Open, migrate.PostgresStatus): version numbers and a checksum.
+SELECT rheo._access('SELECT', 'TABLE rheo.schema_version', 'rheo_reader');
+SELECT rheo._access('SELECT', 'TABLE rheo.function_set', 'rheo_reader');
+
 -- The Go driver vacuums rheo.deliveries after every so many settles
 -- (docs/design.md); from PostgreSQL 17 on that can be granted to the
 -- role that settles.

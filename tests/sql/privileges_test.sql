@@ -123,13 +123,13 @@ SELECT results_eq(
        WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind IN ('r', 'v')
        ORDER BY 1, 2, 3$$,
     $$SELECT c.relname::text, r.role, p.privilege,
-             p.privilege = 'SELECT' AND c.relname IN ('events', 'group_status')
+             p.privilege = 'SELECT' AND c.relname IN ('events', 'group_status', 'schema_version', 'function_set')
         FROM pg_class c
        CROSS JOIN (VALUES ('rheo_reader'), ('rheo_producer'), ('rheo_consumer'), ('rheo_admin')) AS r(role)
        CROSS JOIN (VALUES ('SELECT'), ('INSERT'), ('UPDATE'), ('DELETE'), ('TRUNCATE')) AS p(privilege)
        WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind IN ('r', 'v')
        ORDER BY 1, 2, 3$$,
-    'every role may read rheo.events and rheo.group_status and nothing else');
+    'every role may read rheo.events, rheo.group_status and what is installed, and nothing else');
 
 -- What each role does with them.
 SELECT rheo.create_stream('s', clock => '2030-01-01Z');

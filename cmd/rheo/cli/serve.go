@@ -5,16 +5,27 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/rheo-go/rheo/dashboard"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/metrics"
+)
+
+// The variables that set the dashboard's credentials. Either, when set,
+// is required of every request to the dashboard (not of /metrics and
+// /healthz).
+const (
+	EnvDashboardToken     = "RHEO_DASHBOARD_TOKEN"
+	EnvDashboardBasicAuth = "RHEO_DASHBOARD_BASIC_AUTH"
 )
 
 // The defaults of rheo serve.
@@ -30,35 +41,106 @@ const (
 func serveCommand() *command {
 	return &command{
 		name:     "serve",
-		summary:  "serve Prometheus metrics of the database's streams and groups, and a health check",
+		synopsis: "[--listen ADDR] [--allow-actions] [--no-dashboard] [--sample-interval D]",
+		summary:  "serve the web dashboard, Prometheus metrics of the streams and groups, and a health check",
 		noOutput: true,
 		details: `Endpoints:
+  /          the dashboard: streams, groups, dead letters, history search and
+             lineage, live (docs/ops.md#the-dashboard)
   /metrics   the state of every stream and group, read from the database at each
              scrape (docs/observability.md lists the metrics)
   /healthz   200 when the database answers, 503 when it does not
 
+The dashboard is read-only unless --allow-actions: then it also reopens dead
+letters, replays groups (after a dry-run count) and resets them (after a
+confirmation), each a POST with a CSRF token, logged on stderr. When
+` + EnvDashboardToken + ` is set, every dashboard request needs that token (as a
+bearer token, or typed in once on its sign-in page); when
+` + EnvDashboardBasicAuth + `=user:password is set, HTTP basic authentication with
+them. /metrics and /healthz need neither.
+
 It listens on 127.0.0.1 unless --listen says otherwise, and stops on SIGINT or
 SIGTERM once the requests in progress have finished. The database role needs
-rheo_reader.`,
+rheo_reader, and rheo_admin for the dashboard's actions.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			listen := fs.String("listen", defaultListen, "`address` to listen on, host:port")
+			allowActions := fs.Bool("allow-actions", false, "let the dashboard reopen dead letters, replay and reset groups")
+			noDashboard := fs.Bool("no-dashboard", false, "serve only /metrics and /healthz")
+			sampleInterval := fs.Duration("sample-interval", dashboard.DefaultSampleInterval,
+				"how often the dashboard samples watermarks and lags for its rates and charts, such as `5s`")
 			return func(c *call) error {
+				if *sampleInterval <= 0 {
+					return usagef("--sample-interval must be positive, got %s", *sampleInterval)
+				}
+				var dash *dashboard.Options
+				if !*noDashboard {
+					dash = &dashboard.Options{
+						AllowActions:   *allowActions,
+						Token:          os.Getenv(EnvDashboardToken),
+						BasicAuth:      os.Getenv(EnvDashboardBasicAuth),
+						SampleInterval: *sampleInterval,
+						SampleWindow:   max(dashboard.DefaultSampleWindow, *sampleInterval),
+						Logger:         slog.New(slog.NewTextHandler(c.stderr, nil)),
+					}
+					if dash.Token == "" && dash.BasicAuth == "" && !isLoopback(*listen) {
+						fmt.Fprintf(c.stderr, "rheo serve: warning: the dashboard on %s is open to anyone who can reach it; set %s or %s\n",
+							*listen, EnvDashboardToken, EnvDashboardBasicAuth)
+						if *allowActions {
+							return failf("--allow-actions on %s, an address other machines may reach, needs %s or %s set; nothing was started",
+								*listen, EnvDashboardToken, EnvDashboardBasicAuth)
+						}
+					}
+				} else if *allowActions {
+					return usagef("--allow-actions needs the dashboard: drop --no-dashboard")
+				}
 				return c.withDriver(func(drv driver.Driver) error {
-					return c.serve(drv, *listen)
+					return c.serve(drv, *listen, dash)
 				})
 			}
 		},
 	}
 }
 
+// isLoopback reports whether a listen address can only be reached from
+// this machine.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // serve listens on addr until c.ctx ends, then shuts down gracefully.
-func (c *call) serve(drv driver.Driver, addr string) error {
+// dash nil serves no dashboard.
+func (c *call) serve(drv driver.Driver, addr string, dash *dashboard.Options) error {
+	var dashHandler *dashboard.Handler
+	if dash != nil {
+		var err error
+		if dashHandler, err = dashboard.New(c.ctx, drv, dash); err != nil {
+			return failf("%v (check %s and %s)", err, EnvDashboardToken, EnvDashboardBasicAuth)
+		}
+		defer dashHandler.Close()
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return failf("cannot listen on %s: %v", addr, err)
 	}
-	srv := &http.Server{Handler: serveMux(drv), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(c.stdout, "listening on http://%s (metrics at /metrics, health at /healthz)\n", ln.Addr())
+	mux := serveMux(drv)
+	what := "metrics at /metrics, health at /healthz"
+	if dashHandler != nil {
+		mux.Handle("/", dashHandler)
+		what = "dashboard at /, " + what
+		if dash.AllowActions {
+			what += "; dashboard actions allowed"
+		}
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(c.stdout, "listening on http://%s (%s)\n", ln.Addr(), what)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -1,0 +1,284 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/dashboard"
+	"github.com/rheo-go/rheo/worker"
+)
+
+// The browser tests drive a headless Chromium against a dashboard served
+// by the test, on PostgreSQL and SQLite. A global set by the test before
+// a change, and found again after it, proves the page showed the change
+// without a reload.
+
+func TestDashboardBrowserStreamList(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		bn := setup(t, b.drv, nil)
+		tab := newTab(t)
+		browse(t, tab, chromedp.Navigate(bn.base+"/"))
+		waitFor(t, tab, `document.getElementById("no-streams") !== null`)
+		eval[chromedp.Void](t, tab, `window.rheoTestMarker = "not reloaded"`)
+
+		newStream(t, b.drv, "orders", 2, "billing")
+		for i := range 3 {
+			p := i % 2
+			if _, err := b.drv.Append(context.Background(), "orders", json.RawMessage(`{"type": "order.placed"}`), &rheo.AppendOptions{Partition: &p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, tab, `(document.querySelector('tr[data-stream="orders"] [data-field="high-watermark"]') || {}).textContent === "3"`)
+		row := eval[string](t, tab, `document.querySelector('tr[data-stream="orders"]').innerText`)
+		for _, want := range []string{"orders", "0: 1–2", "1: 1–1", "forever"} {
+			if !strings.Contains(row, want) {
+				t.Errorf("the stream's row %q lacks %q", row, want)
+			}
+		}
+		if got := eval[string](t, tab, `String(window.rheoTestMarker)`); got != "not reloaded" {
+			t.Errorf("the page was reloaded to show the stream (marker %q)", got)
+		}
+	})
+}
+
+func TestDashboardBrowserGroupLagFalls(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		const events, gate = 40, 20
+		newStream(t, b.drv, "orders", 1, "billing")
+		ctx := context.Background()
+		for range events {
+			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type": "order.placed"}`), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bn := setup(t, b.drv, nil)
+		tab := newTab(t)
+		browse(t, tab, chromedp.Navigate(bn.base+"/streams/orders/groups/billing"))
+		waitFor(t, tab, `document.getElementById("total-lag").textContent === "`+strconv.Itoa(events)+`"`)
+		eval[chromedp.Void](t, tab, `window.rheoTestMarker = "not reloaded"`)
+
+		// The worker handles the first gate events, then waits for release.
+		release := make(chan struct{})
+		w, err := worker.New(b.drv, &worker.Config{
+			Stream: "orders", Group: "billing", Concurrency: 1, PollInterval: 50 * time.Millisecond,
+			Handler: func(ctx context.Context, l rheo.Lease) error {
+				if l.Event.Sequence > gate {
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		released := false
+		t.Cleanup(func() {
+			if !released {
+				close(release)
+			}
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := w.Stop(stopCtx); err != nil {
+				t.Error(err)
+			}
+		})
+		waitFor(t, tab, `document.getElementById("total-lag").textContent === "`+strconv.Itoa(events-gate)+`"`)
+		close(release)
+		released = true
+		waitFor(t, tab, `document.getElementById("total-lag").textContent === "0"`)
+		waitFor(t, tab, `(document.querySelector('#partitions tr[data-partition="0"] [data-field="lag"]') || {}).textContent === "0"`)
+		if got := eval[string](t, tab, `String(window.rheoTestMarker)`); got != "not reloaded" {
+			t.Errorf("the page was reloaded to show the lag (marker %q)", got)
+		}
+		// The chart was drawn from the server's samples.
+		if n := eval[int](t, tab, `document.querySelectorAll("#group-state svg.chart polyline, #group-state svg.chart circle").length`); n == 0 {
+			t.Error("the lag chart shows no sample")
+		}
+	})
+}
+
+// hostilePayload would set the page's title and a global if any of it
+// ran as a script or an event handler.
+const hostilePayload = `{"type": "order.placed", "note": "<script>document.title='pwned';window.rheoPwned=1</script>",` +
+	` "img": "<img src=x onerror=\"window.rheoPwned=2\">", "close": "</pre><script>window.rheoPwned=3</script>"}`
+
+func TestDashboardBrowserPayloadEscaped(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		newStream(t, b.drv, "orders", 1, "billing")
+		ev := deadLetter(t, b.drv, "orders", "billing", hostilePayload, `<script>window.rheoPwned=4</script>`)
+		bn := setup(t, b.drv, &dashboard.Options{AllowActions: true})
+		tab := newTab(t)
+		for _, path := range []string{
+			"/streams/orders/groups/billing",
+			"/streams/orders/events",
+			"/streams/orders/events/0/" + strconv.FormatInt(ev.Sequence, 10),
+		} {
+			browse(t, tab, chromedp.Navigate(bn.base+path))
+			waitFor(t, tab, `document.readyState === "complete"`)
+			// Give an injected script or a failed image every chance to run.
+			browse(t, tab, chromedp.Sleep(300*time.Millisecond))
+			if got := eval[string](t, tab, `String(window.rheoPwned)`); got != "undefined" {
+				t.Errorf("%s: a payload ran as script (rheoPwned = %s)", path, got)
+			}
+			if title := eval[string](t, tab, `document.title`); strings.Contains(title, "pwned") {
+				t.Errorf("%s: a payload set the title to %q", path, title)
+			}
+			if n := eval[int](t, tab, `document.querySelectorAll("main script, main img, script:not([src])").length`); n != 0 {
+				t.Errorf("%s: the page has %d script or img elements made from the payload", path, n)
+			}
+			text := eval[string](t, tab, `document.querySelector("main").innerText`)
+			if !strings.Contains(text, `<script>document.title='pwned';window.rheoPwned=1</script>`) {
+				t.Errorf("%s: the payload is not shown as text:\n%s", path, text)
+			}
+		}
+		// The group page shows the reason as text too, and the payload
+		// pretty-printed.
+		browse(t, tab, chromedp.Navigate(bn.base+"/streams/orders/groups/billing"))
+		reason := eval[string](t, tab, `document.querySelector("td.reason").textContent`)
+		if reason != `<script>window.rheoPwned=4</script>` {
+			t.Errorf("the reason shows as %q", reason)
+		}
+		payload := eval[string](t, tab, `document.querySelector("pre.payload").textContent`)
+		if !strings.Contains(payload, "\n  \"note\": \"\\u003cscript\\u003e") && !strings.Contains(payload, "\n  \"note\": \"<script>") {
+			t.Errorf("the payload is not pretty-printed JSON: %q", payload)
+		}
+	})
+}
+
+func TestDashboardBrowserReopenDeadLetter(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		newStream(t, b.drv, "orders", 1, "billing")
+		ev := deadLetter(t, b.drv, "orders", "billing", `{"type": "order.placed", "qty": -1}`, "invalid quantity")
+		bn := setup(t, b.drv, &dashboard.Options{AllowActions: true})
+		tab := newTab(t)
+		browse(t, tab, chromedp.Navigate(bn.base+"/streams/orders/groups/billing"))
+		waitFor(t, tab, `document.getElementById("dead-letter-count").textContent === "1"`)
+		browse(t, tab, chromedp.Click(chromedp.CSS(`tr[data-event-id=`+jsString(ev.ID)+`] form[data-action="reopen"] button`)))
+		waitFor(t, tab, `(document.getElementById("flash") || {textContent: ""}).textContent.includes("Reopened event `+ev.ID+`")`)
+		waitFor(t, tab, `document.getElementById("dead-letter-count").textContent === "0"`)
+		if n := eval[int](t, tab, `document.querySelectorAll("tr[data-event-id]").length`); n != 0 {
+			t.Errorf("the group page still lists %d dead letters", n)
+		}
+
+		leases, err := b.drv.Fetch(context.Background(), "orders", "billing", &rheo.FetchOptions{MaxCount: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(leases) != 1 || leases[0].Event.ID != ev.ID || leases[0].Attempt != 1 {
+			t.Fatalf("after the reopen, fetch got %+v; want event %s at attempt 1", leases, ev.ID)
+		}
+		logs := bn.logs.String()
+		for _, want := range []string{"dashboard action", "action=reopen", "who=anonymous", "stream=orders", "group=billing", "event_id=" + ev.ID, `result="reopened 1"`} {
+			if !strings.Contains(logs, want) {
+				t.Errorf("the log lacks %q:\n%s", want, logs)
+			}
+		}
+	})
+}
+
+func TestDashboardBrowserReadOnly(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		newStream(t, b.drv, "orders", 1, "billing")
+		ev := deadLetter(t, b.drv, "orders", "billing", `{"type": "order.placed"}`, "rejected")
+		bn := setup(t, b.drv, nil)
+		tab := newTab(t)
+		browse(t, tab, chromedp.Navigate(bn.base+"/streams/orders/groups/billing"))
+		waitFor(t, tab, `document.querySelectorAll("tr[data-event-id]").length === 1`)
+		if n := eval[int](t, tab, `document.querySelectorAll("form[method=post], button, input[name=csrf]").length`); n != 0 {
+			t.Errorf("the read-only group page has %d action controls", n)
+		}
+		if mode := eval[string](t, tab, `document.querySelector(".mode").textContent`); mode != "read-only" {
+			t.Errorf("the page says %q, want read-only", mode)
+		}
+		// A POST from the page itself, with a made-up token, is refused.
+		for _, action := range []string{"reopen", "replay", "reset"} {
+			status := evalAwait[int](t, tab, `fetch(`+jsString(bn.base+"/streams/orders/groups/billing/"+action)+`, {method: "POST",
+				body: new URLSearchParams({event_id: `+jsString(ev.ID)+`, csrf: "x", step: "confirm", mode: "sequence",
+				from_sequence: "0", confirm_group: "billing"})}).then(r => r.status)`)
+			if status != http.StatusForbidden {
+				t.Errorf("POST %s from the read-only page: %d, want 403", action, status)
+			}
+		}
+		for _, action := range []string{"reopen", "replay", "reset"} {
+			resp, _ := bn.post(t, "/streams/orders/groups/billing/"+action, url.Values{
+				"event_id": {ev.ID}, "step": {"confirm"}, "mode": {"sequence"}, "from_sequence": {"0"}, "confirm_group": {"billing"},
+			})
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("POST %s on a read-only dashboard: %d, want 403", action, resp.StatusCode)
+			}
+		}
+		info, err := b.drv.GroupInfo(context.Background(), "orders", "billing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.DeadLetters != 1 {
+			t.Errorf("the refused POSTs changed the group: %+v", info)
+		}
+	})
+}
+
+func TestDashboardBrowserReplayAndReset(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		newStream(t, b.drv, "orders", 1, "billing")
+		for range 4 {
+			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type": "x"}`), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leases, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range leases {
+			if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		bn := setup(t, b.drv, &dashboard.Options{AllowActions: true})
+		tab := newTab(t)
+		browse(t, tab, chromedp.Navigate(bn.base+"/streams/orders/groups/billing"))
+		waitFor(t, tab, `document.getElementById("total-lag").textContent === "0"`)
+
+		// The replay's first step counts and changes nothing.
+		browse(t, tab, chromedp.Click(chromedp.CSS(`form[data-action="replay"] button`)))
+		waitFor(t, tab, `(document.getElementById("replay-count") || {textContent: ""}).textContent.includes("would make 4 ")`)
+		if lag, _ := b.drv.Lag(ctx, "orders", "billing", nil); lag.Total != 0 {
+			t.Fatalf("the count changed the lag to %d", lag.Total)
+		}
+		browse(t, tab, chromedp.Click(chromedp.CSS(`form[data-action="replay-confirm"] button`)))
+		waitFor(t, tab, `(document.getElementById("flash") || {textContent: ""}).textContent.includes("Replayed 4 events")`)
+		waitFor(t, tab, `document.getElementById("total-lag").textContent === "4"`)
+
+		// The reset asks for the group's name.
+		browse(t, tab, chromedp.SetValue(chromedp.CSS(`form[data-action="reset"] input[name="start_after"]`), "3"),
+			chromedp.Click(chromedp.CSS(`form[data-action="reset"] button`)))
+		waitFor(t, tab, `document.querySelector('form[data-action="reset-confirm"]') !== null`)
+		browse(t, tab, chromedp.SetValue(chromedp.CSS(`input[name="confirm_group"]`), "billin"),
+			chromedp.Click(chromedp.CSS(`form[data-action="reset-confirm"] button`)))
+		waitFor(t, tab, `(document.getElementById("error-message") || {textContent: ""}).textContent.includes("Nothing was changed")`)
+		if lag, _ := b.drv.Lag(ctx, "orders", "billing", nil); lag.Total != 4 {
+			t.Fatalf("a reset with the wrong name changed the lag to %d", lag.Total)
+		}
+		browse(t, tab, chromedp.SetValue(chromedp.CSS(`input[name="confirm_group"]`), "billing"),
+			chromedp.Click(chromedp.CSS(`form[data-action="reset-confirm"] button`)))
+		waitFor(t, tab, `(document.getElementById("flash") || {textContent: ""}).textContent.includes("Reset group billing")`)
+		waitFor(t, tab, `document.getElementById("total-lag").textContent === "1"`)
+	})
+}
