@@ -14,6 +14,7 @@ require (
 	github.com/testcontainers/testcontainers-go v0.45.0
 	github.com/testcontainers/testcontainers-go/modules/postgres v0.45.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/term v0.47.0
 	modernc.org/sqlite v1.62.0
 )
 

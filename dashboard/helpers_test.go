@@ -27,6 +27,7 @@ import (
 	"github.com/rheo-go/rheo/dashboard"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testskip"
 )
 
 // backend is a fresh migrated database.
@@ -230,11 +231,7 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	msg := fmt.Sprintf("no Chromium for the browser tests: install it (apt-get install -y chromium) or set %s", EnvChromium)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testskip.Missing(t, "Chromium", fmt.Sprintf("no Chromium for the browser tests: install it (apt-get install -y chromium) or set %s", EnvChromium))
 	return ""
 }
 

@@ -21,12 +21,13 @@ import (
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testskip"
 	"github.com/rheo-go/rheo/migrate"
 	"github.com/rheo-go/rheo/retention"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testskip.Wrap(m))
 }
 
 // waitTimeout bounds every wait for something the test expects.

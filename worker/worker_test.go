@@ -15,6 +15,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/testskip"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testskip.Wrap(m))
 }
 
 // leaseDuration is the lease of the tests that drive a fake clock.

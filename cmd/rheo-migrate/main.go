@@ -10,8 +10,13 @@
 // postgresql://…) or an SQLite one (sqlite:///abs/path.db,
 // sqlite://relative/path.db, sqlite:relative.db, sqlite::memory:).
 //
-// A failure prints one line to stderr and exits with status 1; a usage
-// error prints the usage and exits with status 2.
+// Exit statuses, for release steps:
+//
+//	0  done; for status: the schema and functions are current
+//	1  failed: one line on stderr says why
+//	2  bad command line: an unknown command or flag, an extra argument, no
+//	   or a malformed database URL, roles on SQLite; the usage follows
+//	3  status only: a migration is pending (rheo-migrate up applies it)
 package main
 
 import (
@@ -44,7 +49,23 @@ const usage = `Usage:
   rheo-migrate sql    [--sqlite]             print the install SQL (PostgreSQL, or SQLite)
 
 URL defaults to $DATABASE_URL. Accepted forms: ` + dburl.Forms + `
+
+Exit status:
+  0  done; for status: the schema and functions are current
+  1  failed: one line on stderr says why
+  2  bad command line (unknown command or flag, extra argument, no or a
+     malformed database URL, roles on SQLite)
+  3  status only: a migration is pending; rheo-migrate up applies it
 `
+
+// The exit statuses of run.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	// exitPending: status found a migration to apply.
+	exitPending = 3
+)
 
 // connectTimeout bounds connecting when the URL sets no connect_timeout.
 const connectTimeout = 15 * time.Second
@@ -56,12 +77,13 @@ func main() {
 	os.Exit(code)
 }
 
-// run executes one command line and returns the exit status: 0 on
-// success, 1 on a failure (one line on stderr), 2 on a usage error.
+// run executes one command line and returns the exit status: exitOK,
+// exitFailure (one line on stderr), exitUsage (the usage on stderr), or
+// exitPending when status finds a migration to apply.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return exitUsage
 	}
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet("rheo-migrate "+cmd, flag.ContinueOnError)
@@ -77,20 +99,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		sqlite = fs.Bool("sqlite", false, "print the SQLite install SQL instead of PostgreSQL's")
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
-		return 0
+		return exitOK
 	default:
 		fmt.Fprintf(stderr, "rheo-migrate: unknown command %q\n%s", cmd, usage)
-		return 2
+		return exitUsage
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0
+			return exitOK
 		}
-		return 2 // fs has printed the error and the usage
+		return exitUsage // fs has printed the error and the usage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "rheo-migrate %s: unexpected argument %q\n%s", cmd, fs.Arg(0), usage)
-		return 2
+		return exitUsage
 	}
 
 	if cmd == "sql" {
@@ -99,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		} else {
 			fmt.Fprint(stdout, migrate.PostgresSQL())
 		}
-		return 0
+		return exitOK
 	}
 
 	raw := *databaseURL
@@ -108,21 +130,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if raw == "" {
 		fmt.Fprintf(stderr, "rheo-migrate %s: no database URL: pass --database-url or set DATABASE_URL\n%s", cmd, usage)
-		return 2
+		return exitUsage
 	}
 	target, err := dburl.Parse(raw)
-	if err != nil {
-		return fail(stderr, err)
+	if err == nil && target.Kind == dburl.Postgres {
+		_, err = pgx.ParseConfig(target.DSN)
+		if err != nil {
+			err = fmt.Errorf("invalid PostgreSQL URL: %w", err)
+		}
 	}
-	var out []string
+	if err != nil {
+		fmt.Fprintf(stderr, "rheo-migrate %s: %s\n%s", cmd, strings.Join(strings.Fields(err.Error()), " "), usage)
+		return exitUsage
+	}
+	var (
+		out     []string
+		pending bool
+	)
 	switch {
 	case target.Kind == dburl.Postgres:
-		out, err = postgres(ctx, cmd, target)
+		out, pending, err = postgres(ctx, cmd, target)
 	case cmd == "roles":
 		fmt.Fprintf(stderr, "rheo-migrate roles: SQLite has no roles; it applies to PostgreSQL only\n%s", usage)
-		return 2
+		return exitUsage
 	default:
-		out, err = sqliteCmd(ctx, cmd, target)
+		out, pending, err = sqliteCmd(ctx, cmd, target)
 	}
 	if err != nil {
 		return fail(stderr, err)
@@ -130,47 +162,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, line := range out {
 		fmt.Fprintln(stdout, line)
 	}
-	return 0
+	if pending {
+		return exitPending
+	}
+	return exitOK
 }
 
 // fail prints err as one line and returns the failure status.
 func fail(stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "rheo-migrate: %s\n", strings.Join(strings.Fields(err.Error()), " "))
-	return 1
+	return exitFailure
 }
 
 // postgres runs cmd ("up", "status" or "roles") on a PostgreSQL target
-// and returns the lines to print.
-func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, error) {
+// and returns the lines to print, and for status whether a migration is
+// pending.
+func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, bool, error) {
 	conn, err := connectPostgres(ctx, target.DSN)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
 	if cmd == "roles" {
 		if err := migrate.PostgresRoles(ctx, conn, nil); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		roles, err := migrate.PostgresRoleState(ctx, conn)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return []string{rolesLine(roles)}, nil
+		return []string{rolesLine(roles)}, false, nil
 	}
 
 	applied, latest, err := migrate.PostgresStatus(ctx, conn)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	current, err := migrate.PostgresFunctionsCurrent(ctx, conn)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if cmd == "status" {
 		roles, err := migrate.PostgresRoleState(ctx, conn)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		lines := []string{
 			schemaLine(applied, latest),
@@ -179,25 +215,26 @@ func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, e
 		if applied > 0 {
 			lines = append(lines, rolesLine(roles))
 		}
-		return append(lines, pendingLine(applied < latest || !current)), nil
+		pending := applied < latest || !current
+		return append(lines, pendingLine(pending)), pending, nil
 	}
 
 	if err := migrate.Postgres(ctx, conn, nil); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	after, _, err := migrate.PostgresStatus(ctx, conn)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	roles, err := migrate.PostgresRoleState(ctx, conn)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	fnLine := "functions: current"
 	if !current {
 		fnLine = "functions: installed"
 	}
-	return []string{upSchemaLine(applied, after), fnLine, rolesLine(roles)}, nil
+	return []string{upSchemaLine(applied, after), fnLine, rolesLine(roles)}, false, nil
 }
 
 // rolesLine says how Rheo's roles stand and, when they are not settled,
@@ -286,15 +323,15 @@ func driverCause(err error) error {
 }
 
 // sqliteCmd runs cmd ("up" or "status") on an SQLite target and returns
-// the lines to print.
-func sqliteCmd(ctx context.Context, cmd string, target dburl.Target) ([]string, error) {
+// the lines to print, and for status whether a migration is pending.
+func sqliteCmd(ctx context.Context, cmd string, target dburl.Target) ([]string, bool, error) {
 	if sqlite.DefaultDriverName() == "" {
-		return nil, errors.New("this build of rheo-migrate has no SQLite driver: " + sqlite.BuildHint)
+		return nil, false, errors.New("this build of rheo-migrate has no SQLite driver: " + sqlite.BuildHint)
 	}
 	if cmd == "status" && !target.Memory {
 		// Opening a missing file would create it.
 		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no SQLite database at %s", target.Path)
+			return nil, false, fmt.Errorf("no SQLite database at %s", target.Path)
 		}
 	}
 	// The driver's Open sets WAL and the busy timeout in the form of the
@@ -302,26 +339,26 @@ func sqliteCmd(ctx context.Context, cmd string, target dburl.Target) ([]string, 
 	// database lives in.
 	d, err := sqlite.Open(ctx, target.SQLiteDSN(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the SQLite database at %s: %w", target.Redacted(), driverCause(err))
+		return nil, false, fmt.Errorf("cannot open the SQLite database at %s: %w", target.Redacted(), driverCause(err))
 	}
 	defer d.Close()
 	db := d.DB()
 
 	applied, latest, err := migrate.SQLiteStatus(ctx, db)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if cmd == "status" {
-		return []string{schemaLine(applied, latest), pendingLine(applied < latest)}, nil
+		return []string{schemaLine(applied, latest), pendingLine(applied < latest)}, applied < latest, nil
 	}
 	if err := migrate.SQLite(ctx, db); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	after, _, err := migrate.SQLiteStatus(ctx, db)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return []string{upSchemaLine(applied, after)}, nil
+	return []string{upSchemaLine(applied, after)}, false, nil
 }
 
 func schemaLine(applied, latest int32) string {

@@ -45,9 +45,21 @@ func (r runResult) wantFailure(t *testing.T, want string) {
 
 func (r runResult) wantOutput(t *testing.T, want ...string) {
 	t.Helper()
-	if r.code != 0 || r.stderr != "" || r.stdout != strings.Join(want, "\n")+"\n" {
-		t.Fatalf("got status %d, stdout %q, stderr %q; want status 0 and stdout %q",
-			r.code, r.stdout, r.stderr, strings.Join(want, "\n")+"\n")
+	r.wantStatus(t, exitOK, want...)
+}
+
+// wantPending checks the output of status while a migration is pending:
+// exitPending, for release steps.
+func (r runResult) wantPending(t *testing.T, want ...string) {
+	t.Helper()
+	r.wantStatus(t, exitPending, want...)
+}
+
+func (r runResult) wantStatus(t *testing.T, code int, want ...string) {
+	t.Helper()
+	if r.code != code || r.stderr != "" || r.stdout != strings.Join(want, "\n")+"\n" {
+		t.Fatalf("got status %d, stdout %q, stderr %q; want status %d and stdout %q",
+			r.code, r.stdout, r.stderr, code, strings.Join(want, "\n")+"\n")
 	}
 }
 
@@ -64,23 +76,38 @@ func TestUsage(t *testing.T) {
 		{"a flag of another command", []string{"sql", "--database-url", "sqlite:x.db"}, "flag provided but not defined: -database-url"},
 		{"an extra argument", []string{"status", "--database-url", "sqlite:x.db", "now"}, `rheo-migrate status: unexpected argument "now"`},
 		{"no database URL", []string{"up"}, "rheo-migrate up: no database URL: pass --database-url or set DATABASE_URL"},
+		{"an unsupported scheme", []string{"up", "--database-url", "mysql://db/app"},
+			`rheo-migrate up: unsupported database URL scheme "mysql"; use one of ` + dburl.Forms},
+		{"a malformed PostgreSQL URL, without its password", []string{"status", "--database-url", "postgres://app:secret@db:port/app"},
+			`rheo-migrate status: invalid PostgreSQL URL: invalid port ":port" after host`},
+		{"a PostgreSQL URL with a setting pgx refuses", []string{"up", "--database-url", "postgres://app:secret@db/app?sslmode=bogus"},
+			"rheo-migrate up: invalid PostgreSQL URL: cannot parse `postgres://app:xxxxx@db/app?sslmode=bogus`: failed to configure TLS (sslmode is invalid)"},
+		{"roles on SQLite", []string{"roles", "--database-url", "sqlite::memory:"}, "rheo-migrate roles: SQLite has no roles; it applies to PostgreSQL only"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := runCmd(t, tt.args...)
-			if r.code != 2 || r.stdout != "" {
-				t.Fatalf("got status %d, stdout %q; want status 2 and no stdout", r.code, r.stdout)
+			if r.code != exitUsage || r.stdout != "" {
+				t.Fatalf("got status %d, stdout %q; want status %d and no stdout", r.code, r.stdout, exitUsage)
 			}
 			if first, _, _ := strings.Cut(r.stderr, "\n"); first != tt.want || !strings.Contains(r.stderr, "Usage:") {
 				t.Fatalf("stderr %q, want %q then the usage", r.stderr, tt.want)
 			}
+			if strings.Contains(r.stderr, "secret") {
+				t.Fatalf("stderr repeats the password: %q", r.stderr)
+			}
 		})
 	}
 
-	t.Run("help prints the usage on stdout", func(t *testing.T) {
+	t.Run("help prints the usage on stdout, with the exit statuses", func(t *testing.T) {
 		r := runCmd(t, "help")
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage:") || r.stderr != "" {
 			t.Fatalf("got %+v, want status 0 and the usage on stdout", r)
+		}
+		for _, want := range []string{"\n  1  failed", "\n  2  bad command line", "\n  3  status only: a migration is pending"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("the usage does not document %q:\n%s", want, r.stdout)
+			}
 		}
 	})
 }
@@ -102,10 +129,6 @@ func TestFailures(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"an unsupported scheme", []string{"up", "--database-url", "mysql://db/app"},
-			`rheo-migrate: unsupported database URL scheme "mysql"; use one of ` + dburl.Forms},
-		{"a malformed PostgreSQL URL, without its password", []string{"up", "--database-url", "postgres://app:secret@db:port/app"},
-			`rheo-migrate: invalid PostgreSQL URL: invalid port ":port" after host`},
 		{"an unreachable database", []string{"up", "--database-url", "postgres://postgres@" + closedAddr + "/app"},
 			"rheo-migrate: cannot reach the database at " + closedAddr + ": connection refused"},
 		{"an unreachable database in status", []string{"status", "--database-url", "postgresql://postgres@" + closedAddr + "/app"},
@@ -130,9 +153,9 @@ func TestPostgres(t *testing.T) {
 	url := testdb.NewDatabase(t)
 	latest := schemaVersions(t)
 
-	t.Run("status of an empty database, with the URL from DATABASE_URL", func(t *testing.T) {
+	t.Run("status of an empty database, with the URL from DATABASE_URL, exits 3", func(t *testing.T) {
 		t.Setenv("DATABASE_URL", url)
-		runCmd(t, "status").wantOutput(t,
+		runCmd(t, "status").wantPending(t,
 			fmt.Sprintf("schema: version 0 of %d", latest),
 			"functions: not current",
 			"status: pending, run rheo-migrate up")
@@ -153,7 +176,7 @@ func TestPostgres(t *testing.T) {
 			"functions: current",
 			settledRoles)
 	})
-	t.Run("status of an installed database", func(t *testing.T) {
+	t.Run("status of an installed database exits 0", func(t *testing.T) {
 		runCmd(t, "status", "--database-url", url).wantOutput(t,
 			fmt.Sprintf("schema: version %d of %d", latest, latest),
 			"functions: current",
@@ -227,7 +250,13 @@ func TestSQLite(t *testing.T) {
 	t.Run("up again changes nothing", func(t *testing.T) {
 		runCmd(t, "up", "--database-url", url).wantOutput(t, fmt.Sprintf("schema: version %d, already current", latest))
 	})
-	t.Run("status", func(t *testing.T) {
+	t.Run("status of an empty file exits 3, and 0 once installed", func(t *testing.T) {
+		empty := filepath.Join(t.TempDir(), "empty.db")
+		if err := os.WriteFile(empty, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		runCmd(t, "status", "--database-url", "sqlite://"+empty).wantPending(t,
+			fmt.Sprintf("schema: version 0 of %d", latest), "status: pending, run rheo-migrate up")
 		runCmd(t, "status", "--database-url", url).wantOutput(t,
 			fmt.Sprintf("schema: version %d of %d", latest, latest), "status: up to date")
 	})

@@ -21,7 +21,7 @@ func TestDriverParameters(t *testing.T) {
 	q.Set("rheo_poll_only", "true")
 	q.Set("rheo_listen_url", direct)
 	u.RawQuery = q.Encode()
-	runCmd(t, "status", "--database-url", u.String()).wantOutput(t,
+	runCmd(t, "status", "--database-url", u.String()).wantPending(t,
 		fmt.Sprintf("schema: version 0 of %d", schemaVersions(t)),
 		"functions: not current",
 		"status: pending, run rheo-migrate up")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rheo-go/rheo/internal/faultproxy"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testskip"
 )
 
 // setup returns a proxy to a fresh database, a pool through it, and a
@@ -151,5 +152,5 @@ func TestProxy(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testskip.Wrap(m))
 }

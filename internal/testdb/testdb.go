@@ -3,7 +3,8 @@
 // The server is found through RHEO_TEST_DATABASE_URL, else the local
 // server at 127.0.0.1:5432, else a testcontainers-go container when a
 // Docker engine answers. When none is found the test is skipped with a
-// message saying how to enable it, except under CI=true, where it fails.
+// message saying how to enable it, except under CI=true, where it fails
+// (package testskip, whose Run reports the skips of a package).
 package testdb
 
 import (
@@ -20,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/rheo-go/rheo/internal/testskip"
 )
 
 // EnvURL names the variable that points tests at a PostgreSQL server.
@@ -40,11 +43,7 @@ func ServerURL(t testing.TB) string {
 	t.Helper()
 	serverOnce.Do(func() { serverURL, serverErr = findServer() })
 	if serverErr != nil {
-		msg := fmt.Sprintf("no PostgreSQL for tests: %v; set %s=postgres://… or start PostgreSQL on 127.0.0.1:5432", serverErr, EnvURL)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testskip.Missing(t, "PostgreSQL", fmt.Sprintf("no PostgreSQL for tests: %v; set %s=postgres://… or start PostgreSQL on 127.0.0.1:5432", serverErr, EnvURL))
 	}
 	return serverURL
 }
@@ -52,14 +51,39 @@ func ServerURL(t testing.TB) string {
 func findServer() (string, error) {
 	if u := os.Getenv(EnvURL); u != "" {
 		if err := ping(u); err != nil {
-			return "", fmt.Errorf("%s is set but unreachable: %w", EnvURL, err)
+			return "", fmt.Errorf("%s is set but unreachable: %v", EnvURL, rootCause(err))
 		}
 		return u, nil
 	}
-	if ping(localURL) == nil {
+	local := ping(localURL)
+	if local == nil {
 		return localURL, nil
 	}
-	return startContainer()
+	u, err := startContainer()
+	if err != nil {
+		return "", fmt.Errorf("none at 127.0.0.1:5432 (%v), and %w", rootCause(local), err)
+	}
+	return u, nil
+}
+
+// rootCause is the innermost error of err's chain, such as "connection
+// refused", without pgx's account of every address it tried.
+func rootCause(err error) error {
+	for {
+		var next error
+		switch e := err.(type) {
+		case interface{ Unwrap() error }:
+			next = e.Unwrap()
+		case interface{ Unwrap() []error }:
+			if errs := e.Unwrap(); len(errs) > 0 {
+				next = errs[0]
+			}
+		}
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }
 
 func ping(u string) error {
@@ -78,18 +102,18 @@ func startContainer() (u string, err error) {
 	defer func() {
 		// testcontainers panics when no Docker engine is configured.
 		if r := recover(); r != nil {
-			err = fmt.Errorf("no local server and no Docker engine: %v", r)
+			err = fmt.Errorf("no Docker engine for a container: %v", r)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, derr := testcontainers.NewDockerClientWithOpts(ctx); derr != nil {
-		return "", fmt.Errorf("no local server and no Docker engine: %w", derr)
+		return "", fmt.Errorf("no Docker engine for a container: %v", rootCause(derr))
 	}
 	c, err := tcpostgres.Run(ctx, "postgres:15", tcpostgres.WithUsername("postgres"),
 		tcpostgres.WithPassword("postgres"), tcpostgres.BasicWaitStrategies())
 	if err != nil {
-		return "", fmt.Errorf("no local server, and the container did not start: %w", err)
+		return "", fmt.Errorf("the PostgreSQL container did not start: %w", err)
 	}
 	return c.ConnectionString(ctx, "sslmode=disable")
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testskip"
 )
 
 // EnvURL names the variable that points tests at a running PgBouncer. It
@@ -69,11 +70,7 @@ func Start(t testing.TB) *Bouncer {
 		}
 	}
 	if err != nil {
-		msg := fmt.Sprintf("no pgbouncer binary for the PgBouncer tests; %s, or set %s", installHint, EnvURL)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testskip.Missing(t, "PgBouncer", fmt.Sprintf("no pgbouncer binary for the PgBouncer tests; %s, or set %s", installHint, EnvURL))
 	}
 	return start(t, bin, server)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testskip"
 )
 
 // cliBackend is a migrated database the CLI tests run commands against,
@@ -242,8 +243,8 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 			}
 		})
 		t.Run("create-stream with an invalid name or count reports the reason", func(t *testing.T) {
-			b.fails(t, cli.ExitFailure, "invalid_argument: invalid stream name", "create-stream", "bad name")
-			b.fails(t, cli.ExitFailure, "invalid_partition_count", "create-stream", "zero", "--partitions", "0")
+			b.fails(t, cli.ExitUsage, "invalid_argument: invalid stream name", "create-stream", "bad name")
+			b.fails(t, cli.ExitUsage, "invalid_partition_count", "create-stream", "zero", "--partitions", "0")
 		})
 		t.Run("create-group creates a group that groups lists", func(t *testing.T) {
 			out := b.ok(t, "create-group", "orders", "billing", "--max-attempts", "3", "--output", "json")
@@ -348,14 +349,19 @@ func TestCLIAppend(t *testing.T) {
 				t.Fatalf("appended %d (%d over %d partitions), want %d over 3", got.Appended, sum, len(got.Partitions), n)
 			}
 		})
-		t.Run("a bad line on stdin is named, after the batches before it", func(t *testing.T) {
-			r := cliRun(t, "{\"type\":\"ok\"}\nnot json\n", "append", "orders", "--database-url", b.url)
-			cliWantFailure(t, r, cli.ExitFailure, "stdin line 2 is not valid JSON; 0 events were appended before it")
+		t.Run("a bad line on stdin is named, after appending the lines before it", func(t *testing.T) {
+			before := b.lag(t, "orders").Total
+			r := cliRun(t, "{\"type\":\"ok\"}\nnot json\n{}\n", "append", "orders", "--database-url", b.url)
+			cliWantFailure(t, r, cli.ExitFailure,
+				"rheo: stdin line 2 is not valid JSON; 1 event appended (stdin line 1), none from line 2 on; resume from line 2 once it is fixed\n")
+			if after := b.lag(t, "orders").Total; after != before+1 {
+				t.Fatalf("%d events were appended, want the one before the bad line", after-before)
+			}
 		})
 		t.Run("append rejects what is not a JSON object", func(t *testing.T) {
 			b.fails(t, cli.ExitUsage, "the payload is not valid JSON", "append", "orders", `{"type":`)
-			b.fails(t, cli.ExitFailure, "invalid_argument", "append", "orders", `[1,2]`)
-			b.fails(t, cli.ExitFailure, "invalid_partition", "append", "orders", `{}`, "--partition", "9")
+			b.fails(t, cli.ExitUsage, "invalid_argument: payload must be a JSON object", "append", "orders", `[1,2]`)
+			b.fails(t, cli.ExitUsage, "invalid_partition", "append", "orders", `{}`, "--partition", "9")
 			r := cliRun(t, "{}\n", "append", "orders", "--id", "x", "--database-url", b.url)
 			cliWantFailure(t, r, cli.ExitUsage, "--id applies to a single event")
 		})
@@ -561,14 +567,14 @@ func TestCLIReplayAndReset(t *testing.T) {
 		t.Run("replay needs exactly one selector", func(t *testing.T) {
 			b.fails(t, cli.ExitUsage, "give exactly one of --from-sequence, --event-id and --from-time", "replay", "orders", "billing")
 			b.fails(t, cli.ExitUsage, "give exactly one of", "replay", "orders", "billing", "--from-sequence", "1", "--event-id", "x")
-			b.fails(t, cli.ExitFailure, "invalid_partition", "replay", "orders", "billing", "--from-sequence", "1", "--partition", "5")
+			b.fails(t, cli.ExitUsage, "invalid_partition", "replay", "orders", "billing", "--from-sequence", "1", "--partition", "5")
 			b.fails(t, cli.ExitFailure, `group "nobody" not found`, "replay", "orders", "nobody", "--from-sequence", "1")
 			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "replay", "nope", "billing", "--from-sequence", "1")
 		})
 		t.Run("reset without --confirm changes nothing", func(t *testing.T) {
 			before := b.lag(t, "orders")
-			b.fails(t, cli.ExitFailure, "reset needs --confirm", "reset", "orders", "billing", "--start-after", "2")
-			b.fails(t, cli.ExitFailure, "reset needs --confirm", "reset", "nope", "billing")
+			b.fails(t, cli.ExitUsage, "rheo reset: --confirm is required: reset drops", "reset", "orders", "billing", "--start-after", "2")
+			b.fails(t, cli.ExitUsage, "--confirm is required", "reset", "nope", "billing")
 			if after := b.lag(t, "orders"); after.Total != before.Total {
 				t.Fatalf("lag went from %d to %d without --confirm", before.Total, after.Total)
 			}
@@ -759,9 +765,9 @@ func TestCLIDrop(t *testing.T) {
 		}
 
 		t.Run("drop-group and drop-stream without --confirm change nothing", func(t *testing.T) {
-			b.fails(t, cli.ExitFailure, "drop-group needs --confirm", "drop-group", "orders", "audit")
-			b.fails(t, cli.ExitFailure, "drop-group needs --confirm", "drop-group", "nope", "audit")
-			b.fails(t, cli.ExitFailure, "drop-stream needs --confirm", "drop-stream", "orders")
+			b.fails(t, cli.ExitUsage, "rheo drop-group: --confirm is required", "drop-group", "orders", "audit")
+			b.fails(t, cli.ExitUsage, "rheo drop-group: --confirm is required", "drop-group", "nope", "audit")
+			b.fails(t, cli.ExitUsage, "rheo drop-stream: --confirm is required", "drop-stream", "orders")
 			if g := groups(); !slices.Equal(g, []string{"audit", "billing"}) {
 				t.Fatalf("groups = %v, want both", g)
 			}
@@ -891,7 +897,7 @@ func TestCLITail(t *testing.T) {
 		})
 		t.Run("tail of an unknown stream or partition fails", func(t *testing.T) {
 			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "tail", "nope")
-			b.fails(t, cli.ExitFailure, "invalid_partition", "tail", "orders", "--partition", "2")
+			b.fails(t, cli.ExitUsage, "invalid_partition", "tail", "orders", "--partition", "2")
 		})
 	})
 }
@@ -904,8 +910,8 @@ func TestCLIDatabaseErrors(t *testing.T) {
 		want string
 	}{
 		{"no database URL", []string{"streams"}, cli.ExitUsage, "no database given: pass --database-url URL or set DATABASE_URL"},
-		{"a URL of an unknown kind", []string{"streams", "--database-url", "mysql://u:secret@db/app"}, cli.ExitFailure,
-			`bad database URL: unsupported database URL scheme "mysql"`},
+		{"a URL of an unknown kind", []string{"streams", "--database-url", "mysql://u:secret@db/app"}, cli.ExitUsage,
+			`bad database URL in --database-url: unsupported database URL scheme "mysql"`},
 		{"an unreachable server", []string{"lag", "orders", "billing", "--database-url", "postgres://u:secret@127.0.0.1:1/app?connect_timeout=2"},
 			cli.ExitFailure, "cannot reach the database postgres://u:xxxxx@127.0.0.1:1/app?connect_timeout=2: connection refused"},
 		{"a missing SQLite file", []string{"streams", "--database-url", "sqlite:///nonexistent/rheo.db"}, cli.ExitFailure,
@@ -925,7 +931,7 @@ func TestCLIDatabaseErrors(t *testing.T) {
 	t.Run("a PostgreSQL database without the schema says how to install it", func(t *testing.T) {
 		url := testdb.NewDatabase(t)
 		r := cliRun(t, "", "streams", "--database-url", url)
-		cliWantFailure(t, r, cli.ExitFailure, "has no Rheo schema; install it with: rheo-migrate up --database-url postgres://")
+		cliWantFailure(t, r, cli.ExitFailure, "has no Rheo schema; install it with: rheo-migrate up --database-url 'postgres://")
 	})
 	t.Run("DATABASE_URL is read when --database-url is not given", func(t *testing.T) {
 		b := cliOpenBackend(t, "sqlite://"+filepath.Join(t.TempDir(), "env.db"))
@@ -976,7 +982,7 @@ func TestCLIUsage(t *testing.T) {
 	t.Run("flags may follow the arguments, and -- ends the flags", func(t *testing.T) {
 		b := cliOpenBackend(t, "sqlite://"+filepath.Join(t.TempDir(), "args.db"))
 		r := cliRun(t, "", "create-stream", "--database-url", b.url, "--", "-dash")
-		cliWantFailure(t, r, cli.ExitFailure, "invalid stream name")
+		cliWantFailure(t, r, cli.ExitUsage, "invalid stream name")
 		r = cliRun(t, "", "create-stream", "s1", "--partitions", "2", "--database-url", b.url, "--output", "json")
 		if r.code != cli.ExitOK || cliJSON[map[string]any](t, r.stdout)["partition_count"] != float64(2) {
 			t.Fatalf("flags after the argument: %s", r)
@@ -1089,10 +1095,7 @@ func TestCLIReadme(t *testing.T) {
 	t.Run("the psql session runs", func(t *testing.T) {
 		psql, err := exec.LookPath("psql")
 		if err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatal("psql is not installed")
-			}
-			t.Skip("psql is not installed")
+			testskip.Missing(t, "psql", "psql is not installed; apt-get install postgresql-client")
 		}
 		b := cliOpenBackend(t, testdb.NewDatabase(t))
 		var script strings.Builder
@@ -1179,30 +1182,47 @@ func TestCLIQuery(t *testing.T) {
 				t.Fatalf("query --key c-2 --type paid = %v, want %v", ids(byKey.Events), want)
 			}
 		})
-		t.Run("query pages with --limit and --after, newest first with --desc", func(t *testing.T) {
-			var all []rheo.Event
-			after := ""
-			for range 10 {
-				args := []string{"query", "orders", "--type", "placed", "--desc", "--limit", "4", "--output", "json"}
-				if after != "" {
-					args = append(args, "--after", after)
-				}
-				got := cliJSON[page](t, b.ok(t, args...))
-				all = append(all, got.Events...)
-				if len(got.Events) < 4 {
-					break
-				}
-				after = got.Cursor
+		t.Run("query pages with --limit and --after, in either order and direction", func(t *testing.T) {
+			byTime := func(a, b rheo.Event) int {
+				return cmp.Or(a.TS.Compare(b.TS), a.Partition-b.Partition, cmp.Compare(a.Sequence, b.Sequence))
 			}
-			want := slices.Clone(placed)
-			slices.SortFunc(want, func(a, b rheo.Event) int {
-				return cmp.Or(cmp.Compare(b.Sequence, a.Sequence), b.Partition-a.Partition)
-			})
-			if !slices.Equal(ids(all), ids(want)) {
-				t.Fatalf("pages of --desc = %v, want %v", ids(all), ids(want))
+			bySequence := func(a, b rheo.Event) int {
+				return cmp.Or(cmp.Compare(a.Sequence, b.Sequence), a.Partition-b.Partition)
+			}
+			for _, order := range []struct {
+				name string
+				cmp  func(a, b rheo.Event) int
+			}{{"time", byTime}, {"sequence", bySequence}} {
+				for _, desc := range []bool{false, true} {
+					var all []rheo.Event
+					after := ""
+					for range 10 {
+						args := []string{"query", "orders", "--type", "placed", "--order", order.name, "--limit", "4", "--output", "json"}
+						if desc {
+							args = append(args, "--desc")
+						}
+						if after != "" {
+							args = append(args, "--after", after)
+						}
+						got := cliJSON[page](t, b.ok(t, args...))
+						all = append(all, got.Events...)
+						if len(got.Events) < 4 {
+							break
+						}
+						after = got.Cursor
+					}
+					want := slices.Clone(placed)
+					slices.SortFunc(want, order.cmp)
+					if desc {
+						slices.Reverse(want)
+					}
+					if !slices.Equal(ids(all), ids(want)) {
+						t.Fatalf("pages of --order %s (desc %v) = %v, want %v", order.name, desc, ids(all), ids(want))
+					}
+				}
 			}
 			r := b.run(t, "query", "orders", "--limit", "2")
-			if r.code != cli.ExitOK || !strings.Contains(r.stderr, "next page: the same command with --after ") {
+			if r.code != cli.ExitOK || !strings.Contains(r.stderr, "next page: the same command with --after time:asc:") {
 				t.Fatalf("a full page does not say how to get the next: %s", r)
 			}
 		})
@@ -1223,13 +1243,18 @@ func TestCLIQuery(t *testing.T) {
 		})
 		t.Run("query errors name the problem", func(t *testing.T) {
 			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "query", "nope")
-			b.fails(t, cli.ExitFailure, "invalid_partition", "query", "orders", "--partition", "3")
+			b.fails(t, cli.ExitUsage, "invalid_partition", "query", "orders", "--partition", "3")
 			b.fails(t, cli.ExitUsage, "--payload is not valid JSON", "query", "orders", "--payload", "{")
 			b.fails(t, cli.ExitUsage, "--metadata and --correlation-id are exclusive", "query", "orders",
 				"--metadata", "{}", "--correlation-id", "x")
-			b.fails(t, cli.ExitFailure, "invalid_argument", "query", "orders", "--payload", "[1]")
-			cursor := cliJSON[page](t, b.ok(t, "query", "orders", "--type", "paid", "--limit", "1", "--output", "json")).Cursor
-			b.fails(t, cli.ExitFailure, "cursor_not_found", "query", "orders", "--type", "placed", "--after", cursor)
+			b.fails(t, cli.ExitUsage, "invalid_argument", "query", "orders", "--payload", "[1]")
+			cursor := cliJSON[page](t, b.ok(t, "query", "orders", "--type", "paid", "--limit", "1", "--order", "sequence", "--output", "json")).Cursor
+			b.fails(t, cli.ExitFailure, "cursor_not_found", "query", "orders", "--type", "placed", "--order", "sequence", "--after", cursor)
+			b.fails(t, cli.ExitUsage, "is not a cursor of --order time", "query", "orders", "--after", cursor)
+			timeCursor := cliJSON[page](t, b.ok(t, "query", "orders", "--limit", "1", "--output", "json")).Cursor
+			b.fails(t, cli.ExitUsage, "is a cursor of --order time", "query", "orders", "--order", "sequence", "--after", timeCursor)
+			b.fails(t, cli.ExitUsage, "the cursor of a query in the other direction; leave out --desc", "query", "orders", "--desc", "--after", timeCursor)
+			b.fails(t, cli.ExitUsage, "--order must be time or sequence", "query", "orders", "--order", "ts")
 		})
 	})
 }

@@ -68,6 +68,13 @@ func TestBuildWithoutCgo(t *testing.T) {
 	const hint = "build with CGO_ENABLED=1 (github.com/mattn/go-sqlite3, needs a C compiler such as gcc) " +
 		"or with -tags rheo_modernc (modernc.org/sqlite, pure Go)"
 
+	t.Run("a built rheo knows its version from the build information", func(t *testing.T) {
+		r := runBinary(t, rheoBin, "--version")
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "rheo ") || !strings.Contains(r.stdout, ", "+runtime.Version()+" ") {
+			t.Fatalf("rheo --version: %s", r)
+		}
+	})
+
 	t.Run("rheo without SQLite refuses an SQLite URL and says how to build with SQLite", func(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "rheo.db")
 		r := runBinary(t, rheoBin, "streams", "--database-url", "sqlite://"+db)

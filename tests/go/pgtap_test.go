@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testskip"
 	"github.com/rheo-go/rheo/migrate"
 )
 
@@ -32,11 +33,7 @@ func TestSQL(t *testing.T) {
 		t.Fatalf("look for pgTAP: %v", err)
 	}
 	if !available {
-		msg := "the pgTAP extension is not installed on the server; apt-get install postgresql-15-pgtap"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testskip.Missing(t, "pgTAP", "the pgTAP extension is not installed on the server; apt-get install postgresql-15-pgtap")
 	}
 	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pgtap"); err != nil {
 		t.Fatalf("create extension pgtap: %v", err)

@@ -19,7 +19,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/sqlite"
@@ -33,8 +32,12 @@ const (
 	// ExitFailure: the command failed or refused; one line on stderr says
 	// why and what to do.
 	ExitFailure = 1
-	// ExitUsage: the command line is malformed; stderr says how to call
-	// the command.
+	// ExitUsage: the command line is wrong: an unknown command or flag, a
+	// missing or extra argument, a flag value or argument that the
+	// command, or the database on its behalf (invalid_argument,
+	// invalid_partition, invalid_partition_count, invalid_replay_opts,
+	// confirm_required), refused as invalid; stderr says what and how to
+	// call the command. Nothing was changed.
 	ExitUsage = 2
 )
 
@@ -70,6 +73,7 @@ func commands() []*command {
 		appendCommand(), queryCommand(), tailCommand(),
 		createStreamCommand(), createGroupCommand(), dropGroupCommand(), dropStreamCommand(),
 		serveCommand(),
+		versionCommand(),
 	}
 }
 
@@ -94,20 +98,43 @@ type call struct {
 	json bool
 	// databaseURL is --database-url, else $DATABASE_URL.
 	databaseURL string
+	// urlFromEnv: databaseURL came from $DATABASE_URL.
+	urlFromEnv bool
 	// target is databaseURL parsed, once open has been called.
 	target dburl.Target
+	// wrap is Options.WrapDriver.
+	wrap func(driver.Driver) driver.Driver
 	// stream and group are the names the command works on, for messages.
 	stream, group string
 }
 
+// Options are the optional settings of RunWith. A nil *Options means the
+// defaults.
+type Options struct {
+	// WrapDriver, when set, wraps every driver a command opens, for
+	// instance with a tracing driver. A wrapper that does not implement
+	// driver.Transactor makes replay and prune --dry-run refuse. Defaults
+	// to nil: the driver connect.Open returns.
+	WrapDriver func(driver.Driver) driver.Driver
+}
+
 // Run executes one command line (the arguments after the program name)
 // and returns the exit status: ExitOK, ExitFailure with one line on
-// stderr, or ExitUsage with the usage on stderr. stdin may be nil, which
-// reads as empty. Cancelling ctx interrupts the command; tail --follow
-// then ends with ExitOK.
+// stderr, or ExitUsage with what is wrong and the usage on stderr. stdin
+// may be nil, which reads as empty. Cancelling ctx interrupts the
+// command; tail --follow then ends with ExitOK.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return RunWith(ctx, args, stdin, stdout, stderr, nil)
+}
+
+// RunWith is Run with options, for programs that embed the rheo command.
+// opts may be nil.
+func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, opts *Options) int {
 	if stdin == nil {
 		stdin = strings.NewReader("")
+	}
+	if opts == nil {
+		opts = &Options{}
 	}
 	if len(args) == 0 {
 		writeUsage(stderr)
@@ -117,14 +144,16 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch name {
 	case "help", "-h", "-help", "--help":
 		return runHelp(args, stdout, stderr)
+	case "-version", "--version":
+		name = "version"
 	}
 	cmd := findCommand(name)
 	if cmd == nil {
-		fmt.Fprintf(stderr, "rheo: unknown command %q; list the commands with: rheo help\n", name)
+		fmt.Fprintf(stderr, "rheo: %s; list the commands with: rheo help\n", unknownCommand(name))
 		return ExitUsage
 	}
 
-	c := &call{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr}
+	c := &call{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, wrap: opts.WrapDriver}
 	fs := newFlagSet(cmd, c)
 	fs.SetOutput(io.Discard)
 	runCmd := cmd.define(fs)
@@ -137,20 +166,26 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = checkArgs(cmd, positional)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "rheo %s: %v\nusage: %s\nsee: rheo %s -h\n", cmd.name, err, usageLine(cmd), cmd.name)
+		writeUsageError(stderr, cmd, err.Error())
 		return ExitUsage
 	}
 	c.args = positional
 	if err := runCmd(c); err != nil {
-		var usage *usageError
-		if errors.As(err, &usage) {
-			fmt.Fprintf(stderr, "rheo %s: %s\nusage: %s\nsee: rheo %s -h\n", cmd.name, usage.msg, usageLine(cmd), cmd.name)
+		msg := oneLine(c.describe(err))
+		if isUsage(err) {
+			writeUsageError(stderr, cmd, msg)
 			return ExitUsage
 		}
-		fmt.Fprintf(stderr, "rheo: %s\n", oneLine(c.describe(err)))
+		fmt.Fprintf(stderr, "rheo: %s\n", msg)
 		return ExitFailure
 	}
 	return ExitOK
+}
+
+// writeUsageError prints what is wrong with a command line and how to
+// call the command.
+func writeUsageError(w io.Writer, cmd *command, msg string) {
+	fmt.Fprintf(w, "rheo %s: %s\nusage: %s\nsee: rheo %s -h\n", cmd.name, msg, usageLine(cmd), cmd.name)
 }
 
 // newFlagSet returns the flag set of cmd with the flags every database
@@ -226,7 +261,12 @@ func usagef(format string, args ...any) error {
 }
 
 // failure is an error whose message is already what a person should read.
-type failure struct{ msg string }
+type failure struct {
+	msg string
+	// usage: the failure comes from the command line (a flag the
+	// database refused), so Run exits with ExitUsage.
+	usage bool
+}
 
 func (e *failure) Error() string { return e.msg }
 
@@ -239,7 +279,7 @@ func failf(format string, args ...any) error {
 func (c *call) open() (driver.Driver, error) {
 	raw := c.databaseURL
 	if raw == "" {
-		raw = os.Getenv(EnvDatabaseURL)
+		raw, c.urlFromEnv = os.Getenv(EnvDatabaseURL), true
 	}
 	if raw == "" {
 		return nil, usagef("no database given: pass --database-url URL or set %s (%s)", EnvDatabaseURL, dburl.Forms)
@@ -254,82 +294,23 @@ func (c *call) open() (driver.Driver, error) {
 	}
 	if target.Kind == dburl.SQLite && !target.Memory {
 		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, failf("no SQLite database at %s; create one with: rheo-migrate up --database-url %s", target.Path, c.shownURL())
+			return nil, failf("no SQLite database at %s; create one with: %s", target.Path, c.migrateCommand())
 		}
 	}
-	return connect.Open(c.ctx, raw, nil)
+	drv, err := connect.Open(c.ctx, raw, nil)
+	if err != nil {
+		return nil, err
+	}
+	if c.wrap != nil {
+		drv = c.wrap(drv)
+	}
+	return drv, nil
 }
 
 // errNoSQLite refuses an SQLite URL in a build of rheo that links no
 // SQLite driver (CGO_ENABLED=0 without the tag rheo_modernc).
 var errNoSQLite = failf("this build of rheo has no SQLite driver: %s; or use a PostgreSQL database: --database-url postgres://…",
 	sqlite.BuildHint)
-
-// shownURL is the database URL for messages: without its password, which
-// only a PostgreSQL URL can carry.
-func (c *call) shownURL() string {
-	if c.target.Kind == dburl.Postgres {
-		return c.target.Redacted()
-	}
-	return c.databaseURL
-}
-
-// describe turns err into the line a person reads: what went wrong and
-// what to do about it.
-func (c *call) describe(err error) string {
-	var (
-		msg       *failure
-		urlErr    *connect.URLError
-		schemaErr *connect.SchemaError
-	)
-	switch {
-	case errors.As(err, &msg):
-		return msg.msg
-	case errors.Is(err, sqlite.ErrNoDriver):
-		return errNoSQLite.Error()
-	case errors.As(err, &urlErr):
-		return fmt.Sprintf("bad database URL: %v", urlErr.Err)
-	case errors.As(err, &schemaErr):
-		migrateCmd := "rheo-migrate up --database-url " + c.shownURL()
-		if schemaErr.Applied == 0 {
-			return fmt.Sprintf("the database %s has no Rheo schema; install it with: %s", schemaErr.Database, migrateCmd)
-		}
-		return fmt.Sprintf("the database %s is at Rheo schema version %d of %d; upgrade it with: %s",
-			schemaErr.Database, schemaErr.Applied, schemaErr.Latest, migrateCmd)
-	case errors.Is(err, rheo.ErrBackendUnavailable):
-		return fmt.Sprintf("cannot reach the database %s: %v; check --database-url or $%s, and that the database is up",
-			c.target.Redacted(), rootCause(err), EnvDatabaseURL)
-	case errors.Is(err, rheo.ErrStreamNotFound):
-		return fmt.Sprintf("stream %q not found; list streams with: rheo streams", c.stream)
-	case errors.Is(err, rheo.ErrGroupNotFound):
-		return fmt.Sprintf("group %q not found on stream %q; list groups with: rheo groups %s", c.group, c.stream, c.stream)
-	case errors.Is(err, context.Canceled):
-		return "interrupted"
-	}
-	return err.Error()
-}
-
-// rootCause follows err's chain to the error that wraps nothing, such as
-// "connection refused", or to the last one before a vocabulary word.
-func rootCause(err error) error {
-	for {
-		var next error
-		switch e := err.(type) {
-		case interface{ Unwrap() error }:
-			next = e.Unwrap()
-		case interface{ Unwrap() []error }:
-			// The drivers wrap as fmt.Errorf("%w: %w", word, cause): the
-			// cause comes last.
-			if errs := e.Unwrap(); len(errs) > 0 {
-				next = errs[len(errs)-1]
-			}
-		}
-		if _, isWord := next.(*rheo.Error); next == nil || isWord {
-			return err
-		}
-		err = next
-	}
-}
 
 // oneLine joins a message's lines and spaces into one line.
 func oneLine(s string) string {

@@ -29,7 +29,7 @@ again under the name starts from the beginning (the low watermark).`,
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
 				if !*confirm {
-					return failf("drop-group needs --confirm: it removes the group with its leases, pending retries and dead letters; nothing was changed")
+					return usagef("--confirm is required: drop-group removes the group with its leases, pending retries and dead letters; nothing was changed")
 				}
 				return c.withDriver(func(drv driver.Driver) error {
 					if err := drv.DropGroup(c.ctx, c.stream, c.group, true); err != nil {
@@ -65,7 +65,7 @@ drop short.`,
 			return func(c *call) error {
 				c.stream = c.args[0]
 				if !*confirm {
-					return failf("drop-stream needs --confirm: it deletes the stream with every event and group; nothing was changed")
+					return usagef("--confirm is required: drop-stream deletes the stream with every event and group; nothing was changed")
 				}
 				return c.withDriver(func(drv driver.Driver) error {
 					n, err := drv.DropStream(c.ctx, c.stream, true)

@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"golang.org/x/term"
 )
 
 // progressInterval is the least time between two progress updates.
@@ -24,15 +26,13 @@ func (c *call) newProgress() *progress {
 	return &progress{w: c.stderr}
 }
 
-// isTerminal reports whether f is a character device, such as a terminal
-// (or /dev/null, where the progress is harmlessly lost).
+// isTerminal reports whether f is a terminal. It asks the terminal
+// driver (an ioctl, through golang.org/x/term), since the file mode alone
+// cannot tell: /dev/null and other devices are character devices too, and
+// rheo append < /dev/null must not wait for a Ctrl-D.
 func isTerminal(f any) bool {
 	file, ok := f.(*os.File)
-	if !ok {
-		return false
-	}
-	info, err := file.Stat()
-	return err == nil && info.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(file.Fd()))
 }
 
 // show replaces the progress line, at most every progressInterval.

@@ -181,7 +181,7 @@ state. Prints the group's lag afterwards.`,
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
 				if !*confirm {
-					return failf("reset needs --confirm: it drops the group's leases, pending retries and dead letters and moves its cursors; nothing was changed")
+					return usagef("--confirm is required: reset drops the group's leases, pending retries and dead letters and moves its cursors; nothing was changed")
 				}
 				if startAfter.value != nil && startAt.value != nil {
 					return usagef("--start-after and --start-at are exclusive")

@@ -1,0 +1,184 @@
+// Package testskip skips the tests that need what the machine lacks
+// (PostgreSQL, pgTAP, PgBouncer, Chromium, psql), or fails them under
+// CI=true, and makes those skips visible without -v.
+//
+// go test ./... prints, for a package that passes, its "ok" line and
+// nothing of what its tests wrote: a skip message is seen only under -v.
+// So Run, the body of a package's TestMain, ends a run in which tests
+// were skipped for lack of something with one line per missing thing:
+//
+//	rheo tests: skipped what needs PostgreSQL (no PostgreSQL for tests: …; set RHEO_TEST_DATABASE_URL=postgres://… or …); go test -v lists the tests, CI=true fails them
+//
+// written to the terminal (/dev/tty), which go test does not capture,
+// once per go test command for each missing thing (the first package to
+// skip for it says it; the others stay quiet), or to stderr when the
+// test binary runs on its own or under -v. And a run that skipped is not
+// cached: the next go test runs the package again, says it again, and
+// runs the tests for real once what was missing is there.
+package testskip
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	mu sync.Mutex
+	// skipped counts the tests skipped per missing thing; why is the
+	// first message for it.
+	skipped = map[string]int{}
+	why     = map[string]string{}
+)
+
+// Missing skips t because what (such as "PostgreSQL") is not available,
+// with msg saying why and how to provide it; under CI=true, where
+// everything must be there, it fails t instead.
+func Missing(t testing.TB, what, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	mu.Lock()
+	skipped[what]++
+	if _, ok := why[what]; !ok {
+		why[what] = msg
+	}
+	mu.Unlock()
+	// Opened during the run, the stamp becomes an input of the cached
+	// result; rewritten as the run ends (see Run), it is too new for
+	// go test to cache the result.
+	if f, err := os.Open(stampPath()); err == nil {
+		f.Close()
+	}
+	t.Skip(msg)
+}
+
+// Runner is what TestMain runs: a *testing.M.
+type Runner interface {
+	Run() int
+}
+
+// Run runs the package's tests and reports what was skipped for lack of
+// something; it returns m's exit code. A TestMain of its own is
+//
+//	func TestMain(m *testing.M) { os.Exit(testskip.Run(m)) }
+//
+// and with goleak: goleak.VerifyTestMain(testskip.Wrap(m)).
+func Run(m Runner) int {
+	code := m.Run()
+	report()
+	return code
+}
+
+// Wrap returns m with Run reporting the skips, for test mains that take a
+// Runner, such as goleak.VerifyTestMain.
+func Wrap(m Runner) Runner { return wrapped{m} }
+
+type wrapped struct{ m Runner }
+
+func (w wrapped) Run() int { return Run(w.m) }
+
+func report() {
+	mu.Lock()
+	defer mu.Unlock()
+	if len(skipped) == 0 {
+		return
+	}
+	_ = os.WriteFile(stampPath(), []byte(time.Now().Format(time.RFC3339Nano)+"\n"), 0o644)
+	whats := make([]string, 0, len(skipped))
+	for what := range skipped {
+		whats = append(whats, what)
+	}
+	slices.Sort(whats)
+	for _, what := range whats {
+		line := fmt.Sprintf("rheo tests: skipped what needs %s (%s); go test -v lists the tests, CI=true fails them\n",
+			what, strings.Join(strings.Fields(why[what]), " "))
+		if testing.Verbose() || !underGoTest() {
+			fmt.Fprintf(os.Stderr, "%d test(s) of this package skipped: %s", skipped[what], line)
+			continue
+		}
+		if firstSay(what) {
+			if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+				_, _ = io.WriteString(tty, line)
+				tty.Close()
+			}
+		}
+		fmt.Fprint(os.Stderr, line) // in go test's output of a failing run
+	}
+}
+
+// underGoTest reports whether go test runs the binary: it always sets
+// -test.paniconexit0.
+func underGoTest() bool {
+	f := flag.Lookup("test.paniconexit0")
+	return f != nil && f.Value.String() == "true"
+}
+
+// firstSay reports whether this test binary is the first of its go test
+// command (the go command is the binary's parent) to report what.
+func firstSay(what string) bool {
+	dir := filepath.Join(os.TempDir(), "rheo-test-skips")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return true
+	}
+	// Markers of earlier go test commands are of no use after a day.
+	if entries, err := os.ReadDir(dir); err == nil {
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 24*time.Hour {
+				_ = os.Remove(filepath.Join(dir, e.Name()))
+			}
+		}
+	}
+	name := fmt.Sprintf("%d-%s", os.Getppid(), strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, what))
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return false
+	}
+	if err == nil {
+		f.Close()
+	}
+	return true
+}
+
+// stampPath is the file that keeps a run with skips out of go test's
+// cache. go test looks only at the files under the module's root, so it
+// lives there, at the top (.gitignore lists it).
+func stampPath() string {
+	stampOnce.Do(func() {
+		dir, err := os.Getwd()
+		if err != nil {
+			return
+		}
+		for {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				stamp = filepath.Join(dir, ".rheo-test-skips")
+				return
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				return
+			}
+			dir = parent
+		}
+	})
+	return stamp
+}
+
+var (
+	stampOnce sync.Once
+	stamp     = filepath.Join(os.TempDir(), ".rheo-test-skips")
+)

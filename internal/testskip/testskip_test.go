@@ -1,0 +1,75 @@
+package testskip
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// childEnv makes the test binary, run again by the tests below, run
+// TestChild: a package whose tests skip for lack of something.
+const childEnv = "RHEO_TESTSKIP_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(Run(m))
+	}
+	os.Exit(m.Run())
+}
+
+func TestChild(t *testing.T) {
+	if os.Getenv(childEnv) == "" {
+		t.Skip("run by TestMissing in a child process")
+	}
+	for i := range 3 {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			Missing(t, "PostgreSQL", "no PostgreSQL for tests: connection refused; start one")
+		})
+	}
+	t.Run("pgTAP", func(t *testing.T) { Missing(t, "pgTAP", "no pgTAP") })
+}
+
+func runChild(t *testing.T, env ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestChild$")
+	cmd.Env = append(os.Environ(), append([]string{childEnv + "=1"}, env...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func TestMissing(t *testing.T) {
+	t.Run("a package that skipped ends with one line per missing thing, and is kept out of the test cache", func(t *testing.T) {
+		before := time.Now().Add(-time.Second)
+		out, err := runChild(t, "CI=")
+		if err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		for _, want := range []string{
+			"3 test(s) of this package skipped: rheo tests: skipped what needs PostgreSQL (no PostgreSQL for tests: connection refused; start one); go test -v lists the tests, CI=true fails them\n",
+			"1 test(s) of this package skipped: rheo tests: skipped what needs pgTAP (no pgTAP); go test -v lists the tests, CI=true fails them\n",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the child's output lacks %q:\n%s", want, out)
+			}
+		}
+		info, err := os.Stat(stampPath())
+		if err != nil || info.ModTime().Before(before) {
+			t.Fatalf("the stamp %s was not rewritten at the end of the run (%v)", stampPath(), err)
+		}
+	})
+	t.Run("under CI=true what is missing fails", func(t *testing.T) {
+		out, err := runChild(t, "CI=true")
+		if err == nil || !strings.Contains(out, "no PostgreSQL for tests: connection refused; start one") || strings.Contains(out, "rheo tests: skipped") {
+			t.Fatalf("child under CI=true: %v\n%s", err, out)
+		}
+	})
+	t.Run("of the binaries of one go test command, the first to skip for a thing says it", func(t *testing.T) {
+		what := fmt.Sprintf("thing-%d", time.Now().UnixNano())
+		if !firstSay(what) || firstSay(what) {
+			t.Fatal("firstSay is not true once, then false")
+		}
+	})
+}
