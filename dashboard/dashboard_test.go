@@ -80,7 +80,7 @@ func TestDashboardPages(t *testing.T) {
 			t.Fatalf("GET the group: %d\n%s", code, body)
 		}
 		wantContains(t, "the group page", body, `id="total-lag"`, "invalid quantity", dl.ID, "&#34;qty&#34;: -1",
-			`id="leases"`, `data-event-id="`+leased[0].Event.ID+`"`, "worker-7", "leased", `<svg class="chart"`)
+			`id="leases"`, `data-delivery="`+leased[0].Event.ID+`"`, "worker-7", "leased", `<svg class="chart"`)
 		if strings.Contains(body, "<form") {
 			t.Errorf("a read-only group page has a form:\n%s", body)
 		}
