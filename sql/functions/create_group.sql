@@ -21,9 +21,10 @@ DECLARE
 BEGIN
     v_count := rheo._stream(p_stream);
     -- Holds off drop_stream and prune of the stream until this commits,
-    -- and waits for theirs: the cursors are placed against the partitions'
-    -- low watermarks as they stand.
-    PERFORM 1 FROM rheo.streams s WHERE s.stream = p_stream FOR KEY SHARE;
+    -- and waits for theirs (FOR SHARE conflicts with their FOR NO KEY
+    -- UPDATE): the cursors are placed against the partitions' low
+    -- watermarks as they stand.
+    PERFORM 1 FROM rheo.streams s WHERE s.stream = p_stream FOR SHARE;
     IF NOT FOUND THEN  -- dropped meanwhile
         RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
             DETAIL = format('stream %L does not exist', p_stream);

@@ -20,8 +20,12 @@ BEGIN
             DETAIL = 'drop_stream deletes the stream with every event and group: call it with confirm => true';
     END IF;
     -- The stream's row first: prunes, create_group and set_retention of
-    -- the stream wait for the drop, and then find no stream.
-    PERFORM 1 FROM rheo.streams s WHERE s.stream = p_stream FOR UPDATE;
+    -- the stream wait for the drop, and then find no stream. FOR NO KEY
+    -- UPDATE, not FOR UPDATE: an append in progress may still check its
+    -- foreign key to the row (FOR KEY SHARE) while it holds a partition
+    -- this drop waits for. The delete at the end takes the row whole,
+    -- once no append is left that could.
+    PERFORM 1 FROM rheo.streams s WHERE s.stream = p_stream FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
             DETAIL = format('stream %L does not exist', p_stream);

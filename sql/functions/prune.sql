@@ -12,8 +12,9 @@
 -- their leases become stale, and their cursors move past them.
 --
 -- Locks, held to commit, in the order every function takes them
--- (docs/design.md, "Locks"): the stream's row, so that prunes of the
--- stream, drop_stream and create_group wait for each other; the cursors
+-- (docs/design.md, "Locks"): the stream's row, FOR NO KEY UPDATE, so
+-- that prunes of the stream, drop_stream and create_group wait for each
+-- other while appends' foreign key checks on it do not; the cursors
 -- of the partition being pruned, for every group, so that no replay or
 -- reset moves a cursor below what is deleted (fetches skip the partition
 -- meanwhile, as for any claim in progress); with force, the deliveries it
@@ -59,7 +60,7 @@ BEGIN
     END IF;
     PERFORM rheo._check_time('clock', p_clock);
 
-    SELECT s.max_age INTO v_max_age FROM rheo.streams s WHERE s.stream = p_stream FOR UPDATE;
+    SELECT s.max_age INTO v_max_age FROM rheo.streams s WHERE s.stream = p_stream FOR NO KEY UPDATE;
     IF NOT FOUND THEN  -- dropped meanwhile
         RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
             DETAIL = format('stream %L does not exist', p_stream);

@@ -1020,11 +1020,13 @@ func TestConcurrentAckBatchDuringReplay(t *testing.T) {
 	}
 }
 
-// TestConcurrentDropStreamDuringAppends drops a stream while one append
-// to it is in progress and another starts during the drop: the drop waits
-// for the first, then deletes its event with the others, and the second
-// finds no stream (stream_not_found, not a raw error), so that no event
-// outlives its stream.
+// TestConcurrentDropStreamDuringAppends drops a stream while a
+// transaction appending to it is in progress and another append starts
+// during the drop: the drop waits for the transaction, which appends
+// again meanwhile (checking its foreign key to the stream's row, which
+// the drop must not hold against it), then deletes its events with the
+// others, and the late append finds no stream (stream_not_found, not a
+// raw error), so that no event outlives its stream.
 func TestConcurrentDropStreamDuringAppends(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
@@ -1052,14 +1054,17 @@ func TestConcurrentDropStreamDuringAppends(t *testing.T) {
 		_, err := conn.Exec(ctx, `SELECT rheo.append('doomed', '{"late": true}')`)
 		return err
 	})
+	if _, err := tx.Exec(ctx, `SELECT rheo.append('doomed', '{"in": "progress", "again": true}')`); err != nil {
+		t.Fatalf("the second append of the transaction the drop waits for: %v", err)
+	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := drop.wait(); err != nil {
 		t.Fatalf("drop_stream: %v", err)
 	}
-	if deleted != 2 {
-		t.Errorf("drop_stream deleted %d events, want 2: the one in progress too", deleted)
+	if deleted != 3 {
+		t.Errorf("drop_stream deleted %d events, want 3: the two in progress too", deleted)
 	}
 	err = late.wait()
 	var pgErr *pgconn.PgError
@@ -1136,6 +1141,112 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 	}
 	if !slices.Equal(got, []int64{11}) {
 		t.Errorf("fetch after the prune and replay returned %v, want [11]", got)
+	}
+}
+
+// TestConcurrentPruneDuringAppendTransaction prunes a stream while a
+// transaction appends to it twice, the second time once the prune waits
+// for its partition: the second update of the partition's row in one
+// transaction checks the foreign key to the stream's row, and the prune
+// holds that row in a mode that lets the check through, so the append
+// goes on, the prune finishes after its commit, and neither fails with
+// 40P01 (deadlock detected).
+func TestConcurrentPruneDuringAppendTransaction(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('outbox')`)
+	concExec(ctx, t, pool, `SELECT rheo.set_retention('outbox', '1 hour')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('outbox',
+		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SELECT rheo.append('outbox', '{"n": 11}', clock => '2030-01-01 02:00Z')`); err != nil {
+		t.Fatal(err)
+	}
+	var pruned int64
+	prune := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, `SELECT rheo.prune('outbox', clock => '2030-01-01 02:00Z')`).Scan(&pruned)
+	})
+	concWaitForLock(ctx, t, pool, prune.pid)
+	if _, err := tx.Exec(ctx, `SELECT rheo.append('outbox', '{"n": 12}', clock => '2030-01-01 02:00Z')`); err != nil {
+		t.Fatalf("the second append of the transaction the prune waits for: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := prune.wait(); err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	if pruned != 10 {
+		t.Errorf("pruned %d events, want the 10 aged ones", pruned)
+	}
+	var low, high int64
+	if err := pool.QueryRow(ctx, `SELECT low_watermark, high_watermark FROM rheo.stream_info('outbox')`).Scan(&low, &high); err != nil {
+		t.Fatal(err)
+	}
+	var kept []int64
+	rows, _ := pool.Query(ctx, `SELECT sequence FROM rheo.events WHERE stream = 'outbox' ORDER BY sequence`)
+	kept, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if low != 11 || high != 12 || !slices.Equal(kept, []int64{11, 12}) {
+		t.Errorf("after the prune: low %d, high %d, events %v; want 11, 12, [11 12]", low, high, kept)
+	}
+}
+
+// TestConcurrentCreateGroupDuringPrune creates a group while a prune of
+// its stream is in progress: the creation waits for the prune and places
+// the new group's cursor at the new low watermark, never at events the
+// prune deleted.
+func TestConcurrentCreateGroupDuringPrune(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('young')`)
+	concExec(ctx, t, pool, `SELECT rheo.set_retention('young', '1 hour')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('young',
+		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var pruned int64
+	if err := tx.QueryRow(ctx, `SELECT rheo.prune('young', clock => '2030-01-01 02:00Z')`).Scan(&pruned); err != nil {
+		t.Fatal(err)
+	}
+	if pruned != 10 {
+		t.Fatalf("pruned %d, want 10", pruned)
+	}
+	create := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		_, err := conn.Exec(ctx, `SELECT rheo.create_group('young', 'late')`)
+		return err
+	})
+	concWaitForLock(ctx, t, pool, create.pid)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := create.wait(); err != nil {
+		t.Fatalf("create_group: %v", err)
+	}
+	var next int64
+	if err := pool.QueryRow(ctx, `SELECT c.next_sequence FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
+		WHERE g.stream = 'young' AND g.group_name = 'late'`).Scan(&next); err != nil {
+		t.Fatal(err)
+	}
+	if next != 11 {
+		t.Errorf("the group created during the prune starts at %d, want 11, the new low watermark", next)
 	}
 }
 
