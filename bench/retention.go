@@ -1,0 +1,893 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/retention"
+	"github.com/rheo-go/rheo/worker"
+)
+
+// The retention workloads (Rheo only, one round each). They take minutes
+// at their full sizes, so they run only when --workloads names them.
+const (
+	workloadPrune        = "prune"
+	workloadPruneLatency = "prunelatency"
+	workloadHorizon      = "horizon"
+)
+
+// optInWorkloads run only when --workloads names them.
+var optInWorkloads = []string{workloadPrune, workloadPruneLatency, workloadHorizon}
+
+// retentionSizes are the sizes of the retention workloads.
+type retentionSizes struct {
+	pruneN          int           // aged events appended, pruned, then appended again
+	pruneTail       int           // young events after them: the prune keeps them, fetches read them
+	latencyAged     int           // aged events the concurrent prune of the latency runs deletes
+	latencyRate     int           // events/s of the latency runs' producer
+	latencyDuration time.Duration // length of each latency run
+	horizonN        int           // events drained while a snapshot is held, and again after
+}
+
+// flags registers the command-line flags of the retention workloads.
+func (z *retentionSizes) flags(fs *flag.FlagSet) {
+	fs.IntVar(&z.pruneN, "prune-n", 10_000_000, "aged events of the prune workload: appended, pruned, appended again")
+	fs.IntVar(&z.pruneTail, "prune-tail", 10_000, "young events after the prune workload's aged ones; its fetch figures drain them")
+	fs.IntVar(&z.latencyAged, "prunelatency-aged", 3_000_000, "aged events that the prunelatency workload's concurrent prune deletes")
+	fs.IntVar(&z.latencyRate, "prunelatency-rate", 1000, "events per second of the prunelatency workload's producer")
+	fs.DurationVar(&z.latencyDuration, "prunelatency-duration", 10*time.Second, "duration of each prunelatency run")
+	fs.IntVar(&z.horizonN, "horizon-n", 1_000_000, "events the horizon workload drains while a snapshot is held, and again after its release")
+}
+
+// retentionQuick are the --quick sizes of the retention workloads.
+var retentionQuick = map[string]string{
+	"prune-n": "20000", "prune-tail": "1000", "prunelatency-aged": "20000", "prunelatency-rate": "200",
+	"prunelatency-duration": "1s", "horizon-n": "2000",
+}
+
+func (z *retentionSizes) check() error {
+	if z.pruneN < 1 || z.pruneTail < 1 || z.latencyAged < 1 || z.latencyRate < 1 || z.horizonN < 1 {
+		return errors.New("counts must be at least 1")
+	}
+	if z.latencyDuration <= 0 {
+		return errors.New("--prunelatency-duration must be positive")
+	}
+	return nil
+}
+
+func (z *retentionSizes) String() string {
+	return fmt.Sprintf("prune %s aged + %s young, prunelatency %s aged at %d/s for %s per run, horizon %s held + %s after",
+		count(z.pruneN), count(z.pruneTail), count(z.latencyAged), z.latencyRate, z.latencyDuration,
+		count(z.horizonN), count(z.horizonN))
+}
+
+// retentionPlan lists the retention measurements the configuration asks
+// for.
+func (c *config) retentionPlan(report *textReport) []measurement {
+	var plan []measurement
+	if c.runs(workloadPrune) {
+		plan = append(plan, measurement{label: workloadPrune, once: true,
+			rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
+				return s.pruneCost(ctx, c.retention, report, c.logf)
+			})})
+	}
+	if c.runs(workloadPruneLatency) {
+		plan = append(plan, measurement{label: workloadPruneLatency, once: true,
+			rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
+				return s.pruneLatency(ctx, c.retention, c.latencyConcurrency, c.logf)
+			})})
+	}
+	if c.runs(workloadHorizon) {
+		plan = append(plan, measurement{label: workloadHorizon, once: true,
+			rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
+				return s.horizon(ctx, c.retention, c.latencyConcurrency, report, c.logf)
+			})})
+	}
+	return plan
+}
+
+// agedBy is how far in the past the aged events are stamped; the streams
+// keep events for retentionMaxAge, so every aged event may be pruned.
+const (
+	agedBy          = 30 * 24 * time.Hour
+	retentionMaxAge = 7 * 24 * time.Hour
+)
+
+// pruneBatch is the events of one append_batch call of the prune
+// workload, and the max_count of its prune calls (prune's default).
+const pruneBatch = driver.DefaultPruneCount
+
+// session is one connection of the server whose use of the server is
+// measured: wall time, its backend's CPU time (read from /proc, when the
+// server runs on this machine) and the active_time of the database in
+// pg_stat_database (every statement of the database's sessions; the
+// workload runs nothing else meanwhile).
+type session struct {
+	conn *pgxpool.Conn
+	pid  int
+}
+
+// serverUse is what a step cost the server.
+type serverUse struct {
+	wall   time.Duration
+	cpu    time.Duration // the backend's CPU time; valid when cpuOK
+	cpuOK  bool
+	active time.Duration // pg_stat_database.active_time
+}
+
+func openSession(ctx context.Context, pool *pgxpool.Pool) (*session, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{conn: conn}
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&s.pid); err != nil {
+		conn.Release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// backendCPU is the CPU time the backend has used, from the first field
+// of /proc/<pid>/schedstat (nanoseconds); ok is false when the server's
+// processes are not visible from here.
+func backendCPU(pid int) (cpu time.Duration, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, false
+	}
+	ns, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(ns), true
+}
+
+// activeTime flushes the session's statistics and reads the database's
+// active_time.
+func (s *session) activeTime(ctx context.Context) (time.Duration, error) {
+	if _, err := s.conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
+		return 0, err
+	}
+	var ms float64
+	err := s.conn.QueryRow(ctx, `SELECT active_time FROM pg_stat_database WHERE datname = current_database()`).Scan(&ms)
+	return time.Duration(ms * float64(time.Millisecond)), err
+}
+
+// measure runs f on the session and returns what it cost the server.
+func (s *session) measure(ctx context.Context, f func(ctx context.Context) error) (serverUse, error) {
+	var u serverUse
+	active0, err := s.activeTime(ctx)
+	if err != nil {
+		return u, err
+	}
+	cpu0, ok0 := backendCPU(s.pid)
+	start := time.Now()
+	if err := f(ctx); err != nil {
+		return u, err
+	}
+	u.wall = time.Since(start)
+	cpu1, ok1 := backendCPU(s.pid)
+	u.cpu, u.cpuOK = cpu1-cpu0, ok0 && ok1
+	active1, err := s.activeTime(ctx)
+	u.active = active1 - active0
+	return u, err
+}
+
+// samples are the figures of a step: wall, CPU and active time in s.
+func (u serverUse) samples(name string) []sample {
+	out := []sample{{name + " wall", "s", u.wall.Seconds()}}
+	if u.cpuOK {
+		out = append(out, sample{name + " backend CPU", "s", u.cpu.Seconds()})
+	}
+	return append(out, sample{name + " active_time", "s", u.active.Seconds()})
+}
+
+// payloads is a JSON array of n benchmark payloads from index first.
+func payloads(first, n int) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"type":"bench","n":`)
+		b.WriteString(strconv.Itoa(first + i))
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// appendStamped appends n events to partition 0 of stream on the session
+// in append_batch calls of pruneBatch payloads sent by the client, with
+// clock (nil: the server's) as their ts.
+func (s *session) appendStamped(ctx context.Context, stream string, n int, clock *time.Time, logf func(string, ...any)) error {
+	for done := 0; done < n; {
+		k := min(pruneBatch, n-done)
+		var got int
+		if err := s.conn.QueryRow(ctx, `SELECT count(*) FROM rheo.append_batch($1, $2::jsonb, "partition" => 0, clock => $3)`,
+			stream, payloads(done, k), clock).Scan(&got); err != nil {
+			return err
+		}
+		if got != k {
+			return fmt.Errorf("append_batch of %d stored %d", k, got)
+		}
+		done += k
+		if done%1_000_000 == 0 {
+			logf("  appended %d of %d events", done, n)
+		}
+	}
+	return nil
+}
+
+// pruneCalls is what a prune loop did.
+type pruneCalls struct {
+	deleted int64
+	times   []time.Duration
+}
+
+// pruneAll calls rheo.prune(stream, pruneBatch) on the session until it
+// returns 0.
+func (s *session) pruneAll(ctx context.Context, stream string, r *pruneCalls, logf func(string, ...any)) error {
+	for {
+		start := time.Now()
+		var n int64
+		if err := s.conn.QueryRow(ctx, `SELECT rheo.prune($1, $2)`, stream, pruneBatch).Scan(&n); err != nil {
+			return err
+		}
+		r.times = append(r.times, time.Since(start))
+		if n == 0 {
+			return nil
+		}
+		before := r.deleted
+		r.deleted += n
+		if r.deleted/1_000_000 > before/1_000_000 {
+			logf("  pruned %d events", r.deleted)
+		}
+	}
+}
+
+// eventSizes are the bytes of rheo.events (heap), of its indexes, and of
+// rheo.time_marks with its indexes.
+type eventSizes struct{ heap, indexes, marks int64 }
+
+func sizesOf(rels []relation) eventSizes {
+	var z eventSizes
+	for _, r := range rels {
+		switch {
+		case r.Table == "events" && r.Index:
+			z.indexes += r.Bytes
+		case r.Table == "events":
+			z.heap += r.Bytes
+		case r.Table == "time_marks":
+			z.marks += r.Bytes
+		}
+	}
+	return z
+}
+
+func (z eventSizes) samples(stage string) []sample {
+	return []sample{
+		{"prune events heap " + stage, "MB", float64(z.heap) / mb},
+		{"prune events indexes " + stage, "MB", float64(z.indexes) / mb},
+	}
+}
+
+// pruneCost measures, on one stream of one partition: the server time of
+// appending z.pruneN aged events (then z.pruneTail young ones, untimed),
+// of pruning the aged ones, of the VACUUM that makes their space
+// reusable, and of appending z.pruneN events again; the sizes of the log
+// after each step; and the fetch time per lease over the young events
+// with 0 pruned before the cursor, z.pruneN pruned and not vacuumed, and
+// vacuumed (a group each, placed after the aged events).
+func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *textReport, logf func(string, ...any)) ([]sample, error) {
+	sess, err := openSession(ctx, s.db.pool)
+	if err != nil {
+		return nil, err
+	}
+	defer sess.conn.Release()
+	stream, err := s.stream(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.drv.SetRetention(ctx, stream, retentionMaxAge); err != nil {
+		return nil, err
+	}
+	var samples []sample
+	aged := time.Now().Add(-agedBy)
+	appended, err := sess.measure(ctx, func(ctx context.Context) error {
+		return sess.appendStamped(ctx, stream, z.pruneN, &aged, logf)
+	})
+	if err != nil {
+		return nil, err
+	}
+	samples = append(samples, appended.samples("prune append "+count(z.pruneN)+" aged")...)
+	if err := sess.appendStamped(ctx, stream, z.pruneTail, nil, logf); err != nil {
+		return nil, err
+	}
+	after := int64(z.pruneN)
+	groups := []string{"pruned0", "prunedN", "vacuumed"}
+	for _, g := range groups {
+		if err := s.drv.CreateGroup(ctx, stream, g, &rheo.CreateGroupOptions{StartAfter: &after}); err != nil {
+			return nil, err
+		}
+	}
+	// As autovacuum would after such a load (and as the scale workload
+	// does), so that it does not run during the measurements.
+	analyzed, err := sess.measure(ctx, func(ctx context.Context) error {
+		_, err := sess.conn.Exec(ctx, "VACUUM (ANALYZE, PARALLEL 0) rheo.events, rheo.time_marks")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	samples = append(samples, analyzed.samples("prune VACUUM (ANALYZE) after the load")...)
+	stages := []string{"after the load", "after the prune", "after VACUUM", "after a second VACUUM", "after appending " + count(z.pruneN) + " again"}
+	var sizes []eventSizes
+	snapshot := func(stage string) error {
+		rels, err := relations(ctx, s.db.pool, "rheo")
+		if err != nil {
+			return err
+		}
+		report.add("rheo relations of the prune workload "+stage+":", relationsText(rels))
+		sizes = append(sizes, sizesOf(rels))
+		samples = append(samples, sizes[len(sizes)-1].samples(stage)...)
+		return nil
+	}
+	fetchFigure := func(group, name string) (time.Duration, error) {
+		perLease, err := s.fetchPerLease(ctx, stream, group, z.pruneTail)
+		samples = append(samples, sample{"prune fetch per lease, " + name, "µs", micros(perLease)})
+		return perLease, err
+	}
+	if err := snapshot(stages[0]); err != nil {
+		return nil, err
+	}
+	before, err := fetchFigure(groups[0], "0 pruned")
+	if err != nil {
+		return nil, err
+	}
+
+	var calls pruneCalls
+	pruned, err := sess.measure(ctx, func(ctx context.Context) error { return sess.pruneAll(ctx, stream, &calls, logf) })
+	if err != nil {
+		return nil, err
+	}
+	if calls.deleted != int64(z.pruneN) {
+		return nil, fmt.Errorf("prune deleted %d events, want %d", calls.deleted, z.pruneN)
+	}
+	slices.Sort(calls.times)
+	samples = append(samples, pruned.samples("prune prune "+count(z.pruneN))...)
+	samples = append(samples,
+		sample{"prune prune calls", "calls", float64(len(calls.times))},
+		sample{"prune prune call p50", "ms", millis(percentile(calls.times, 50))},
+		sample{"prune prune call max", "ms", millis(percentile(calls.times, 100))},
+		sample{"prune prune/append wall", "ratio", pruned.wall.Seconds() / appended.wall.Seconds()},
+		sample{"prune prune/append active_time", "ratio", pruned.active.Seconds() / appended.active.Seconds()})
+	if pruned.cpuOK && appended.cpuOK {
+		samples = append(samples, sample{"prune prune/append backend CPU", "ratio", pruned.cpu.Seconds() / appended.cpu.Seconds()})
+	}
+	if err := snapshot(stages[1]); err != nil {
+		return nil, err
+	}
+	notVacuumed, err := fetchFigure(groups[1], count(z.pruneN)+" pruned, before VACUUM")
+	if err != nil {
+		return nil, err
+	}
+
+	vacuumed, err := sess.measure(ctx, func(ctx context.Context) error {
+		_, err := sess.conn.Exec(ctx, "VACUUM (PARALLEL 0) rheo.events, rheo.time_marks")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	samples = append(samples, vacuumed.samples("prune VACUUM after the prune")...)
+	if err := snapshot(stages[2]); err != nil {
+		return nil, err
+	}
+	afterVacuum, err := fetchFigure(groups[2], count(z.pruneN)+" pruned, after VACUUM")
+	if err != nil {
+		return nil, err
+	}
+	// A B-tree page that a VACUUM emptied and deleted can be reused only
+	// once no snapshot that may still follow a link to it remains; the
+	// pages that VACUUM could not yet hand over it leaves to the next one,
+	// as autovacuum's next visit would.
+	again2, err := sess.measure(ctx, func(ctx context.Context) error {
+		_, err := sess.conn.Exec(ctx, "VACUUM (PARALLEL 0) rheo.events, rheo.time_marks")
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	samples = append(samples, again2.samples("prune second VACUUM")...)
+	if err := snapshot(stages[3]); err != nil {
+		return nil, err
+	}
+	samples = append(samples,
+		sample{"prune fetch per lease pruned/0, before VACUUM", "ratio", float64(notVacuumed) / float64(before)},
+		sample{"prune fetch per lease pruned/0, after VACUUM", "ratio", float64(afterVacuum) / float64(before)})
+
+	again, err := sess.measure(ctx, func(ctx context.Context) error {
+		return sess.appendStamped(ctx, stream, z.pruneN, nil, logf)
+	})
+	if err != nil {
+		return nil, err
+	}
+	samples = append(samples, again.samples("prune append "+count(z.pruneN)+" again")...)
+	if err := snapshot(stages[4]); err != nil {
+		return nil, err
+	}
+	// How much of what the prune freed the second load did not reuse: 0
+	// when the log grew by nothing, 1 when it grew by all it had.
+	loaded, reloaded := sizes[0], sizes[4]
+	grown := float64(reloaded.heap+reloaded.indexes-loaded.heap-loaded.indexes) / float64(loaded.heap+loaded.indexes)
+	samples = append(samples, sample{"prune growth of heap+indexes on appending again", "fraction of the loaded size", grown})
+	return samples, nil
+}
+
+// callTimes collects the durations of calls.
+type callTimes struct {
+	mu    sync.Mutex
+	times []time.Duration
+	items int // leases or events the calls returned or sent
+}
+
+func (c *callTimes) add(d time.Duration, items int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.times = append(c.times, d)
+	c.items += items
+}
+
+// sorted returns the durations, sorted.
+func (c *callTimes) sorted() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := slices.Clone(c.times)
+	slices.Sort(s)
+	return s
+}
+
+// timedDriver is the PostgreSQL driver with its Fetch calls timed; the
+// worker uses it like the driver itself.
+type timedDriver struct {
+	*postgres.Driver
+	fetches atomic.Pointer[callTimes]
+}
+
+// Fetch times the driver's Fetch into the current callTimes.
+func (d *timedDriver) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
+	start := time.Now()
+	leases, err := d.Driver.Fetch(ctx, stream, group, opts)
+	if err == nil {
+		d.fetches.Load().add(time.Since(start), len(leases))
+	}
+	return leases, err
+}
+
+// startTimedWorker starts a worker of group on stream through drv, with
+// a no-op handler and the hooks given; stop stops it.
+func startTimedWorker(ctx context.Context, drv *timedDriver, stream, group string, concurrency int, handler worker.Handler, hooks ...any) (stop func() error, err error) {
+	w, err := worker.New(drv, &worker.Config{
+		Stream: stream, Group: group, Handler: handler, Concurrency: concurrency, Hooks: hooks,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return nil, err
+	}
+	return func() error { return w.Stop(context.WithoutCancel(ctx)) }, nil
+}
+
+// latencyRun is one run of the prunelatency workload.
+type latencyRun struct {
+	appends, fetches callTimes
+	delays           []time.Duration // from intended send time to handler start, sorted
+	pruned           int64           // events the concurrent prune deleted
+	pruneBusy        time.Duration   // how long the concurrent prune ran within the run
+}
+
+// pruneLatency loads z.latencyAged aged events, which a group has
+// passed, and then runs the same steady load three times: a producer at
+// z.latencyRate events/s (open loop, every call sending what is due) and
+// a worker of the group at concurrency conc, for z.latencyDuration each;
+// the second run with a retention.Pruner pruning the aged events meanwhile.
+// The figures are the append and fetch call times and the delay from
+// intended send time to handler start, per run.
+func (s *rheoSystem) pruneLatency(ctx context.Context, z retentionSizes, conc int, logf func(string, ...any)) ([]sample, error) {
+	stream, err := s.stream(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.drv.SetRetention(ctx, stream, retentionMaxAge); err != nil {
+		return nil, err
+	}
+	sess, err := openSession(ctx, s.db.pool)
+	if err != nil {
+		return nil, err
+	}
+	aged := time.Now().Add(-agedBy)
+	err = sess.appendStamped(ctx, stream, z.latencyAged, &aged, logf)
+	if err == nil {
+		_, err = sess.conn.Exec(ctx, "VACUUM (ANALYZE) rheo.events, rheo.time_marks")
+	}
+	sess.conn.Release()
+	if err != nil {
+		return nil, err
+	}
+	after := int64(z.latencyAged)
+	if err := s.drv.CreateGroup(ctx, stream, "steady", &rheo.CreateGroupOptions{StartAfter: &after}); err != nil {
+		return nil, err
+	}
+	drv := &timedDriver{Driver: s.drv}
+	var samples []sample
+	for i, name := range []string{"without prune", "with prune", "without prune, after"} {
+		r, err := s.steadyRun(ctx, drv, stream, z, conc, i == 1)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		appends, fetches := r.appends.sorted(), r.fetches.sorted()
+		for _, f := range []struct {
+			what  string
+			times []time.Duration
+		}{{"append call", appends}, {"fetch call", fetches}, {"send to handler", r.delays}} {
+			for _, p := range []float64{50, 99, 100} {
+				label := "p" + strconv.Itoa(int(p))
+				if p == 100 {
+					label = "max"
+				}
+				samples = append(samples, sample{"prunelatency " + f.what + " " + label + ", " + name, "ms", millis(percentile(f.times, p))})
+			}
+		}
+		samples = append(samples,
+			sample{"prunelatency fetch calls, " + name, "calls", float64(len(fetches))},
+			sample{"prunelatency load, " + name, "1-minute load", loadNow()})
+		if i == 1 {
+			samples = append(samples,
+				sample{"prunelatency events pruned during the run", "events", float64(r.pruned)},
+				sample{"prunelatency prune busy during the run", "s", r.pruneBusy.Seconds()})
+		}
+		logf("  prunelatency %s: %d appends, %d fetches, %d pruned", name, len(appends), len(fetches), r.pruned)
+	}
+	return samples, nil
+}
+
+// loadNow is the 1-minute load average, NaN when unknown.
+func loadNow() float64 {
+	f := strings.Fields(loadAverage())
+	if len(f) == 0 {
+		return math.NaN()
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}
+
+// steadyRun is one run of the prunelatency workload.
+func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream string, z retentionSizes, conc int, prune bool) (*latencyRun, error) {
+	r := &latencyRun{}
+	drv.fetches.Store(&r.fetches)
+	n := int(float64(z.latencyRate) * z.latencyDuration.Seconds())
+	rec := newRecorder(n)
+	acks := newCounter(n)
+	stop, err := startTimedWorker(ctx, drv, stream, "steady", conc, func(_ context.Context, l rheo.Lease) error {
+		p := latencyPayload{I: -1}
+		_ = json.Unmarshal(l.Event.Payload, &p) // a bad payload records index -1
+		rec.record(p.I, time.Unix(0, p.T))
+		return nil
+	}, acks)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stop() }()
+	pruneCtx, stopPrune := context.WithCancel(ctx)
+	pruneDone := make(chan error, 1)
+	if prune {
+		pruner, err := retention.New(s.drv, &retention.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			stopPrune()
+			return nil, err
+		}
+		go func() {
+			start := time.Now()
+			infos, err := pruner.RunOnce(pruneCtx)
+			r.pruneBusy = time.Since(start)
+			for _, info := range infos {
+				r.pruned += info.Deleted
+			}
+			pruneDone <- err
+		}()
+	} else {
+		pruneDone <- nil
+	}
+	err = openLoop(ctx, n, z.latencyRate, 1, func(ctx context.Context, _ int, due []scheduled) error {
+		partition := 0
+		items := make([]rheo.BatchItem, len(due))
+		for i, e := range due {
+			b, _ := json.Marshal(latencyPayload{Type: "latency", I: e.i, T: e.at.UnixNano()})
+			items[i] = rheo.BatchItem{Payload: b}
+		}
+		start := time.Now()
+		_, err := s.drv.AppendBatch(ctx, stream, items, &rheo.AppendBatchOptions{Partition: &partition})
+		r.appends.add(time.Since(start), len(items))
+		return err
+	})
+	stopPrune()
+	perr := <-pruneDone
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil && !errors.Is(perr, context.Canceled) {
+		return nil, fmt.Errorf("prune: %w", perr)
+	}
+	if prune && r.pruned == 0 {
+		return nil, errors.New("the concurrent prune deleted nothing during the run")
+	}
+	if err := acks.wait(ctx, drainTimeout); err != nil {
+		return nil, err
+	}
+	if r.delays, err = rec.samples(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// hotTables are the bookkeeping tables that fetches and settles rewrite.
+var hotTables = []string{"deliveries", "cursors", "partitions"}
+
+// milestones sends on reached at every step-th ack, without blocking.
+type milestones struct {
+	step    int64
+	seen    atomic.Int64
+	reached chan int64
+}
+
+// Acked implements worker.AckedHook.
+func (m *milestones) Acked(context.Context, worker.AckInfo) {
+	if n := m.seen.Add(1); n%m.step == 0 {
+		select {
+		case m.reached <- n:
+		default:
+		}
+	}
+}
+
+// horizonPhase is one drain of the horizon workload.
+type horizonPhase struct {
+	name    string
+	drain   time.Duration
+	fetches callTimes
+	sizes   []hotSizes // at every fifth of the drain
+}
+
+// hotSizes are the bytes of each hot table with its indexes, and its
+// dead tuples, after a given number of acks of the phase.
+type hotSizes struct {
+	acked int64
+	bytes map[string]int64
+	dead  map[string]int64
+}
+
+func readHotSizes(ctx context.Context, pool *pgxpool.Pool, acked int64) (hotSizes, error) {
+	h := hotSizes{acked: acked, bytes: map[string]int64{}, dead: map[string]int64{}}
+	rels, err := relations(ctx, pool, "rheo")
+	if err != nil {
+		return h, err
+	}
+	for _, t := range hotTables {
+		h.bytes[t], h.dead[t] = totals(rels, t)
+	}
+	return h, nil
+}
+
+// horizon appends z.horizonN events to a stream of one partition and
+// drains them with one worker at concurrency conc while another session
+// holds a REPEATABLE READ snapshot open (so that no row of the database
+// that died after it can be removed); then it ends that transaction,
+// appends z.horizonN more and drains them again. It samples the sizes of the hot tables at every
+// fifth of each drain, and times every fetch.
+func (s *rheoSystem) horizon(ctx context.Context, z retentionSizes, conc int, report *textReport, logf func(string, ...any)) ([]sample, error) {
+	stream, err := s.stream(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	load := func() error {
+		return s.loadGenerated(ctx, stream, z.horizonN, func(loaded int) {
+			if loaded%1_000_000 == 0 {
+				logf("  horizon: loaded %d events", loaded)
+			}
+		})
+	}
+	if err := load(); err != nil {
+		return nil, err
+	}
+	if _, err := s.db.pool.Exec(ctx, "VACUUM (ANALYZE) rheo.events, rheo.time_marks"); err != nil {
+		return nil, err
+	}
+	if err := s.drv.CreateGroup(ctx, stream, "soak", nil); err != nil {
+		return nil, err
+	}
+	holder, err := s.db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
+	// The transaction's first read takes its snapshot, which it keeps.
+	var holderPID int
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid() FROM rheo.streams LIMIT 1`).Scan(&holderPID); err != nil {
+		return nil, err
+	}
+	var xmin *string
+	if err := s.db.pool.QueryRow(ctx, `SELECT backend_xmin::text FROM pg_stat_activity WHERE pid = $1`, holderPID).Scan(&xmin); err != nil {
+		return nil, err
+	}
+	if xmin == nil {
+		return nil, errors.New("the snapshot holder has no xmin")
+	}
+	drv := &timedDriver{Driver: s.drv}
+	var phases []*horizonPhase
+	start, err := readHotSizes(ctx, s.db.pool, 0)
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range []string{"snapshot held", "after release"} {
+		if i == 1 {
+			if err := holder.Rollback(ctx); err != nil {
+				return nil, err
+			}
+			if err := load(); err != nil {
+				return nil, err
+			}
+		}
+		p := &horizonPhase{name: name}
+		if err := s.horizonDrain(ctx, drv, stream, z.horizonN, conc, p); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		phases = append(phases, p)
+		logf("  horizon %s: drained %d in %s", name, z.horizonN, p.drain.Round(time.Millisecond))
+	}
+	// What the next autovacuum leaves: it may truncate the empty end of
+	// the file, which the driver's vacuum does not.
+	if _, err := s.db.pool.Exec(ctx, "VACUUM "+strings.Join(qualified(hotTables), ", ")); err != nil {
+		return nil, err
+	}
+	time.Sleep(statsFlushWait)
+	final, err := readHotSizes(ctx, s.db.pool, int64(z.horizonN))
+	if err != nil {
+		return nil, err
+	}
+	report.add("rheo hot tables in the horizon workload (table + indexes, dead tuples as last reported):",
+		hotSizesText(start, phases, final))
+	var samples []sample
+	for _, p := range phases {
+		fetches := p.fetches.sorted()
+		end := p.sizes[len(p.sizes)-1]
+		samples = append(samples,
+			sample{"horizon drain, " + p.name, "events/s", perSecond(z.horizonN, p.drain)},
+			sample{"horizon fetch call p50, " + p.name, "ms", millis(percentile(fetches, 50))},
+			sample{"horizon fetch call p99, " + p.name, "ms", millis(percentile(fetches, 99))},
+			sample{"horizon fetch per lease, " + p.name, "µs", micros(p.fetches.perLease())})
+		for _, t := range hotTables {
+			samples = append(samples, sample{"horizon " + t + " at the end, " + p.name, "MB", float64(end.bytes[t]) / mb})
+		}
+	}
+	for _, t := range hotTables {
+		samples = append(samples, sample{"horizon " + t + " after VACUUM", "MB", float64(final.bytes[t]) / mb})
+	}
+	return samples, nil
+}
+
+// perLease is the total time of the calls over the leases they returned.
+func (c *callTimes) perLease() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var total time.Duration
+	for _, d := range c.times {
+		total += d
+	}
+	if c.items == 0 {
+		return 0
+	}
+	return total / time.Duration(c.items)
+}
+
+func qualified(tables []string) []string {
+	q := make([]string, len(tables))
+	for i, t := range tables {
+		q[i] = "rheo." + t
+	}
+	return q
+}
+
+// horizonDrain drains n events of group soak with a worker through drv,
+// sampling the hot tables at every fifth.
+func (s *rheoSystem) horizonDrain(ctx context.Context, drv *timedDriver, stream string, n, conc int, p *horizonPhase) error {
+	drv.fetches.Store(&p.fetches)
+	acks := newCounter(n)
+	marks := &milestones{step: max(int64(n/5), 1), reached: make(chan int64, 8)}
+	start := time.Now()
+	stop, err := startTimedWorker(ctx, drv, stream, "soak", conc, noopHandler, acks, marks)
+	if err != nil {
+		return err
+	}
+	var werr error
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for acked := range marks.reached {
+			h, err := readHotSizes(ctx, s.db.pool, acked)
+			if err != nil {
+				werr = err
+				continue
+			}
+			p.sizes = append(p.sizes, h)
+		}
+	}()
+	err = acks.wait(ctx, drainTimeout)
+	p.drain = time.Since(start)
+	if serr := stop(); err == nil {
+		err = serr
+	}
+	close(marks.reached)
+	<-sampled
+	if err == nil {
+		err = werr
+	}
+	if err == nil && len(p.sizes) == 0 {
+		err = errors.New("no size was sampled")
+	}
+	return err
+}
+
+// hotSizesText is the table of the hot tables' sizes over the phases.
+func hotSizesText(start hotSizes, phases []*horizonPhase, final hotSizes) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %-16s %10s", "phase", "acked")
+	for _, t := range hotTables {
+		fmt.Fprintf(&b, " %12s %10s", t, "dead")
+	}
+	b.WriteByte('\n')
+	row := func(name string, h hotSizes) {
+		fmt.Fprintf(&b, "  %-16s %10d", name, h.acked)
+		for _, t := range hotTables {
+			fmt.Fprintf(&b, " %12s %10d", humanBytes(h.bytes[t]), h.dead[t])
+		}
+		b.WriteByte('\n')
+	}
+	row("start", start)
+	for _, p := range phases {
+		for _, h := range p.sizes {
+			row(p.name, h)
+		}
+	}
+	row("after VACUUM", final)
+	return b.String()
+}
