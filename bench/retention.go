@@ -52,7 +52,7 @@ type retentionSizes struct {
 func (z *retentionSizes) flags(fs *flag.FlagSet) {
 	fs.IntVar(&z.pruneN, "prune-n", 10_000_000, "aged events of the prune workload: appended, pruned, appended again")
 	fs.IntVar(&z.pruneTail, "prune-tail", 10_000, "young events after the prune workload's aged ones; its fetch figures drain them")
-	fs.IntVar(&z.latencyAged, "prunelatency-aged", 3_000_000, "aged events that the prunelatency workload's concurrent prune deletes")
+	fs.IntVar(&z.latencyAged, "prunelatency-aged", 10_000_000, "aged events that the prunelatency workload's concurrent prune deletes")
 	fs.IntVar(&z.latencyRate, "prunelatency-rate", 1000, "events per second of the prunelatency workload's producer")
 	fs.DurationVar(&z.latencyDuration, "prunelatency-duration", 10*time.Second, "duration of each prunelatency run")
 	fs.IntVar(&z.horizonN, "horizon-n", 1_000_000, "events the horizon workload drains while a snapshot is held, and again after its release")
@@ -132,6 +132,7 @@ type serverUse struct {
 	cpu    time.Duration // the backend's CPU time; valid when cpuOK
 	cpuOK  bool
 	active time.Duration // pg_stat_database.active_time
+	wal    int64         // WAL bytes written, server-wide
 }
 
 func openSession(ctx context.Context, pool *pgxpool.Pool) (*session, error) {
@@ -184,6 +185,10 @@ func (s *session) measure(ctx context.Context, f func(ctx context.Context) error
 	if err != nil {
 		return u, err
 	}
+	lsn0, err := s.walLSN(ctx)
+	if err != nil {
+		return u, err
+	}
 	cpu0, ok0 := backendCPU(s.pid)
 	start := time.Now()
 	if err := f(ctx); err != nil {
@@ -192,9 +197,21 @@ func (s *session) measure(ctx context.Context, f func(ctx context.Context) error
 	u.wall = time.Since(start)
 	cpu1, ok1 := backendCPU(s.pid)
 	u.cpu, u.cpuOK = cpu1-cpu0, ok0 && ok1
+	lsn1, err := s.walLSN(ctx)
+	if err != nil {
+		return u, err
+	}
+	u.wal = lsn1 - lsn0
 	active1, err := s.activeTime(ctx)
 	u.active = active1 - active0
 	return u, err
+}
+
+// walLSN is the server's WAL position in bytes.
+func (s *session) walLSN(ctx context.Context) (int64, error) {
+	var lsn int64
+	err := s.conn.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'::pg_lsn`).Scan(&lsn)
+	return lsn, err
 }
 
 // samples are the figures of a step: wall, CPU and active time in s.
@@ -204,6 +221,17 @@ func (u serverUse) samples(name string) []sample {
 		out = append(out, sample{name + " backend CPU", "s", u.cpu.Seconds()})
 	}
 	return append(out, sample{name + " active_time", "s", u.active.Seconds()})
+}
+
+// vacuumSamples are the figures of a VACUUM: wall and CPU time in s.
+// pg_stat_database.active_time counts little of a VACUUM's time (0.4 s
+// of a VACUUM that ran for 22 s), so it is left out.
+func (u serverUse) vacuumSamples(name string) []sample {
+	out := []sample{{name + " wall", "s", u.wall.Seconds()}}
+	if u.cpuOK {
+		out = append(out, sample{name + " backend CPU", "s", u.cpu.Seconds()})
+	}
+	return out
 }
 
 // payloads is a JSON array of n benchmark payloads from index first.
@@ -303,7 +331,7 @@ func (z eventSizes) samples(stage string) []sample {
 // reusable, and of appending z.pruneN events again; the sizes of the log
 // after each step; and the fetch time per lease over the young events
 // with 0 pruned before the cursor, z.pruneN pruned and not vacuumed, and
-// vacuumed (a group each, placed after the aged events).
+// vacuumed (scaleGroups groups each, placed after the aged events).
 func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *textReport, logf func(string, ...any)) ([]sample, error) {
 	sess, err := openSession(ctx, s.db.pool)
 	if err != nil {
@@ -326,14 +354,21 @@ func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *te
 		return nil, err
 	}
 	samples = append(samples, appended.samples("prune append "+count(z.pruneN)+" aged")...)
+	samples = append(samples, sample{"prune append WAL", "bytes/event", float64(appended.wal) / float64(z.pruneN)})
 	if err := sess.appendStamped(ctx, stream, z.pruneTail, nil, logf); err != nil {
 		return nil, err
 	}
+	// scaleGroups groups per fetch figure, all placed after the aged
+	// events, so that none holds the prune back.
 	after := int64(z.pruneN)
-	groups := []string{"pruned0", "prunedN", "vacuumed"}
-	for _, g := range groups {
-		if err := s.drv.CreateGroup(ctx, stream, g, &rheo.CreateGroupOptions{StartAfter: &after}); err != nil {
-			return nil, err
+	groups := make([][]string, 3)
+	for i := range groups {
+		for g := range scaleGroups {
+			name := "fetch" + strconv.Itoa(i) + "_" + strconv.Itoa(g)
+			if err := s.drv.CreateGroup(ctx, stream, name, &rheo.CreateGroupOptions{StartAfter: &after}); err != nil {
+				return nil, err
+			}
+			groups[i] = append(groups[i], name)
 		}
 	}
 	// As autovacuum would after such a load (and as the scale workload
@@ -345,7 +380,7 @@ func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *te
 	if err != nil {
 		return nil, err
 	}
-	samples = append(samples, analyzed.samples("prune VACUUM (ANALYZE) after the load")...)
+	samples = append(samples, analyzed.vacuumSamples("prune VACUUM (ANALYZE) after the load")...)
 	stages := []string{"after the load", "after the prune", "after VACUUM", "after a second VACUUM", "after appending " + count(z.pruneN) + " again"}
 	var sizes []eventSizes
 	snapshot := func(stage string) error {
@@ -358,10 +393,20 @@ func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *te
 		samples = append(samples, sizes[len(sizes)-1].samples(stage)...)
 		return nil
 	}
-	fetchFigure := func(group, name string) (time.Duration, error) {
-		perLease, err := s.fetchPerLease(ctx, stream, group, z.pruneTail)
-		samples = append(samples, sample{"prune fetch per lease, " + name, "µs", micros(perLease)})
-		return perLease, err
+	// The median over the groups of each one's median fetch time per
+	// lease, as in the scale workload.
+	fetchFigure := func(groups []string, name string) (time.Duration, error) {
+		var perLease []float64
+		for _, g := range groups {
+			d, err := s.fetchPerLease(ctx, stream, g, z.pruneTail)
+			if err != nil {
+				return 0, err
+			}
+			perLease = append(perLease, float64(d))
+		}
+		d := time.Duration(median(perLease))
+		samples = append(samples, sample{"prune fetch per lease, " + name, "µs", micros(d)})
+		return d, nil
 	}
 	if err := snapshot(stages[0]); err != nil {
 		return nil, err
@@ -381,6 +426,7 @@ func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *te
 	}
 	slices.Sort(calls.times)
 	samples = append(samples, pruned.samples("prune prune "+count(z.pruneN))...)
+	samples = append(samples, sample{"prune prune WAL", "bytes/event", float64(pruned.wal) / float64(z.pruneN)})
 	samples = append(samples,
 		sample{"prune prune calls", "calls", float64(len(calls.times))},
 		sample{"prune prune call p50", "ms", millis(percentile(calls.times, 50))},
@@ -405,7 +451,14 @@ func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *te
 	if err != nil {
 		return nil, err
 	}
-	samples = append(samples, vacuumed.samples("prune VACUUM after the prune")...)
+	samples = append(samples, vacuumed.vacuumSamples("prune VACUUM after the prune")...)
+	samples = append(samples, sample{"prune VACUUM WAL", "bytes/pruned event", float64(vacuumed.wal) / float64(z.pruneN)})
+	samples = append(samples,
+		sample{"prune (prune + VACUUM)/append wall", "ratio", (pruned.wall + vacuumed.wall).Seconds() / appended.wall.Seconds()})
+	if pruned.cpuOK && vacuumed.cpuOK && appended.cpuOK {
+		samples = append(samples, sample{"prune (prune + VACUUM)/append backend CPU", "ratio",
+			(pruned.cpu + vacuumed.cpu).Seconds() / appended.cpu.Seconds()})
+	}
 	if err := snapshot(stages[2]); err != nil {
 		return nil, err
 	}
@@ -424,7 +477,7 @@ func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *te
 	if err != nil {
 		return nil, err
 	}
-	samples = append(samples, again2.samples("prune second VACUUM")...)
+	samples = append(samples, again2.vacuumSamples("prune second VACUUM")...)
 	if err := snapshot(stages[3]); err != nil {
 		return nil, err
 	}
@@ -450,25 +503,39 @@ func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *te
 	return samples, nil
 }
 
-// callTimes collects the durations of calls.
+// callTimes collects the start times and durations of calls.
 type callTimes struct {
-	mu    sync.Mutex
-	times []time.Duration
-	items int // leases or events the calls returned or sent
+	mu     sync.Mutex
+	starts []time.Time
+	times  []time.Duration
+	items  int // leases or events the calls returned or sent
 }
 
-func (c *callTimes) add(d time.Duration, items int) {
+func (c *callTimes) add(start time.Time, items int) {
+	d := time.Since(start)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.starts = append(c.starts, start)
 	c.times = append(c.times, d)
 	c.items += items
 }
 
 // sorted returns the durations, sorted.
 func (c *callTimes) sorted() []time.Duration {
+	return c.within(time.Time{}, time.Time{})
+}
+
+// within returns the durations of the calls that started in [from, to],
+// sorted; a zero to means no end.
+func (c *callTimes) within(from, to time.Time) []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := slices.Clone(c.times)
+	var s []time.Duration
+	for i, t := range c.starts {
+		if !t.Before(from) && (to.IsZero() || !t.After(to)) {
+			s = append(s, c.times[i])
+		}
+	}
 	slices.Sort(s)
 	return s
 }
@@ -485,7 +552,7 @@ func (d *timedDriver) Fetch(ctx context.Context, stream, group string, opts *rhe
 	start := time.Now()
 	leases, err := d.Driver.Fetch(ctx, stream, group, opts)
 	if err == nil {
-		d.fetches.Load().add(time.Since(start), len(leases))
+		d.fetches.Load().add(start, len(leases))
 	}
 	return leases, err
 }
@@ -508,18 +575,24 @@ func startTimedWorker(ctx context.Context, drv *timedDriver, stream, group strin
 // latencyRun is one run of the prunelatency workload.
 type latencyRun struct {
 	appends, fetches callTimes
-	delays           []time.Duration // from intended send time to handler start, sorted
-	pruned           int64           // events the concurrent prune deleted
-	pruneBusy        time.Duration   // how long the concurrent prune ran within the run
+	// from and to are the window the figures cover: the whole run, or,
+	// with a concurrent prune, the time it was busy.
+	from, to  time.Time
+	delays    []time.Duration // from intended send time to handler start, of the events due in the window, sorted
+	wal       int64           // WAL bytes written during the run, server-wide
+	duration  time.Duration   // of the whole run
+	pruned    int64           // events the concurrent prune deleted
+	pruneBusy time.Duration   // how long the concurrent prune ran within the run
 }
 
 // pruneLatency loads z.latencyAged aged events, which a group has
 // passed, and then runs the same steady load three times: a producer at
 // z.latencyRate events/s (open loop, every call sending what is due) and
 // a worker of the group at concurrency conc, for z.latencyDuration each;
-// the second run with a retention.Pruner pruning the aged events meanwhile.
+// in the second run a retention.Pruner prunes the aged events meanwhile.
 // The figures are the append and fetch call times and the delay from
-// intended send time to handler start, per run.
+// intended send time to handler start: over the whole run without the
+// prune, over the time the prune was busy with it.
 func (s *rheoSystem) pruneLatency(ctx context.Context, z retentionSizes, conc int, logf func(string, ...any)) ([]sample, error) {
 	stream, err := s.stream(ctx, 1)
 	if err != nil {
@@ -548,11 +621,12 @@ func (s *rheoSystem) pruneLatency(ctx context.Context, z retentionSizes, conc in
 	drv := &timedDriver{Driver: s.drv}
 	var samples []sample
 	for i, name := range []string{"without prune", "with prune", "without prune, after"} {
+		load := loadNow()
 		r, err := s.steadyRun(ctx, drv, stream, z, conc, i == 1)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		appends, fetches := r.appends.sorted(), r.fetches.sorted()
+		appends, fetches := r.appends.within(r.from, r.to), r.fetches.within(r.from, r.to)
 		for _, f := range []struct {
 			what  string
 			times []time.Duration
@@ -565,15 +639,17 @@ func (s *rheoSystem) pruneLatency(ctx context.Context, z retentionSizes, conc in
 				samples = append(samples, sample{"prunelatency " + f.what + " " + label + ", " + name, "ms", millis(percentile(f.times, p))})
 			}
 		}
+		window := r.to.Sub(r.from)
 		samples = append(samples,
-			sample{"prunelatency fetch calls, " + name, "calls", float64(len(fetches))},
-			sample{"prunelatency load, " + name, "1-minute load", loadNow()})
+			sample{"prunelatency window, " + name, "s", window.Seconds()},
+			sample{"prunelatency fetch calls, " + name, "calls/s", float64(len(fetches)) / window.Seconds()},
+			sample{"prunelatency WAL, " + name, "MB/s", float64(r.wal) / mb / r.duration.Seconds()},
+			sample{"prunelatency load, " + name, "1-minute load", load})
 		if i == 1 {
-			samples = append(samples,
-				sample{"prunelatency events pruned during the run", "events", float64(r.pruned)},
-				sample{"prunelatency prune busy during the run", "s", r.pruneBusy.Seconds()})
+			samples = append(samples, sample{"prunelatency events pruned during the run", "events", float64(r.pruned)})
 		}
-		logf("  prunelatency %s: %d appends, %d fetches, %d pruned", name, len(appends), len(fetches), r.pruned)
+		logf("  prunelatency %s: %d appends, %d fetches in %s, %d pruned", name, len(appends), len(fetches),
+			window.Round(time.Millisecond), r.pruned)
 	}
 	return samples, nil
 }
@@ -597,17 +673,26 @@ func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream str
 	drv.fetches.Store(&r.fetches)
 	n := int(float64(z.latencyRate) * z.latencyDuration.Seconds())
 	rec := newRecorder(n)
+	sent := make([]atomic.Int64, n) // intended send times, Unix nanoseconds
 	acks := newCounter(n)
 	stop, err := startTimedWorker(ctx, drv, stream, "steady", conc, func(_ context.Context, l rheo.Lease) error {
 		p := latencyPayload{I: -1}
 		_ = json.Unmarshal(l.Event.Payload, &p) // a bad payload records index -1
 		rec.record(p.I, time.Unix(0, p.T))
+		if p.I >= 0 && p.I < n {
+			sent[p.I].Store(p.T)
+		}
 		return nil
 	}, acks)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = stop() }()
+	lsn0, err := walLSN(ctx, s.db.pool)
+	if err != nil {
+		return nil, err
+	}
+	r.from = time.Now()
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	pruneDone := make(chan error, 1)
 	if prune {
@@ -617,9 +702,8 @@ func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream str
 			return nil, err
 		}
 		go func() {
-			start := time.Now()
 			infos, err := pruner.RunOnce(pruneCtx)
-			r.pruneBusy = time.Since(start)
+			r.to = time.Now()
 			for _, info := range infos {
 				r.pruned += info.Deleted
 			}
@@ -637,9 +721,11 @@ func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream str
 		}
 		start := time.Now()
 		_, err := s.drv.AppendBatch(ctx, stream, items, &rheo.AppendBatchOptions{Partition: &partition})
-		r.appends.add(time.Since(start), len(items))
+		r.appends.add(start, len(items))
 		return err
 	})
+	end := time.Now()
+	r.duration = end.Sub(r.from)
 	stopPrune()
 	perr := <-pruneDone
 	if err != nil {
@@ -651,12 +737,26 @@ func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream str
 	if prune && r.pruned == 0 {
 		return nil, errors.New("the concurrent prune deleted nothing during the run")
 	}
+	if r.to.IsZero() || r.to.After(end) {
+		r.to = end
+	}
 	if err := acks.wait(ctx, drainTimeout); err != nil {
 		return nil, err
 	}
-	if r.delays, err = rec.samples(); err != nil {
+	lsn1, err := walLSN(ctx, s.db.pool)
+	if err != nil {
 		return nil, err
 	}
+	r.wal = lsn1 - lsn0
+	if _, err = rec.samples(); err != nil {
+		return nil, err
+	}
+	for i, d := range rec.delays {
+		if t := time.Unix(0, sent[i].Load()); !t.Before(r.from) && !t.After(r.to) {
+			r.delays = append(r.delays, d)
+		}
+	}
+	slices.Sort(r.delays)
 	return r, nil
 }
 
