@@ -45,23 +45,25 @@ type retentionSizes struct {
 	latencyAged     int           // aged events the concurrent prune of the latency runs deletes
 	latencyRate     int           // events/s of the latency runs' producer
 	latencyDuration time.Duration // length of each latency run
-	horizonN        int           // events drained while a snapshot is held, and again after
+	horizonN        int           // events the horizon workload drains
+	horizonHold     time.Duration // how long it holds a snapshot open while draining
 }
 
 // flags registers the command-line flags of the retention workloads.
 func (z *retentionSizes) flags(fs *flag.FlagSet) {
 	fs.IntVar(&z.pruneN, "prune-n", 10_000_000, "aged events of the prune workload: appended, pruned, appended again")
 	fs.IntVar(&z.pruneTail, "prune-tail", 10_000, "young events after the prune workload's aged ones; its fetch figures drain them")
-	fs.IntVar(&z.latencyAged, "prunelatency-aged", 10_000_000, "aged events that the prunelatency workload's concurrent prune deletes")
+	fs.IntVar(&z.latencyAged, "prunelatency-aged", 6_000_000, "aged events of each of the prunelatency workload's two streams, for its concurrent prunes to delete")
 	fs.IntVar(&z.latencyRate, "prunelatency-rate", 1000, "events per second of the prunelatency workload's producer")
 	fs.DurationVar(&z.latencyDuration, "prunelatency-duration", 10*time.Second, "duration of each prunelatency run")
-	fs.IntVar(&z.horizonN, "horizon-n", 1_000_000, "events the horizon workload drains while a snapshot is held, and again after its release")
+	fs.IntVar(&z.horizonN, "horizon-n", 1_000_000, "events the horizon workload drains")
+	fs.DurationVar(&z.horizonHold, "horizon-hold", 2*time.Minute, "how long the horizon workload holds a snapshot open while it drains (less when the drain ends sooner)")
 }
 
 // retentionQuick are the --quick sizes of the retention workloads.
 var retentionQuick = map[string]string{
 	"prune-n": "20000", "prune-tail": "1000", "prunelatency-aged": "20000", "prunelatency-rate": "200",
-	"prunelatency-duration": "1s", "horizon-n": "2000",
+	"prunelatency-duration": "1s", "horizon-n": "2000", "horizon-hold": "1s",
 }
 
 func (z *retentionSizes) check() error {
@@ -71,13 +73,16 @@ func (z *retentionSizes) check() error {
 	if z.latencyDuration <= 0 {
 		return errors.New("--prunelatency-duration must be positive")
 	}
+	if z.horizonHold <= 0 {
+		return errors.New("--horizon-hold must be positive")
+	}
 	return nil
 }
 
 func (z *retentionSizes) String() string {
-	return fmt.Sprintf("prune %s aged + %s young, prunelatency %s aged at %d/s for %s per run, horizon %s held + %s after",
+	return fmt.Sprintf("prune %s aged + %s young, prunelatency %s aged at %d/s for %s per run, horizon %s with a snapshot held for %s",
 		count(z.pruneN), count(z.pruneTail), count(z.latencyAged), z.latencyRate, z.latencyDuration,
-		count(z.horizonN), count(z.horizonN))
+		count(z.horizonN), z.horizonHold)
 }
 
 // retentionPlan lists the retention measurements the configuration asks
@@ -585,19 +590,58 @@ type latencyRun struct {
 	pruneBusy time.Duration   // how long the concurrent prune ran within the run
 }
 
-// pruneLatency loads z.latencyAged aged events, which a group has
-// passed, and then runs the same steady load three times: a producer at
+// pacedBatch and pacedPause are the paced prune of the prunelatency
+// workload: batches of pacedBatch events, pacedPause apart (at most
+// 100,000 events/s).
+const (
+	pacedBatch = 1000
+	pacedPause = 10 * time.Millisecond
+)
+
+// pruneLoop calls rheo.prune(stream, batch) until it deletes nothing,
+// it has deleted limit events (0: no limit) or ctx ends, pausing pause
+// between calls, and returns how many it deleted.
+func (s *rheoSystem) pruneLoop(ctx context.Context, stream string, batch int, pause time.Duration, limit int64) (int64, error) {
+	var deleted int64
+	for {
+		n, err := s.drv.Prune(ctx, stream, &rheo.PruneOptions{MaxCount: batch})
+		deleted += n
+		if err != nil || n == 0 || (limit > 0 && deleted >= limit) {
+			return deleted, err
+		}
+		if pause > 0 {
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return deleted, ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// pruneLatency loads z.latencyAged aged events into the stream of the
+// steady load, which its group has passed, and as many into another
+// stream, and then runs the same steady load five times: a producer at
 // z.latencyRate events/s (open loop, every call sending what is due) and
-// a worker of the group at concurrency conc, for z.latencyDuration each;
-// in the second run a retention.Pruner prunes the aged events meanwhile.
-// The figures are the append and fetch call times and the delay from
-// intended send time to handler start: over the whole run without the
-// prune, over the time the prune was busy with it.
+// a worker of the group at concurrency conc, for z.latencyDuration each.
+// Meanwhile: nothing; a paced prune of the stream; a retention.Pruner,
+// which prunes as fast as it can; the same pace of prune on the other
+// stream only; nothing again. The figures are the append and fetch call
+// times and the delay from intended send time to handler start: over the
+// whole run without a prune, over the time the prune was busy with one.
 func (s *rheoSystem) pruneLatency(ctx context.Context, z retentionSizes, conc int, logf func(string, ...any)) ([]sample, error) {
 	stream, err := s.stream(ctx, 1)
 	if err != nil {
 		return nil, err
 	}
+	other, err := s.stream(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	// Only the steady stream has a retention, so that the Pruner prunes
+	// it alone; the other stream is pruned by pruneLoop.
 	if err := s.drv.SetRetention(ctx, stream, retentionMaxAge); err != nil {
 		return nil, err
 	}
@@ -607,6 +651,9 @@ func (s *rheoSystem) pruneLatency(ctx context.Context, z retentionSizes, conc in
 	}
 	aged := time.Now().Add(-agedBy)
 	err = sess.appendStamped(ctx, stream, z.latencyAged, &aged, logf)
+	if err == nil {
+		err = sess.appendStamped(ctx, other, z.latencyAged, &aged, logf)
+	}
 	if err == nil {
 		_, err = sess.conn.Exec(ctx, "VACUUM (ANALYZE) rheo.events, rheo.time_marks")
 	}
@@ -618,13 +665,44 @@ func (s *rheoSystem) pruneLatency(ctx context.Context, z retentionSizes, conc in
 	if err := s.drv.CreateGroup(ctx, stream, "steady", &rheo.CreateGroupOptions{StartAfter: &after}); err != nil {
 		return nil, err
 	}
+	pruner, err := retention.New(s.drv, &retention.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, err
+	}
+	paced := fmt.Sprintf("paced prune (%d per %s)", pacedBatch, pacedPause)
+	runs := []struct {
+		name  string
+		prune func(ctx context.Context) (int64, error)
+	}{
+		{"without prune", nil},
+		// At most half of the aged events, so that the Pruner has some
+		// left (at full size the pace prunes fewer in a run anyway).
+		{paced, func(ctx context.Context) (int64, error) {
+			return s.pruneLoop(ctx, stream, pacedBatch, pacedPause, int64(z.latencyAged/2))
+		}},
+		{"Pruner", func(ctx context.Context) (int64, error) {
+			infos, err := pruner.RunOnce(ctx)
+			var n int64
+			for _, info := range infos {
+				n += info.Deleted
+			}
+			return n, err
+		}},
+		{"Pruner's pace on another stream", func(ctx context.Context) (int64, error) {
+			if err := s.drv.SetRetention(ctx, other, retentionMaxAge); err != nil {
+				return 0, err
+			}
+			return s.pruneLoop(ctx, other, retention.DefaultBatchSize, 0, 0)
+		}},
+		{"without prune, after", nil},
+	}
 	drv := &timedDriver{Driver: s.drv}
 	var samples []sample
-	for i, name := range []string{"without prune", "with prune", "without prune, after"} {
+	for _, run := range runs {
 		load := loadNow()
-		r, err := s.steadyRun(ctx, drv, stream, z, conc, i == 1)
+		r, err := s.steadyRun(ctx, drv, stream, z, conc, run.prune)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", run.name, err)
 		}
 		appends, fetches := r.appends.within(r.from, r.to), r.fetches.within(r.from, r.to)
 		for _, f := range []struct {
@@ -636,19 +714,19 @@ func (s *rheoSystem) pruneLatency(ctx context.Context, z retentionSizes, conc in
 				if p == 100 {
 					label = "max"
 				}
-				samples = append(samples, sample{"prunelatency " + f.what + " " + label + ", " + name, "ms", millis(percentile(f.times, p))})
+				samples = append(samples, sample{"prunelatency " + f.what + " " + label + ", " + run.name, "ms", millis(percentile(f.times, p))})
 			}
 		}
 		window := r.to.Sub(r.from)
 		samples = append(samples,
-			sample{"prunelatency window, " + name, "s", window.Seconds()},
-			sample{"prunelatency fetch calls, " + name, "calls/s", float64(len(fetches)) / window.Seconds()},
-			sample{"prunelatency WAL, " + name, "MB/s", float64(r.wal) / mb / r.duration.Seconds()},
-			sample{"prunelatency load, " + name, "1-minute load", load})
-		if i == 1 {
-			samples = append(samples, sample{"prunelatency events pruned during the run", "events", float64(r.pruned)})
+			sample{"prunelatency window, " + run.name, "s", window.Seconds()},
+			sample{"prunelatency fetch calls, " + run.name, "calls/s", float64(len(fetches)) / window.Seconds()},
+			sample{"prunelatency WAL, " + run.name, "MB/s", float64(r.wal) / mb / r.duration.Seconds()},
+			sample{"prunelatency load, " + run.name, "1-minute load", load})
+		if run.prune != nil {
+			samples = append(samples, sample{"prunelatency pruned, " + run.name, "events/s", float64(r.pruned) / window.Seconds()})
 		}
-		logf("  prunelatency %s: %d appends, %d fetches in %s, %d pruned", name, len(appends), len(fetches),
+		logf("  prunelatency %s: %d appends, %d fetches in %s, %d pruned", run.name, len(appends), len(fetches),
 			window.Round(time.Millisecond), r.pruned)
 	}
 	return samples, nil
@@ -668,7 +746,10 @@ func loadNow() float64 {
 }
 
 // steadyRun is one run of the prunelatency workload.
-func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream string, z retentionSizes, conc int, prune bool) (*latencyRun, error) {
+// prune, when not nil, runs meanwhile from the start, until it returns
+// or the producer is done.
+func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream string, z retentionSizes, conc int,
+	prune func(ctx context.Context) (int64, error)) (*latencyRun, error) {
 	r := &latencyRun{}
 	drv.fetches.Store(&r.fetches)
 	n := int(float64(z.latencyRate) * z.latencyDuration.Seconds())
@@ -695,18 +776,11 @@ func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream str
 	r.from = time.Now()
 	pruneCtx, stopPrune := context.WithCancel(ctx)
 	pruneDone := make(chan error, 1)
-	if prune {
-		pruner, err := retention.New(s.drv, &retention.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			stopPrune()
-			return nil, err
-		}
+	if prune != nil {
 		go func() {
-			infos, err := pruner.RunOnce(pruneCtx)
+			n, err := prune(pruneCtx)
 			r.to = time.Now()
-			for _, info := range infos {
-				r.pruned += info.Deleted
-			}
+			r.pruned = n
 			pruneDone <- err
 		}()
 	} else {
@@ -734,7 +808,7 @@ func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream str
 	if perr != nil && !errors.Is(perr, context.Canceled) {
 		return nil, fmt.Errorf("prune: %w", perr)
 	}
-	if prune && r.pruned == 0 {
+	if prune != nil && r.pruned == 0 {
 		return nil, errors.New("the concurrent prune deleted nothing during the run")
 	}
 	if r.to.IsZero() || r.to.After(end) {
@@ -763,41 +837,21 @@ func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream str
 // hotTables are the bookkeeping tables that fetches and settles rewrite.
 var hotTables = []string{"deliveries", "cursors", "partitions"}
 
-// milestones sends on reached at every step-th ack, without blocking.
-type milestones struct {
-	step    int64
-	seen    atomic.Int64
-	reached chan int64
-}
+// ackCount counts acks.
+type ackCount struct{ n atomic.Int64 }
 
 // Acked implements worker.AckedHook.
-func (m *milestones) Acked(context.Context, worker.AckInfo) {
-	if n := m.seen.Add(1); n%m.step == 0 {
-		select {
-		case m.reached <- n:
-		default:
-		}
-	}
-}
-
-// horizonPhase is one drain of the horizon workload.
-type horizonPhase struct {
-	name    string
-	drain   time.Duration
-	fetches callTimes
-	sizes   []hotSizes // at every fifth of the drain
-}
+func (a *ackCount) Acked(context.Context, worker.AckInfo) { a.n.Add(1) }
 
 // hotSizes are the bytes of each hot table with its indexes, and its
-// dead tuples, after a given number of acks of the phase.
+// dead tuples (as last reported by the backends).
 type hotSizes struct {
-	acked int64
 	bytes map[string]int64
 	dead  map[string]int64
 }
 
-func readHotSizes(ctx context.Context, pool *pgxpool.Pool, acked int64) (hotSizes, error) {
-	h := hotSizes{acked: acked, bytes: map[string]int64{}, dead: map[string]int64{}}
+func readHotSizes(ctx context.Context, pool *pgxpool.Pool) (hotSizes, error) {
+	h := hotSizes{bytes: map[string]int64{}, dead: map[string]int64{}}
 	rels, err := relations(ctx, pool, "rheo")
 	if err != nil {
 		return h, err
@@ -808,25 +862,37 @@ func readHotSizes(ctx context.Context, pool *pgxpool.Pool, acked int64) (hotSize
 	return h, nil
 }
 
+// horizonSample is the state of the horizon workload's drain at one
+// moment, and its fetches since the sample before.
+type horizonSample struct {
+	at      time.Duration // since the drain started
+	held    bool          // the snapshot was held through the interval
+	acked   int64
+	rate    float64 // acks per second over the interval
+	fetches []time.Duration
+	sizes   hotSizes
+}
+
+// horizonIntervals is how many samples the hold is cut into.
+const horizonIntervals = 6
+
 // horizon appends z.horizonN events to a stream of one partition and
 // drains them with one worker at concurrency conc while another session
-// holds a REPEATABLE READ snapshot open (so that no row of the database
-// that died after it can be removed); then it ends that transaction,
-// appends z.horizonN more and drains them again. It samples the sizes of the hot tables at every
-// fifth of each drain, and times every fetch.
+// holds a REPEATABLE READ snapshot open (so that no row that died after
+// it can be removed) for z.horizonHold, or until the drain ends; then it
+// ends that transaction, and the worker goes on to the last event. It
+// samples the acks, the fetch times and the sizes of the hot tables every
+// z.horizonHold / horizonIntervals, and after a final VACUUM.
 func (s *rheoSystem) horizon(ctx context.Context, z retentionSizes, conc int, report *textReport, logf func(string, ...any)) ([]sample, error) {
 	stream, err := s.stream(ctx, 1)
 	if err != nil {
 		return nil, err
 	}
-	load := func() error {
-		return s.loadGenerated(ctx, stream, z.horizonN, func(loaded int) {
-			if loaded%1_000_000 == 0 {
-				logf("  horizon: loaded %d events", loaded)
-			}
-		})
-	}
-	if err := load(); err != nil {
+	if err := s.loadGenerated(ctx, stream, z.horizonN, func(loaded int) {
+		if loaded%1_000_000 == 0 {
+			logf("  horizon: loaded %d events", loaded)
+		}
+	}); err != nil {
 		return nil, err
 	}
 	if _, err := s.db.pool.Exec(ctx, "VACUUM (ANALYZE) rheo.events, rheo.time_marks"); err != nil {
@@ -852,71 +918,100 @@ func (s *rheoSystem) horizon(ctx context.Context, z retentionSizes, conc int, re
 	if xmin == nil {
 		return nil, errors.New("the snapshot holder has no xmin")
 	}
-	drv := &timedDriver{Driver: s.drv}
-	var phases []*horizonPhase
-	start, err := readHotSizes(ctx, s.db.pool, 0)
+	start0, err := readHotSizes(ctx, s.db.pool)
 	if err != nil {
 		return nil, err
 	}
-	for i, name := range []string{"snapshot held", "after release"} {
-		if i == 1 {
+	timeline := []horizonSample{{held: true, sizes: start0}}
+
+	drv := &timedDriver{Driver: s.drv}
+	var fetches callTimes
+	drv.fetches.Store(&fetches)
+	acks := &ackCount{}
+	done := newCounter(z.horizonN)
+	start := time.Now()
+	stop, err := startTimedWorker(ctx, drv, stream, "soak", conc, noopHandler, acks, done)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = stop() }()
+	tick := time.NewTicker(z.horizonHold / horizonIntervals)
+	defer tick.Stop()
+	deadline := time.NewTimer(drainTimeout)
+	defer deadline.Stop()
+	held, released := true, time.Duration(0)
+	for finished := false; !finished; {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			return nil, fmt.Errorf("timed out with %d of %d acked", acks.n.Load(), z.horizonN)
+		case <-done.done:
+			finished = true
+		case <-tick.C:
+		}
+		now := time.Now()
+		prev := timeline[len(timeline)-1]
+		h := horizonSample{at: now.Sub(start), held: held, acked: acks.n.Load(),
+			fetches: fetches.within(start.Add(prev.at), now)}
+		h.rate = float64(h.acked-prev.acked) / (h.at - prev.at).Seconds()
+		if h.sizes, err = readHotSizes(ctx, s.db.pool); err != nil {
+			return nil, err
+		}
+		timeline = append(timeline, h)
+		logf("  horizon %5.1fs: %d acked, %.0f/s, snapshot held %t", h.at.Seconds(), h.acked, h.rate, held)
+		if held && (h.at >= z.horizonHold || finished) {
 			if err := holder.Rollback(ctx); err != nil {
 				return nil, err
 			}
-			if err := load(); err != nil {
-				return nil, err
-			}
+			held, released = false, h.at
 		}
-		p := &horizonPhase{name: name}
-		if err := s.horizonDrain(ctx, drv, stream, z.horizonN, conc, p); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		phases = append(phases, p)
-		logf("  horizon %s: drained %d in %s", name, z.horizonN, p.drain.Round(time.Millisecond))
 	}
-	// What the next autovacuum leaves: it may truncate the empty end of
-	// the file, which the driver's vacuum does not.
+	drainTime := time.Since(start)
+	if err := stop(); err != nil {
+		return nil, err
+	}
+	// What autovacuum's next visit leaves (it may also truncate the empty
+	// end of a file, which the driver's vacuum does not).
 	if _, err := s.db.pool.Exec(ctx, "VACUUM "+strings.Join(qualified(hotTables), ", ")); err != nil {
 		return nil, err
 	}
 	time.Sleep(statsFlushWait)
-	final, err := readHotSizes(ctx, s.db.pool, int64(z.horizonN))
+	final, err := readHotSizes(ctx, s.db.pool)
 	if err != nil {
 		return nil, err
 	}
-	report.add("rheo hot tables in the horizon workload (table + indexes, dead tuples as last reported):",
-		hotSizesText(start, phases, final))
-	var samples []sample
-	for _, p := range phases {
-		fetches := p.fetches.sorted()
-		end := p.sizes[len(p.sizes)-1]
-		samples = append(samples,
-			sample{"horizon drain, " + p.name, "events/s", perSecond(z.horizonN, p.drain)},
-			sample{"horizon fetch call p50, " + p.name, "ms", millis(percentile(fetches, 50))},
-			sample{"horizon fetch call p99, " + p.name, "ms", millis(percentile(fetches, 99))},
-			sample{"horizon fetch per lease, " + p.name, "µs", micros(p.fetches.perLease())})
-		for _, t := range hotTables {
-			samples = append(samples, sample{"horizon " + t + " at the end, " + p.name, "MB", float64(end.bytes[t]) / mb})
+	report.add(fmt.Sprintf("rheo horizon workload: draining %s events, a REPEATABLE READ snapshot held for the first %s "+
+		"(table + indexes; dead tuples as last reported):", count(z.horizonN), released.Round(time.Second)),
+		horizonText(timeline, final))
+
+	samples := []sample{
+		{"horizon snapshot held", "s", released.Seconds()},
+		{"horizon drain of " + count(z.horizonN), "s", drainTime.Seconds()},
+	}
+	// The first and last interval of the hold, and the last of the drain.
+	var heldLast horizonSample
+	for _, h := range timeline[1:] {
+		if h.held {
+			heldLast = h
 		}
 	}
+	for _, f := range []struct {
+		name string
+		h    horizonSample
+	}{{"first interval, held", timeline[1]}, {"last interval, held", heldLast}, {"last interval, released", timeline[len(timeline)-1]}} {
+		samples = append(samples,
+			sample{"horizon drain rate, " + f.name, "events/s", f.h.rate},
+			sample{"horizon fetch call p50, " + f.name, "ms", millis(percentile(f.h.fetches, 50))},
+			sample{"horizon fetch call p99, " + f.name, "ms", millis(percentile(f.h.fetches, 99))})
+	}
 	for _, t := range hotTables {
-		samples = append(samples, sample{"horizon " + t + " after VACUUM", "MB", float64(final.bytes[t]) / mb})
+		samples = append(samples,
+			sample{"horizon " + t + " at the release", "MB", float64(heldLast.sizes.bytes[t]) / mb},
+			sample{"horizon " + t + " at the end of the drain", "MB", float64(timeline[len(timeline)-1].sizes.bytes[t]) / mb},
+			sample{"horizon " + t + " after VACUUM", "MB", float64(final.bytes[t]) / mb})
 	}
 	return samples, nil
-}
-
-// perLease is the total time of the calls over the leases they returned.
-func (c *callTimes) perLease() time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var total time.Duration
-	for _, d := range c.times {
-		total += d
-	}
-	if c.items == 0 {
-		return 0
-	}
-	return total / time.Duration(c.items)
 }
 
 func qualified(tables []string) []string {
@@ -927,67 +1022,33 @@ func qualified(tables []string) []string {
 	return q
 }
 
-// horizonDrain drains n events of group soak with a worker through drv,
-// sampling the hot tables at every fifth.
-func (s *rheoSystem) horizonDrain(ctx context.Context, drv *timedDriver, stream string, n, conc int, p *horizonPhase) error {
-	drv.fetches.Store(&p.fetches)
-	acks := newCounter(n)
-	marks := &milestones{step: max(int64(n/5), 1), reached: make(chan int64, 8)}
-	start := time.Now()
-	stop, err := startTimedWorker(ctx, drv, stream, "soak", conc, noopHandler, acks, marks)
-	if err != nil {
-		return err
-	}
-	var werr error
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for acked := range marks.reached {
-			h, err := readHotSizes(ctx, s.db.pool, acked)
-			if err != nil {
-				werr = err
-				continue
-			}
-			p.sizes = append(p.sizes, h)
-		}
-	}()
-	err = acks.wait(ctx, drainTimeout)
-	p.drain = time.Since(start)
-	if serr := stop(); err == nil {
-		err = serr
-	}
-	close(marks.reached)
-	<-sampled
-	if err == nil {
-		err = werr
-	}
-	if err == nil && len(p.sizes) == 0 {
-		err = errors.New("no size was sampled")
-	}
-	return err
-}
-
-// hotSizesText is the table of the hot tables' sizes over the phases.
-func hotSizesText(start hotSizes, phases []*horizonPhase, final hotSizes) string {
+// horizonText is the table of the horizon workload's samples.
+func horizonText(timeline []horizonSample, final hotSizes) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "  %-16s %10s", "phase", "acked")
+	fmt.Fprintf(&b, "  %7s %-8s %9s %9s %9s %9s", "s", "snapshot", "acked", "acks/s", "fetch p50", "fetch p99")
 	for _, t := range hotTables {
-		fmt.Fprintf(&b, " %12s %10s", t, "dead")
+		fmt.Fprintf(&b, " %11s %9s", t, "dead")
 	}
 	b.WriteByte('\n')
-	row := func(name string, h hotSizes) {
-		fmt.Fprintf(&b, "  %-16s %10d", name, h.acked)
+	row := func(at, state, acked, rate, p50, p99 string, h hotSizes) {
+		fmt.Fprintf(&b, "  %7s %-8s %9s %9s %9s %9s", at, state, acked, rate, p50, p99)
 		for _, t := range hotTables {
-			fmt.Fprintf(&b, " %12s %10d", humanBytes(h.bytes[t]), h.dead[t])
+			fmt.Fprintf(&b, " %11s %9d", humanBytes(h.bytes[t]), h.dead[t])
 		}
 		b.WriteByte('\n')
 	}
-	row("start", start)
-	for _, p := range phases {
-		for _, h := range p.sizes {
-			row(p.name, h)
+	for i, h := range timeline {
+		state := "released"
+		if h.held {
+			state = "held"
 		}
+		if i == 0 {
+			row("0", state, "0", "", "", "", h.sizes)
+			continue
+		}
+		row(format(h.at.Seconds()), state, strconv.FormatInt(h.acked, 10), format(h.rate),
+			format(millis(percentile(h.fetches, 50))), format(millis(percentile(h.fetches, 99))), h.sizes)
 	}
-	row("after VACUUM", final)
+	row("", "VACUUM", "", "", "", "", final)
 	return b.String()
 }
