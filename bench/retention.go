@@ -416,6 +416,15 @@ func (s *rheoSystem) pruneCost(ctx context.Context, z retentionSizes, report *te
 	if err := snapshot(stages[0]); err != nil {
 		return nil, err
 	}
+	// One group drains the young events first, untimed: the first
+	// fetches of the stream, on connections and caches that have not
+	// fetched yet, are slower than any later ones, pruned or not.
+	if err := s.drv.CreateGroup(ctx, stream, "warmup", &rheo.CreateGroupOptions{StartAfter: &after}); err != nil {
+		return nil, err
+	}
+	if _, err := s.fetchPerLease(ctx, stream, "warmup", z.pruneTail); err != nil {
+		return nil, err
+	}
 	before, err := fetchFigure(groups[0], "0 pruned")
 	if err != nil {
 		return nil, err
