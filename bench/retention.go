@@ -42,9 +42,9 @@ var optInWorkloads = []string{workloadPrune, workloadPruneLatency, workloadHoriz
 type retentionSizes struct {
 	pruneN          int           // aged events appended, pruned, then appended again
 	pruneTail       int           // young events after them: the prune keeps them, fetches read them
-	latencyAged     int           // aged events the concurrent prune of the latency runs deletes
-	latencyRate     int           // events/s of the latency runs' producer
-	latencyDuration time.Duration // length of each latency run
+	latencyAged     int           // aged events in each of the prunelatency workload's two streams
+	latencyRate     int           // events/s of the prunelatency runs' producer
+	latencyDuration time.Duration // length of each prunelatency run
 	horizonN        int           // events the horizon workload drains
 	horizonHold     time.Duration // how long it holds a snapshot open while draining
 }
@@ -66,6 +66,7 @@ var retentionQuick = map[string]string{
 	"prunelatency-duration": "1s", "horizon-n": "2000", "horizon-hold": "1s",
 }
 
+// check rejects sizes that no run could use.
 func (z *retentionSizes) check() error {
 	if z.pruneN < 1 || z.pruneTail < 1 || z.latencyAged < 1 || z.latencyRate < 1 || z.horizonN < 1 {
 		return errors.New("counts must be at least 1")
@@ -79,8 +80,9 @@ func (z *retentionSizes) check() error {
 	return nil
 }
 
+// String is the sizes, for the report's header.
 func (z *retentionSizes) String() string {
-	return fmt.Sprintf("prune %s aged + %s young, prunelatency %s aged at %d/s for %s per run, horizon %s with a snapshot held for %s",
+	return fmt.Sprintf("prune %s aged + %s young, prunelatency %s aged per stream at %d/s for %s per run, horizon %s with a snapshot held for %s",
 		count(z.pruneN), count(z.pruneTail), count(z.latencyAged), z.latencyRate, z.latencyDuration,
 		count(z.horizonN), z.horizonHold)
 }
@@ -522,31 +524,25 @@ type callTimes struct {
 	mu     sync.Mutex
 	starts []time.Time
 	times  []time.Duration
-	items  int // leases or events the calls returned or sent
 }
 
-func (c *callTimes) add(start time.Time, items int) {
+// add records a call that started at start and has just returned.
+func (c *callTimes) add(start time.Time) {
 	d := time.Since(start)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.starts = append(c.starts, start)
 	c.times = append(c.times, d)
-	c.items += items
-}
-
-// sorted returns the durations, sorted.
-func (c *callTimes) sorted() []time.Duration {
-	return c.within(time.Time{}, time.Time{})
 }
 
 // within returns the durations of the calls that started in [from, to],
-// sorted; a zero to means no end.
+// sorted.
 func (c *callTimes) within(from, to time.Time) []time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var s []time.Duration
 	for i, t := range c.starts {
-		if !t.Before(from) && (to.IsZero() || !t.After(to)) {
+		if !t.Before(from) && !t.After(to) {
 			s = append(s, c.times[i])
 		}
 	}
@@ -561,18 +557,19 @@ type timedDriver struct {
 	fetches atomic.Pointer[callTimes]
 }
 
-// Fetch times the driver's Fetch into the current callTimes.
+// Fetch times the driver's Fetch into the current callTimes; a failed
+// call is not counted.
 func (d *timedDriver) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
 	start := time.Now()
 	leases, err := d.Driver.Fetch(ctx, stream, group, opts)
 	if err == nil {
-		d.fetches.Load().add(start, len(leases))
+		d.fetches.Load().add(start)
 	}
 	return leases, err
 }
 
 // startTimedWorker starts a worker of group on stream through drv, with
-// a no-op handler and the hooks given; stop stops it.
+// handler and hooks; stop stops it.
 func startTimedWorker(ctx context.Context, drv *timedDriver, stream, group string, concurrency int, handler worker.Handler, hooks ...any) (stop func() error, err error) {
 	w, err := worker.New(drv, &worker.Config{
 		Stream: stream, Group: group, Handler: handler, Concurrency: concurrency, Hooks: hooks,
@@ -591,12 +588,11 @@ type latencyRun struct {
 	appends, fetches callTimes
 	// from and to are the window the figures cover: the whole run, or,
 	// with a concurrent prune, the time it was busy.
-	from, to  time.Time
-	delays    []time.Duration // from intended send time to handler start, of the events due in the window, sorted
-	wal       int64           // WAL bytes written during the run, server-wide
-	duration  time.Duration   // of the whole run
-	pruned    int64           // events the concurrent prune deleted
-	pruneBusy time.Duration   // how long the concurrent prune ran within the run
+	from, to time.Time
+	delays   []time.Duration // from intended send time to handler start, of the events due in the window, sorted
+	wal      int64           // WAL bytes written during the run, server-wide
+	duration time.Duration   // of the whole run
+	pruned   int64           // events the concurrent prune deleted
 }
 
 // pacedBatch and pacedPause are the paced prune of the prunelatency
@@ -804,7 +800,7 @@ func (s *rheoSystem) steadyRun(ctx context.Context, drv *timedDriver, stream str
 		}
 		start := time.Now()
 		_, err := s.drv.AppendBatch(ctx, stream, items, &rheo.AppendBatchOptions{Partition: &partition})
-		r.appends.add(start, len(items))
+		r.appends.add(start)
 		return err
 	})
 	end := time.Now()
