@@ -295,6 +295,22 @@ func (f *failingDriver) Prune(ctx context.Context, stream string, opts *rheo.Pru
 	return f.Driver.Prune(ctx, stream, opts)
 }
 
+// countingDriver signals every Prune call of one stream once it has
+// returned.
+type countingDriver struct {
+	driver.Driver
+	stream string
+	calls  chan struct{}
+}
+
+func (c *countingDriver) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
+	n, err := c.Driver.Prune(ctx, stream, opts)
+	if stream == c.stream {
+		c.calls <- struct{}{}
+	}
+	return n, err
+}
+
 func TestStartStop(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, b *bundle) {
 		t.Run("a started pruner passes at once and then every interval of its clock", func(t *testing.T) {
@@ -338,6 +354,42 @@ func TestStartStop(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, infos, "a stopped pruner does nothing")
 			require.Equal(t, int64(1), b.low(s))
+		})
+
+		t.Run("a pass pauses after each full batch, and Stop ends it in the pause", func(t *testing.T) {
+			s := b.stream(true)
+			b.appendN(s, 5)
+			b.age()
+			rec := newRecorder()
+			counted := &countingDriver{Driver: b.d, stream: s, calls: make(chan struct{}, 10)}
+			p, err := retention.New(counted, &retention.Config{BatchSize: 2, Pause: time.Hour, Hook: rec, Clock: b.clock})
+			require.NoError(t, err)
+			require.NoError(t, p.Start(b.ctx))
+			select {
+			case <-counted.calls:
+			case <-time.After(waitTimeout):
+				t.Fatal("no batch")
+			}
+			stopCtx, cancel := context.WithTimeout(b.ctx, waitTimeout)
+			defer cancel()
+			require.NoError(t, p.Stop(stopCtx), "Stop does not wait out the pause")
+			info := rec.next(t)
+			for info.Stream != s { // the streams of the earlier cases come first
+				info = rec.next(t)
+			}
+			require.Equal(t, int64(2), info.Deleted, "one batch before the pause")
+			require.Equal(t, 1, info.Batches)
+			require.NoError(t, info.Err)
+			require.Equal(t, int64(3), b.low(s))
+		})
+
+		t.Run("a negative Pause runs the batches back to back", func(t *testing.T) {
+			s := b.stream(true)
+			b.appendN(s, 5)
+			b.age()
+			infos, err := b.pruner(retention.Config{BatchSize: 2, Pause: -1}).RunOnce(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, retention.PruneInfo{Stream: s, Deleted: 5, Batches: 3}, byStream(infos)[s])
 		})
 
 		t.Run("cancelling the context of Start stops the pruner", func(t *testing.T) {
