@@ -127,6 +127,8 @@ type GroupSummary struct {
 	MaxAttempts int `json:"max_attempts"`
 	// CreatedAt is when the group was created.
 	CreatedAt time.Time `json:"created_at"`
+	// Ordering is the group's delivery order.
+	Ordering Ordering `json:"ordering"`
 }
 
 // AckResult is the outcome of one lease of an AckBatch call.
@@ -170,14 +172,18 @@ type StreamRange struct {
 	Partitions []PartitionRange `json:"partitions"`
 }
 
-// Delivery is an event a group has in progress: leased, or waiting to be
-// claimed again (a retry's delay, an expired lease, a replay).
+// Delivery is an event a group has in progress: leased, waiting to be
+// claimed again (a retry's delay, an expired lease, a replay), or, in a
+// group ordered by key, blocked behind an earlier event of its key.
 type Delivery struct {
 	// EventID, Partition and Sequence identify the event.
 	EventID   string `json:"event_id"`
 	Partition int    `json:"partition"`
 	Sequence  int64  `json:"sequence"`
-	// State is "leased" or "pending" (waiting to be claimed again).
+	// State is "leased", "pending" (waiting to be claimed again) or
+	// "blocked" (passed by the cursor of a group ordered by key while an
+	// earlier event of its key was not terminal; it becomes pending when
+	// that one is).
 	State string `json:"state"`
 	// ConsumerID names the consumer holding a leased delivery; "" when
 	// pending.
@@ -189,7 +195,7 @@ type Delivery struct {
 	// replay reopened it.
 	LeasedAt *time.Time `json:"leased_at"`
 	// ExpiresAt is when a lease lapses, or when a pending delivery becomes
-	// claimable.
+	// claimable; for a blocked one, when it was blocked.
 	ExpiresAt time.Time `json:"expires_at"`
 	// Reason is the reason of the latest retry, if any.
 	Reason string `json:"reason,omitempty"`
