@@ -99,7 +99,9 @@ type GroupInfo struct {
 	// Inflight counts leases that have not expired.
 	Inflight int64 `json:"inflight"`
 	// PendingRetry counts non-terminal deliveries not currently leased:
-	// waiting for a retry delay, or with an expired lease.
+	// waiting for a retry delay, or with an expired lease. Events held
+	// back behind an earlier event of their key (OrderingKey) count in
+	// Lag only.
 	PendingRetry int64 `json:"pending_retry"`
 	// DeadLetters counts the group's dead letters.
 	DeadLetters int64 `json:"dead_letters"`
@@ -172,18 +174,17 @@ type StreamRange struct {
 	Partitions []PartitionRange `json:"partitions"`
 }
 
-// Delivery is an event a group has in progress: leased, waiting to be
-// claimed again (a retry's delay, an expired lease, a replay), or, in a
-// group ordered by key, blocked behind an earlier event of its key.
+// Delivery is an event a group has in progress: leased, or waiting to be
+// claimed again (a retry's delay, an expired lease, a replay). Events
+// that a group ordered by key holds back behind an earlier event of
+// their key are not among them: they wait for that event, not for a
+// time.
 type Delivery struct {
 	// EventID, Partition and Sequence identify the event.
 	EventID   string `json:"event_id"`
 	Partition int    `json:"partition"`
 	Sequence  int64  `json:"sequence"`
-	// State is "leased", "pending" (waiting to be claimed again) or
-	// "blocked" (passed by the cursor of a group ordered by key while an
-	// earlier event of its key was not terminal; it becomes pending when
-	// that one is).
+	// State is "leased" or "pending" (waiting to be claimed again).
 	State string `json:"state"`
 	// ConsumerID names the consumer holding a leased delivery; "" when
 	// pending.
@@ -195,7 +196,7 @@ type Delivery struct {
 	// replay reopened it.
 	LeasedAt *time.Time `json:"leased_at"`
 	// ExpiresAt is when a lease lapses, or when a pending delivery becomes
-	// claimable; for a blocked one, when it was blocked.
+	// claimable.
 	ExpiresAt time.Time `json:"expires_at"`
 	// Reason is the reason of the latest retry, if any.
 	Reason string `json:"reason,omitempty"`

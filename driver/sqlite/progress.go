@@ -268,7 +268,8 @@ func (s *session) deadLetters(ctx context.Context, stream, group string, maxCoun
 }
 
 // inProgress lists the group's deliveries in progress, the soonest due first,
-// as rheo.leases does.
+// as rheo.leases does: leases and pending deliveries, not the blocked
+// ones, which wait for an earlier event rather than for a time.
 func (s *session) inProgress(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
 	g, err := s.group(ctx, stream, group)
 	if err != nil {
@@ -282,7 +283,7 @@ func (s *session) inProgress(ctx context.Context, stream, group string, maxCount
 		SELECT e.id, d."partition", d.sequence, d.state, d.consumer_id, d.attempt, d.leased_at, d.expires_at, d.reason
 		  FROM rheo_deliveries AS d
 		  JOIN rheo_events AS e ON e.stream = ?2 AND e."partition" = d."partition" AND e.sequence = d.sequence
-		 WHERE d.group_id = ?1
+		 WHERE d.group_id = ?1 AND d.state <> 'blocked'
 		 ORDER BY d.expires_at, d."partition", d.sequence
 		 LIMIT ?3`, g.id, stream, maxCount)
 	err = scanAll(rows, err, func(rows *sql.Rows) error {

@@ -328,8 +328,9 @@ func TestCLIOrdering(t *testing.T) {
 			if err != nil || len(leases) != 2 || leases[0].Event.Sequence != 1 || leases[1].Event.Sequence != 3 {
 				t.Fatalf("fetch of the key group: %+v, %v; want events 1 and 3", leases, err)
 			}
-			if out := b.ok(t, "leases", "orders", "billing"); !strings.Contains(out, "blocked") {
-				t.Fatalf("leases shows no blocked event:\n%s", out)
+			info := cliJSON[rheo.GroupInfo](t, b.ok(t, "info", "orders", "billing", "--output", "json"))
+			if info.Lag != 3 || info.Inflight != 2 || info.PendingRetry != 0 {
+				t.Fatalf("info = %+v, want lag 3 with 2 in flight and the blocked event in neither count", info)
 			}
 		})
 		t.Run("set-ordering changes a group's ordering", func(t *testing.T) {

@@ -124,7 +124,9 @@ func infoCommand() *command {
 		details: `INFLIGHT counts leases that have not expired. PENDING_RETRY counts events
 waiting for a retry delay, whose lease expired, or reopened by a replay.
 OLDEST_UNSETTLED is the ts of the oldest event the group has not acked or
-dead-lettered, including events it was not offered yet.`,
+dead-lettered, including events it was not offered yet. In a group ordered
+by key, events waiting behind an earlier event of their key count in LAG
+only.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
