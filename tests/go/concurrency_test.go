@@ -1802,3 +1802,169 @@ func TestConcurrentKeyOrdering(t *testing.T) {
 	}
 	t.Logf("%d handlings of %d events over %d keys; %d dead letters", len(log), events, len(byKey), len(dead))
 }
+
+// TestConcurrentKeyExpiryUnblocks races the settle of a key's earliest
+// lease, expired at its last attempt, against the fetch that
+// dead-letters it, with the key's next event blocked behind it. Whichever
+// takes the delivery first, the next event is handed out exactly once:
+// within the dead-lettering fetch, or, after the settle, by the next fetch.
+func TestConcurrentKeyExpiryUnblocks(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+
+	for _, first := range []string{"fetch", "ack"} {
+		t.Run(first+" first", func(t *testing.T) {
+			stream := "expiry-" + first
+			concExec(ctx, t, pool, `SELECT rheo.create_stream($1)`, stream)
+			concExec(ctx, t, pool, `SELECT rheo.create_group($1, 'g', max_attempts => 1, ordering => 'key')`, stream)
+			concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch($1, '[{"n": 1}, {"n": 2}]', keys => '{k,k}')`, stream)
+			var lease string
+			if err := pool.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch($1, 'g', max_count => 10, lease_ms => 1000,
+				clock => '2030-01-01 00:00Z')`, stream).Scan(&lease); err != nil {
+				t.Fatal(err)
+			}
+			fetchNext := func(q interface {
+				Query(context.Context, string, ...any) (pgx.Rows, error)
+			}) ([]int64, error) {
+				rows, _ := q.Query(ctx, `SELECT sequence FROM rheo.fetch($1, 'g', max_count => 10,
+					clock => '2030-01-01 00:01Z')`, stream)
+				return pgx.CollectRows(rows, pgx.RowTo[int64])
+			}
+
+			// 1. The first holds the delivery of sequence 1 in a transaction.
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.WithoutCancel(ctx))
+			var inTx []int64
+			if first == "fetch" {
+				if inTx, err = fetchNext(tx); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(inTx, []int64{2}) {
+					t.Fatalf("the fetch that dead-letters sequence 1 returned %v, want [2]", inTx)
+				}
+			} else if _, err := tx.Exec(ctx, `SELECT rheo.ack($1)`, lease); err != nil {
+				t.Fatal(err)
+			}
+
+			// 2. The other runs meanwhile: an ack waits for the fetch and
+			// then finds its lease gone; a fetch skips the delivery the ack
+			// holds and hands out nothing of k.
+			other := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+				if first == "fetch" {
+					_, err := conn.Exec(ctx, `SELECT rheo.ack($1)`, lease)
+					if !concIsStale(err) {
+						return fmt.Errorf("ack after the fetch dead-lettered its lease: %v, want stale_lease", err)
+					}
+					return nil
+				}
+				got, err := fetchNext(conn)
+				if err == nil && len(got) != 0 {
+					err = fmt.Errorf("fetch while the ack of sequence 1 is in progress returned %v, want nothing", got)
+				}
+				return err
+			})
+			if first == "fetch" {
+				concWaitForLock(ctx, t, pool, other.pid)
+			} else if err := other.wait(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.wait(); err != nil {
+				t.Fatal(err)
+			}
+
+			// 3. Sequence 2 has been handed out once: by the dead-lettering
+			// fetch, or now, after the ack.
+			after, err := fetchNext(pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := append(inTx, after...); !slices.Equal(got, []int64{2}) {
+				t.Errorf("sequence 2 handed out by %v, want once: [2]", got)
+			}
+		})
+	}
+}
+
+// TestConcurrentSetOrderingDuringLeases switches a group from 'none' to
+// 'key' while a fetch of it is in progress and two leases of one key are
+// in flight: set_ordering waits for the fetch, the leases already handed
+// out are kept and settle, and the key's next event comes only once every
+// earlier one is acked.
+func TestConcurrentSetOrderingDuringLeases(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('switch')`)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('switch', 'g')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('switch', '[{}, {}, {}, {}]', keys => '{k,k,k,k}')`)
+	fetch := func(q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}, n int) []concLease {
+		t.Helper()
+		rows, _ := q.Query(ctx, `SELECT lease_id::text, "partition", sequence, attempt
+			FROM rheo.fetch('switch', 'g', max_count => $1, clock => '2030-01-01Z')`, n)
+		leases, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leases
+	}
+	seqs := func(leases []concLease) []int64 {
+		out := make([]int64, len(leases))
+		for i, l := range leases {
+			out[i] = l.Sequence
+		}
+		return out
+	}
+
+	first := fetch(pool, 1)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	second := fetch(tx, 1)
+	if got := seqs(append(first, second...)); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("'none' handed out %v, want [1 2]", got)
+	}
+	set := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		_, err := conn.Exec(ctx, `SELECT rheo.set_ordering('switch', 'g', 'key')`)
+		return err
+	})
+	concWaitForLock(ctx, t, pool, set.pid)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.wait(); err != nil {
+		t.Fatalf("set_ordering: %v", err)
+	}
+
+	if got := fetch(pool, 10); len(got) != 0 {
+		t.Fatalf("'key' with two leases of k in flight handed out %v, want nothing", seqs(got))
+	}
+	concExec(ctx, t, pool, `SELECT rheo.ack($1)`, second[0].LeaseID)
+	if got := fetch(pool, 10); len(got) != 0 {
+		t.Fatalf("'key' with sequence 1 of k in flight handed out %v, want nothing", seqs(got))
+	}
+	concExec(ctx, t, pool, `SELECT rheo.ack($1)`, first[0].LeaseID)
+	third := fetch(pool, 10)
+	if got := seqs(third); !slices.Equal(got, []int64{3}) {
+		t.Fatalf("'key' after both acks handed out %v, want [3]", got)
+	}
+	concExec(ctx, t, pool, `SELECT rheo.ack($1)`, third[0].LeaseID)
+	if got := seqs(fetch(pool, 10)); !slices.Equal(got, []int64{4}) {
+		t.Fatalf("'key' after the ack of 3 handed out %v, want [4]", got)
+	}
+}
