@@ -23,7 +23,7 @@ import (
 func TestOrderingMigration(t *testing.T) {
 	t.Run("migration 005 keeps the deliveries in progress and copies their keys", func(t *testing.T) {
 		b := setup(t)
-		db, err := sql.Open(sqlite.DriverMattn, b.path)
+		db, err := sql.Open(sqlite.DefaultDriverName(), b.path)
 		require.NoError(t, err)
 		defer db.Close()
 		// The schema as of version 4, with a group that has a lease, a
