@@ -95,7 +95,13 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 		}
 	}
 	if len(work) > 0 {
-		share(work, a.maxCount, int(s.d.rotation.Add(1)%uint64(len(work))))
+		start := int(s.d.rotation.Add(1) % uint64(len(work)))
+		share(work, a.maxCount, start)
+		if g.ordering == rheo.OrderingKey {
+			if err := s.fill(ctx, stream, g, work, a.maxCount, start); err != nil {
+				return nil, err
+			}
+		}
 	}
 
 	// Within a partition the deliveries to claim again all precede the
@@ -218,8 +224,8 @@ func (s *session) block(ctx context.Context, stream string, g groupRow, claims [
 	return err
 }
 
-// moveCursors sets the cursors of cursorsJSON's [partition,
-// next_sequence] pairs.
+// moveCursors sets the group's cursors to cursors, a comma-separated
+// list of [partition, next_sequence] pairs.
 func (s *session) moveCursors(ctx context.Context, g groupRow, cursors []byte) error {
 	if len(cursors) == 0 {
 		return nil
@@ -337,10 +343,10 @@ func (s *session) fetchableWork(ctx context.Context, stream string, g groupRow, 
 			if w.due, err = s.dueInKeyOrder(ctx, g, w.partition, maxCount); err != nil {
 				return nil, err
 			}
-			if w.fresh > 0 {
-				w.walk, err = s.walkKeys(ctx, stream, g, w.partition, w.next, highs[i], maxCount)
-				w.fresh = int64(len(w.walk.candidates))
-			}
+			// The fresh count stays an upper bound until the walk from
+			// the cursor finds which events may be leased (fill).
+			w.walk = &walk{next: w.next, end: w.next, high: highs[i], held: map[string]bool{},
+				budget: int64(max(walkMin, walkFactor*maxCount))}
 		default:
 			w.due, err = s.dueAny(ctx, g, w.partition, maxCount)
 		}
@@ -477,31 +483,68 @@ func (s *session) partitionTurn(ctx context.Context, g groupRow, w *partitionWor
 type walk struct {
 	candidates []claim
 	blocked    []claim
-	end        int64 // the sequence after the last event walked
+	next       int64           // the cursor the walk started from
+	end        int64           // the sequence after the last event walked
+	high       int64           // the partition's high watermark
+	budget     int64           // how many events the walk may read
+	held       map[string]bool // the keys of the candidates
 }
 
+// done reports whether the walk can find no more candidates.
+func (wk *walk) done() bool { return wk.end > wk.high || wk.end-wk.next >= wk.budget }
+
 // Walking the events past a cursor in a group ordered by key reads pages
-// of walkPage events, and at most max(walkMin, walkFactor * max_count)
-// in one fetch, however many of them are blocked: each event is walked
-// once, as the cursor passes it, so one hot key's backlog costs every
-// fetch the same.
+// of at most walkPage events, and at most max(walkMin, walkFactor *
+// max_count) in one fetch, however many of them are blocked: each event
+// is walked once, as the cursor passes it, so one hot key's backlog
+// costs every fetch the same.
 const (
 	walkPage   = 256
 	walkMin    = 1024
 	walkFactor = 8
 )
 
-// walkKeys walks the events of a partition from the cursor next up to
-// high until it found maxCount events it may lease: an event with a key
-// that has a delivery in progress, or an earlier candidate in the walk,
-// is to be blocked; the others (events without a key included) are
-// candidates. One probe of the key index per event.
-func (s *session) walkKeys(ctx context.Context, stream string, g groupRow, partition int, next, high int64, maxCount int) (*walk, error) {
-	wk := &walk{end: next}
-	budget := int64(max(walkMin, walkFactor*maxCount))
-	held := map[string]bool{}
-	for len(wk.candidates) < maxCount && wk.end <= high && wk.end-next < budget {
-		last := min(high, wk.end+walkPage-1, next+budget-1)
+// fill walks the partitions of work (a group ordered by key) until each
+// has found the fresh events of its quota, or can find no more; the
+// quotas the walks could not fill are shared again among the partitions
+// that may still have more, until maxCount or no work is left.
+func (s *session) fill(ctx context.Context, stream string, g groupRow, work []*partitionWork, maxCount, start int) error {
+	for {
+		taken := 0
+		for _, w := range work {
+			want := w.quota - min(w.quota, len(w.due))
+			if err := s.walkKeys(ctx, stream, g, w.partition, w.walk, want); err != nil {
+				return err
+			}
+			if found := len(w.walk.candidates); found < want || w.walk.done() {
+				// The fresh count is now exact.
+				w.fresh = int64(found)
+				w.quota = min(w.quota, len(w.due)+found)
+			}
+			taken += w.quota
+		}
+		if taken == maxCount {
+			return nil
+		}
+		share(work, maxCount-taken, start)
+		shared := 0
+		for _, w := range work {
+			shared += w.quota
+		}
+		if shared == taken {
+			return nil
+		}
+	}
+}
+
+// walkKeys walks the events of a partition past wk's end until wk has
+// want candidates or is done: an event with a key that has a delivery in
+// progress, or an earlier candidate in the walk, is to be blocked; the
+// others (events without a key included) are candidates. One probe of
+// the key index per event.
+func (s *session) walkKeys(ctx context.Context, stream string, g groupRow, partition int, wk *walk, want int) error {
+	for len(wk.candidates) < want && !wk.done() {
+		last := min(wk.high, wk.end+int64(min(walkPage, 2*(want-len(wk.candidates))+16))-1, wk.next+wk.budget-1)
 		rows, err := s.query(ctx, `
 			SELECT e.sequence, e.key,
 			       e.key IS NOT NULL AND EXISTS (
@@ -511,7 +554,7 @@ func (s *session) walkKeys(ctx context.Context, stream string, g groupRow, parti
 			 WHERE e.stream = ?2 AND e."partition" = ?3 AND e.sequence BETWEEN ?4 AND ?5
 			 ORDER BY e.sequence`, g.id, stream, partition, wk.end, last)
 		err = scanAll(rows, err, func(rows *sql.Rows) error {
-			if len(wk.candidates) == maxCount {
+			if len(wk.candidates) == want {
 				return nil
 			}
 			c := claim{partition: partition, attempt: 1}
@@ -524,19 +567,19 @@ func (s *session) walkKeys(ctx context.Context, stream string, g groupRow, parti
 			switch {
 			case !key.Valid:
 				wk.candidates = append(wk.candidates, c)
-			case inProgress || held[key.String]:
+			case inProgress || wk.held[key.String]:
 				wk.blocked = append(wk.blocked, c)
 			default:
-				held[key.String] = true
+				wk.held[key.String] = true
 				wk.candidates = append(wk.candidates, c)
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return wk, nil
+	return nil
 }
 
 // take returns the first n candidates to lease, the events to block that

@@ -80,7 +80,7 @@ func TestOrderingMigration(t *testing.T) {
 
 // handling is one consumer's handling of one lease, as the consumer
 // logged it: start and end are ticks of a shared counter, read when the
-// fetch returned and after the settle.
+// fetch returned and as the handler settles.
 type handling struct {
 	partition  int
 	key        string
@@ -140,6 +140,10 @@ func TestOrderingConcurrency(t *testing.T) {
 				var handled []handling
 				for _, l := range leases {
 					h := handling{partition: l.Event.Partition, key: l.Event.Key, sequence: l.Event.Sequence, start: tick.Add(1)}
+					// The handler's work ends as it settles: the next
+					// event of the key may be leased once the settle
+					// commits, before the call returns.
+					h.end = tick.Add(1)
 					switch r := rng.IntN(100); {
 					case r < 75:
 						h.outcome, h.terminal, err = "ack", true, d.Ack(ctx, l.LeaseID)
@@ -159,7 +163,6 @@ func TestOrderingConcurrency(t *testing.T) {
 						clockMu.RUnlock()
 						return fmt.Errorf("%s lease of %d/%d: %w", h.outcome, h.partition, h.sequence, err)
 					}
-					h.end = tick.Add(1)
 					handled = append(handled, h)
 				}
 				clockMu.RUnlock()
