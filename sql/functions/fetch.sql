@@ -390,6 +390,20 @@ BEGIN
         UPDATE rheo.deliveries AS d
            SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
          WHERE d.ctid = ANY (ARRAY(SELECT a.tid FROM ahead a))
+    ), key_first AS MATERIALIZED (
+        SELECT p.part, w.*
+          FROM plan p
+         CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, p.part, p.next_sequence, p.fresh,
+                                             p.fresh::bigint + p_max_count) AS w
+         WHERE p.fresh > 0 AND v_key
+    ), key_more AS MATERIALIZED (
+        -- The partitions whose first window was read whole without
+        -- filling the quota.
+        SELECT p.part, p.next_sequence, p.fresh
+          FROM plan p
+          JOIN (SELECT k.part, count(*) AS n, count(*) FILTER (WHERE NOT k.blocked) AS leased
+                  FROM key_first k GROUP BY k.part) AS c ON c.part = p.part
+         WHERE c.n = p.fresh::bigint + p_max_count AND c.leased < p.fresh
     ), fresh AS (
         -- The lease ids are made here, so that the result can be read from
         -- this CTE rather than joined back to the INSERT's RETURNING.
@@ -405,41 +419,22 @@ BEGIN
                               LIMIT p.fresh) AS e
          WHERE p.fresh > 0 AND NOT v_key
         UNION ALL
-        -- 'key': an event is blocked when an earlier one of its key is
-        -- not terminal: an earlier one among these (row_number), or a
-        -- delivery found by the key's index (probed once per key here).
-        -- A blocked event is stored and passed, so the partition reads
-        -- on: up to max_count events beyond its quota, until the quota's
-        -- last lease. The first event of a key here is marked as having
-        -- waiters when later ones are; an event blocked behind a
-        -- delivery without waiters leaves a wakeup, so that the next
-        -- fetch marks that delivery (or finds it settled).
-        SELECT z.part, z.sequence, gen_random_uuid(), z.id, z.key, z.type, z.payload, z.metadata, z.ts,
-               z.blocked, z.has_waiters, z.wake
-          FROM (SELECT y.*, count(*) FILTER (WHERE NOT y.blocked)
-                                OVER (PARTITION BY y.part ORDER BY y.sequence) AS n_leased
-                  FROM (SELECT p.part, p.fresh, e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts,
-                               e.key IS NOT NULL AND (e.rn > 1 OR b.state IS NOT NULL) AS blocked,
-                               e.key IS NOT NULL AND e.rn < e.cnt AS has_waiters,
-                               coalesce(b.state <> 'blocked' AND NOT b.has_waiters, false) AS wake
-                          FROM plan p
-                         CROSS JOIN LATERAL (SELECT r.*,
-                                                    row_number() OVER (PARTITION BY r.key ORDER BY r.sequence) AS rn,
-                                                    count(*) OVER (PARTITION BY r.key) AS cnt
-                                               FROM (SELECT ev.sequence, ev.id, ev.key, ev.type, ev.payload,
-                                                            ev.metadata, ev.ts
-                                                       FROM rheo.events ev
-                                                      WHERE ev.stream = p_stream AND ev."partition" = p.part
-                                                        AND ev.sequence >= p.next_sequence
-                                                      ORDER BY ev.sequence
-                                                      LIMIT p.fresh + p_max_count) AS r) AS e
-                          LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
-                                              WHERE x.group_id = v_group.group_id AND x."partition" = p.part
-                                                AND x.key = e.key AND x.sequence < e.sequence AND e.rn = 1
-                                              ORDER BY x.sequence DESC
-                                              LIMIT 1) AS b ON true
-                         WHERE p.fresh > 0 AND v_key) AS y) AS z
-         WHERE z.n_leased < z.fresh OR (z.n_leased = z.fresh AND NOT z.blocked)
+        -- 'key': the events past the cursor, with the blocked ones among
+        -- them (rheo._key_window), read on past the quota by up to
+        -- max_count events; when those are not enough to fill the quota
+        -- and more events wait, by up to max(1024, 8 x max_count), so that
+        -- one key's backlog does not stall the partition. Each event is
+        -- read so once: the cursor passes the blocked ones.
+        SELECT k.part, k.sequence, gen_random_uuid(), k.id, k.key, k.type, k.payload, k.metadata, k.ts,
+               k.blocked, k.has_waiters, k.wake
+          FROM key_first k
+         WHERE NOT (k.part = ANY (ARRAY(SELECT m.part FROM key_more m)))
+        UNION ALL
+        SELECT m.part, w.sequence, gen_random_uuid(), w.id, w.key, w.type, w.payload, w.metadata, w.ts,
+               w.blocked, w.has_waiters, w.wake
+          FROM key_more m
+         CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, m.part, m.next_sequence, m.fresh,
+                                             greatest(1024, 8 * p_max_count::bigint)) AS w
     ), inserted AS (
         INSERT INTO rheo.deliveries
                (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,
