@@ -25,7 +25,7 @@ type fetchArgs struct {
 type partitionWork struct {
 	partition int
 	next      int64   // the cursor: the next sequence never offered
-	fresh     int64   // events past the cursor claimable now, capped at max_count
+	fresh     int64   // events past the cursor claimable now, capped at max_count (ordered by key: at most that many until fill walks them)
 	due       []claim // deliveries claimable again, in sequence order
 	quota     int     // how many leases this fetch takes here
 	// walk is, in a group ordered by key, what the fetch found past the
@@ -345,8 +345,8 @@ func (s *session) fetchableWork(ctx context.Context, stream string, g groupRow, 
 			}
 			// The fresh count stays an upper bound until the walk from
 			// the cursor finds which events may be leased (fill).
-			w.walk = &walk{next: w.next, end: w.next, high: highs[i], held: map[string]bool{},
-				budget: int64(max(walkMin, walkFactor*maxCount))}
+			w.walk = &walk{end: w.next, high: highs[i], held: map[string]bool{},
+				stop: min(highs[i], w.next+int64(max(walkMin, walkFactor*maxCount))-1)}
 		default:
 			w.due, err = s.dueAny(ctx, g, w.partition, maxCount)
 		}
@@ -483,25 +483,29 @@ func (s *session) partitionTurn(ctx context.Context, g groupRow, w *partitionWor
 type walk struct {
 	candidates []claim
 	blocked    []claim
-	next       int64           // the cursor the walk started from
 	end        int64           // the sequence after the last event walked
+	stop       int64           // the last sequence the walk may read
 	high       int64           // the partition's high watermark
-	budget     int64           // how many events the walk may read
 	held       map[string]bool // the keys of the candidates
 }
 
 // done reports whether the walk can find no more candidates.
-func (wk *walk) done() bool { return wk.end > wk.high || wk.end-wk.next >= wk.budget }
+func (wk *walk) done() bool { return wk.end > wk.stop }
 
 // Walking the events past a cursor in a group ordered by key reads pages
-// of at most walkPage events, and at most max(walkMin, walkFactor *
-// max_count) in one fetch, however many of them are blocked: each event
-// is walked once, as the cursor passes it, so one hot key's backlog
-// costs every fetch the same.
+// of walkPage events at first (fewer for a small quota), and at most max(walkMin, walkFactor *
+// max_count) in a fetch that leases something: each event is walked
+// once, as the cursor passes it, and stored as blocked if it must wait,
+// so however many events wait behind a key, a fetch reads the same. A
+// fetch that finds nothing to lease within that walks on to the end of
+// the partitions, so that it returns nothing only when nothing is
+// claimable; that costs once, in the fetch that passes a long run of
+// events of blocked keys.
 const (
-	walkPage   = 256
-	walkMin    = 1024
-	walkFactor = 8
+	walkPage    = 256
+	walkPageMax = 4096
+	walkMin     = 1024
+	walkFactor  = 8
 )
 
 // fill walks the partitions of work (a group ordered by key) until each
@@ -509,6 +513,7 @@ const (
 // quotas the walks could not fill are shared again among the partitions
 // that may still have more, until maxCount or no work is left.
 func (s *session) fill(ctx context.Context, stream string, g groupRow, work []*partitionWork, maxCount, start int) error {
+	unbounded := false
 	for {
 		taken := 0
 		for _, w := range work {
@@ -525,6 +530,16 @@ func (s *session) fill(ctx context.Context, stream string, g groupRow, work []*p
 		}
 		if taken == maxCount {
 			return nil
+		}
+		if taken == 0 && !unbounded {
+			// Nothing found within the walks' bounds: walk on.
+			unbounded = true
+			for _, w := range work {
+				if w.walk.stop < w.walk.high {
+					w.walk.stop = w.walk.high
+					w.fresh = min(int64(maxCount), w.walk.high-w.walk.end+1)
+				}
+			}
 		}
 		share(work, maxCount-taken, start)
 		shared := 0
@@ -543,8 +558,12 @@ func (s *session) fill(ctx context.Context, stream string, g groupRow, work []*p
 // others (events without a key included) are candidates. One probe of
 // the key index per event.
 func (s *session) walkKeys(ctx context.Context, stream string, g groupRow, partition int, wk *walk, want int) error {
+	// Pages start at about twice what is wanted, and double while they
+	// come up short.
+	page := int64(min(walkPage, 2*(want-len(wk.candidates))+16))
 	for len(wk.candidates) < want && !wk.done() {
-		last := min(wk.high, wk.end+int64(min(walkPage, 2*(want-len(wk.candidates))+16))-1, wk.next+wk.budget-1)
+		last := min(wk.stop, wk.end+page-1)
+		page = min(2*page, walkPageMax)
 		rows, err := s.query(ctx, `
 			SELECT e.sequence, e.key,
 			       e.key IS NOT NULL AND EXISTS (
