@@ -78,6 +78,41 @@ func TestOrderingMigration(t *testing.T) {
 	})
 }
 
+func TestOrderingWalk(t *testing.T) {
+	t.Run("a fetch passes a run of waiting events longer than its walk's bound to lease the next key's event", func(t *testing.T) {
+		b := setup(t)
+		d := b.open(t, ":memory:")
+		require.NoError(t, d.CreateStream(b.ctx, "s", 1))
+		require.NoError(t, d.CreateGroup(b.ctx, "s", "g", &rheo.CreateGroupOptions{Ordering: rheo.OrderingKey}))
+		items := make([]rheo.BatchItem, 3001)
+		for i := range items {
+			items[i] = rheo.BatchItem{Payload: payload(i), Key: "hot"}
+		}
+		items[3000].Key = "cold"
+		_, err := d.AppendBatch(b.ctx, "s", items, nil)
+		require.NoError(t, err)
+		first, err := d.Fetch(b.ctx, "s", "g", &rheo.FetchOptions{MaxCount: 1})
+		require.NoError(t, err)
+		require.Len(t, first, 1)
+		cold, err := d.Fetch(b.ctx, "s", "g", &rheo.FetchOptions{MaxCount: 1})
+		require.NoError(t, err)
+		require.Len(t, cold, 1, "the 2,999 waiting events are passed in one fetch")
+		require.Equal(t, int64(3001), cold[0].Event.Sequence)
+
+		// Stored once, they are not read again: the hot key's next event
+		// is leased when the first is acked.
+		require.NoError(t, d.Ack(b.ctx, first[0].LeaseID))
+		next, err := d.Fetch(b.ctx, "s", "g", &rheo.FetchOptions{MaxCount: 10})
+		require.NoError(t, err)
+		require.Len(t, next, 1)
+		require.Equal(t, int64(2), next[0].Event.Sequence)
+		var blocked int
+		require.NoError(t, d.DB().QueryRowContext(b.ctx,
+			`SELECT count(*) FROM rheo_deliveries WHERE state = 'blocked'`).Scan(&blocked))
+		require.Equal(t, 2998, blocked)
+	})
+}
+
 // handling is one consumer's handling of one lease, as the consumer
 // logged it: start and end are ticks of a shared counter, read when the
 // fetch returned and as the handler settles.
