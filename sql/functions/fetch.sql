@@ -11,6 +11,13 @@
 -- of queueing; only a fetcher that could lock no partition with work waits
 -- for one, holding no other lock. The locks last until the calling
 -- transaction ends.
+--
+-- The group's ordering (SPEC §8) changes what is claimable: under 'key'
+-- an event waits, stored once as a blocked delivery, while an earlier
+-- one of its key is not terminal, and settles leave wakeups that release
+-- it; under 'partition' a partition offers its earliest delivery in
+-- progress, or else one new event. Neither reads the events blocked, so
+-- the cost stays as above (docs/design.md, "Ordering").
 CREATE OR REPLACE FUNCTION rheo.fetch(stream text, group_name text, max_count int DEFAULT 10,
                                       consumer_id text DEFAULT NULL, lease_ms int DEFAULT 30000,
                                       partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
