@@ -545,14 +545,27 @@ func orderingChangeCases(t *testing.T, h Harness) {
 		require.Equal(t, []int64{3}, sequences(b.fetchMany(s, g, time.Minute)))
 	})
 
-	t.Run("set_ordering to none makes blocked events claimable at once", func(t *testing.T) {
+	t.Run("set_ordering to none makes blocked events pending and claimable at once", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)
 		g := b.orderedGroup(s, rheo.OrderingKey, 0)
 		b.appendKeys(s, "a", "a", "a")
 		first := b.fetchMany(s, g, time.Minute)
 		require.Equal(t, []int64{1}, sequences(first))
+		require.Equal(t, int64(0), b.info(s, g).PendingRetry)
 		require.NoError(t, b.d.SetOrdering(b.ctx, s, g, rheo.OrderingNone))
+		info := b.info(s, g)
+		require.Equal(t, int64(1), info.Inflight)
+		require.Equal(t, int64(2), info.PendingRetry, "the events that waited are pending now")
+		deliveries, err := b.d.Leases(b.ctx, s, g, 0)
+		require.NoError(t, err)
+		require.Len(t, deliveries, 3)
+		for _, d := range deliveries {
+			if d.Sequence > 1 {
+				require.Equal(t, "pending", d.State)
+				require.Equal(t, 0, d.Attempt)
+			}
+		}
 		leases := b.fetchMany(s, g, time.Minute)
 		require.Equal(t, []int64{2, 3}, sequences(leases))
 		for _, l := range leases {

@@ -157,9 +157,8 @@ type leasing struct {
 	expiresAt int64
 }
 
-// leaseAgain leases again the deliveries of claims (pending, expired or,
-// in a group no longer ordered by key, blocked), each under a new lease
-// id, at the next attempt.
+// leaseAgain leases again the deliveries of claims (pending or
+// expired), each under a new lease id, at the next attempt.
 func (s *session) leaseAgain(ctx context.Context, g groupRow, l leasing, claims []claim) error {
 	if len(claims) == 0 {
 		return nil
@@ -348,7 +347,7 @@ func (s *session) fetchableWork(ctx context.Context, stream string, g groupRow, 
 			w.walk = &walk{end: w.next, high: highs[i], held: map[string]bool{},
 				stop: min(highs[i], w.next+int64(max(walkMin, walkFactor*maxCount))-1)}
 		default:
-			w.due, err = s.dueAny(ctx, g, w.partition, maxCount)
+			w.due, err = s.dueRows(ctx, g, w.partition, maxCount)
 		}
 		if err != nil {
 			return nil, err
@@ -377,34 +376,6 @@ func (s *session) dueRows(ctx context.Context, g groupRow, partition, maxCount i
 		return err
 	})
 	return due, err
-}
-
-// dueAny is what a group ordered by nothing claims again in a partition:
-// the due deliveries and the blocked ones (left by an earlier ordering
-// by key), which it treats as pending and due, the first maxCount by
-// sequence.
-func (s *session) dueAny(ctx context.Context, g groupRow, partition, maxCount int) ([]claim, error) {
-	due, err := s.dueRows(ctx, g, partition, maxCount)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := s.query(ctx, `
-		SELECT d.sequence, d.attempt FROM rheo_deliveries AS d INDEXED BY rheo_deliveries_blocked
-		 WHERE d.group_id = ?1 AND d."partition" = ?2 AND d.state = 'blocked'
-		 ORDER BY d.sequence
-		 LIMIT ?3`, g.id, partition, maxCount)
-	err = scanAll(rows, err, func(rows *sql.Rows) error {
-		c := claim{partition: partition}
-		err := rows.Scan(&c.sequence, &c.attempt)
-		c.attempt++
-		due = append(due, c)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(due, func(x, y claim) int { return cmp.Compare(x.sequence, y.sequence) })
-	return due[:min(len(due), maxCount)], nil
 }
 
 // dueInKeyOrder is what a group ordered by key claims again in a
@@ -449,19 +420,17 @@ func (s *session) dueInKeyOrder(ctx context.Context, g groupRow, partition, maxC
 }
 
 // partitionTurn is what a group ordered by partition may lease in w's
-// partition: its lowest delivery in progress when that one is due (or
-// blocked, left by an ordering by key: every earlier event is then
-// terminal), else nothing while it is in progress; with no delivery in
-// progress, the one event at the cursor.
+// partition: its lowest delivery in progress when that one is due, else
+// nothing while it is in progress; with no delivery in progress, the one
+// event at the cursor.
 func (s *session) partitionTurn(ctx context.Context, g groupRow, w *partitionWork) error {
 	var c claim
-	var state string
 	var expiresAt int64
 	err := s.queryRow(ctx, `
-		SELECT d.sequence, d.attempt, d.state, d.expires_at FROM rheo_deliveries AS d
+		SELECT d.sequence, d.attempt, d.expires_at FROM rheo_deliveries AS d
 		 WHERE d.group_id = ?1 AND d."partition" = ?2
 		 ORDER BY d.sequence
-		 LIMIT 1`, g.id, w.partition).Scan(&c.sequence, &c.attempt, &state, &expiresAt)
+		 LIMIT 1`, g.id, w.partition).Scan(&c.sequence, &c.attempt, &expiresAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		w.fresh = min(w.fresh, 1)
 		return nil
@@ -470,7 +439,7 @@ func (s *session) partitionTurn(ctx context.Context, g groupRow, w *partitionWor
 		return err
 	}
 	w.fresh = 0
-	if state == "blocked" || expiresAt <= s.now {
+	if expiresAt <= s.now {
 		c.partition, c.attempt = w.partition, c.attempt+1
 		w.due = []claim{c}
 	}
@@ -668,8 +637,9 @@ func scanKeys(rows *sql.Rows, err error) ([]groupKey, error) {
 // dead letter, forced prune): for each of keys, the lowest delivery of
 // the key left in its group and partition, when it is blocked, becomes
 // pending and due now, so the next fetch claims it through the due
-// index. Whatever the group's ordering: a blocked row never stays the
-// lowest of its key. One probe of the key index per key.
+// index, and a blocked row never stays the lowest of its key. Groups
+// not ordered by key have no blocked rows: it finds nothing to change.
+// One probe of the key index per key.
 func (s *session) unblock(ctx context.Context, keys []groupKey) error {
 	if len(keys) == 0 {
 		return nil

@@ -44,7 +44,8 @@ func (o ops) SetRetention(ctx context.Context, stream string, maxAge time.Durati
 }
 
 // SetOrdering changes a group's ordering from its next fetch on; any
-// word but none, key and partition is invalid_argument.
+// word but none, key and partition is invalid_argument. It reads the
+// clock when it leaves key (the blocked events become due at it).
 func (o ops) SetOrdering(ctx context.Context, stream, group string, ordering rheo.Ordering) error {
 	return o.runChecked(ctx, "set_ordering", []string{stream, group, string(ordering)}, func(s *session) error {
 		return s.setOrdering(ctx, stream, group, ordering)
@@ -172,9 +173,11 @@ func (s *session) setRetention(ctx context.Context, stream string, micros *int64
 	return err
 }
 
-// setOrdering sets a group's ordering and nothing else: blocked
-// deliveries stay as they are, and a fetch of the new ordering deals
-// with them (claims them as due, or waits for their keys).
+// setOrdering sets a group's ordering. Leaving key, the events blocked
+// behind their keys become pending and due at the clock, attempt
+// unchanged, as on PostgreSQL: what the other orderings make of them, so
+// that their fetches never meet a blocked row. Entering key writes
+// nothing else: the next fetch blocks what must wait.
 func (s *session) setOrdering(ctx context.Context, stream, group string, ordering rheo.Ordering) error {
 	g, err := s.group(ctx, stream, group)
 	if err != nil {
@@ -183,7 +186,16 @@ func (s *session) setOrdering(ctx context.Context, stream, group string, orderin
 	if err := checkOrdering(ordering); err != nil {
 		return err
 	}
-	_, err = s.exec(ctx, `UPDATE rheo_groups SET ordering = ? WHERE group_id = ?`, string(ordering), g.id)
+	if _, err := s.exec(ctx, `UPDATE rheo_groups SET ordering = ? WHERE group_id = ?`, string(ordering), g.id); err != nil {
+		return err
+	}
+	if ordering == rheo.OrderingKey {
+		return nil
+	}
+	_, err = s.exec(ctx, `
+		UPDATE rheo_deliveries INDEXED BY rheo_deliveries_blocked
+		   SET state = 'pending', expires_at = ?2
+		 WHERE group_id = ?1 AND state = 'blocked'`, g.id, s.now)
 	return err
 }
 
