@@ -59,7 +59,7 @@ CREATE INDEX rheo_deliveries_due ON rheo_deliveries (group_id, "partition", expi
 CREATE INDEX rheo_deliveries_key ON rheo_deliveries (group_id, "partition", key, sequence)
     WHERE key IS NOT NULL;
 
--- The blocked rows in sequence order, for a group whose ordering is no
--- longer 'key': they are claimable there as if pending and due.
+-- The blocked rows of a group, which set_ordering makes pending when the
+-- group leaves 'key' and which replay does not count as offered.
 CREATE INDEX rheo_deliveries_blocked ON rheo_deliveries (group_id, "partition", sequence)
     WHERE state = 'blocked';
