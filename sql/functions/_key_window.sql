@@ -7,13 +7,14 @@
 --
 -- has_waiters: later events of its key are among these. wake: blocked
 -- behind a delivery not marked as having waiters, which the next fetch
--- must then mark (or find settled).
+-- must then mark (or find settled). stuck: window_size events were read
+-- and every one is blocked, so the caller reads on past them.
 --
 -- STABLE: it reads with the snapshot of the fetch that calls it.
 CREATE OR REPLACE FUNCTION rheo._key_window(group_id int, stream text, "partition" int, next_sequence bigint,
                                             quota int, window_size bigint)
 RETURNS TABLE (sequence bigint, id text, key text, type text, payload jsonb, metadata jsonb, ts timestamptz,
-               blocked boolean, has_waiters boolean, wake boolean)
+               blocked boolean, has_waiters boolean, wake boolean, stuck boolean)
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 -- Called from rheo.fetch, whose settings these repeat (see there).
@@ -21,8 +22,10 @@ SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
 SET jit = off
 AS $$
-    SELECT z.sequence, z.id, z.key, z.type, z.payload, z.metadata, z.ts, z.blocked, z.has_waiters, z.wake
-      FROM (SELECT y.*, count(*) FILTER (WHERE NOT y.blocked) OVER (ORDER BY y.sequence) AS n_leased
+    SELECT z.sequence, z.id, z.key, z.type, z.payload, z.metadata, z.ts, z.blocked, z.has_waiters, z.wake,
+           z.n_read = $6 AND z.all_blocked
+      FROM (SELECT y.*, count(*) FILTER (WHERE NOT y.blocked) OVER (ORDER BY y.sequence) AS n_leased,
+                   count(*) OVER () AS n_read, bool_and(y.blocked) OVER () AS all_blocked
               FROM (SELECT e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts,
                            e.key IS NOT NULL AND (e.rn > 1 OR b.state IS NOT NULL) AS blocked,
                            e.key IS NOT NULL AND e.rn < e.cnt AS has_waiters,

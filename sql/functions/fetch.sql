@@ -321,7 +321,7 @@ BEGIN
     -- the claim may return fewer leases than planned. The deliveries due
     -- again are updated by ctid, as above.
     RETURN QUERY
-    WITH plan AS (
+    WITH RECURSIVE plan AS (
         SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
                x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim <= p_max_count AS due_known
           FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
@@ -411,6 +411,21 @@ BEGIN
           JOIN (SELECT k.part, count(*) AS n, count(*) FILTER (WHERE NOT k.blocked) AS leased
                   FROM key_first k GROUP BY k.part) AS c ON c.part = p.part
          WHERE c.n = p.fresh::bigint + p_max_count AND c.leased < p.fresh
+    ), key_walk AS (
+        -- From the cursor, window after window while a whole window is
+        -- blocked (the function reads the deliveries as of this
+        -- statement, in which each of those keys has one in progress).
+        SELECT m.part, m.fresh, m.next_sequence AS start, w.*
+          FROM key_more m
+         CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, m.part, m.next_sequence, m.fresh,
+                                             greatest(1024, 8 * p_max_count::bigint)) AS w
+        UNION ALL
+        SELECT k.part, k.fresh, k.start + greatest(1024, 8 * p_max_count::bigint), w.*
+          FROM key_walk k
+         CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, k.part,
+                                             k.start + greatest(1024, 8 * p_max_count::bigint), k.fresh,
+                                             greatest(1024, 8 * p_max_count::bigint)) AS w
+         WHERE k.stuck AND k.sequence = k.start + greatest(1024, 8 * p_max_count::bigint) - 1
     ), fresh AS (
         -- The lease ids are made here, so that the result can be read from
         -- this CTE rather than joined back to the INSERT's RETURNING.
@@ -429,19 +444,18 @@ BEGIN
         -- 'key': the events past the cursor, with the blocked ones among
         -- them (rheo._key_window), read on past the quota by up to
         -- max_count events; when those are not enough to fill the quota
-        -- and more events wait, by up to max(1024, 8 x max_count), so that
-        -- one key's backlog does not stall the partition. Each event is
-        -- read so once: the cursor passes the blocked ones.
+        -- and more events wait, in windows of max(1024, 8 x max_count),
+        -- on to the first window that has an event to lease (key_walk),
+        -- so that a fetch returns nothing only when nothing is claimable.
+        -- Each event is read so once: the cursor passes the blocked ones.
         SELECT k.part, k.sequence, gen_random_uuid(), k.id, k.key, k.type, k.payload, k.metadata, k.ts,
                k.blocked, k.has_waiters, k.wake
           FROM key_first k
          WHERE NOT (k.part = ANY (ARRAY(SELECT m.part FROM key_more m)))
         UNION ALL
-        SELECT m.part, w.sequence, gen_random_uuid(), w.id, w.key, w.type, w.payload, w.metadata, w.ts,
+        SELECT w.part, w.sequence, gen_random_uuid(), w.id, w.key, w.type, w.payload, w.metadata, w.ts,
                w.blocked, w.has_waiters, w.wake
-          FROM key_more m
-         CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, m.part, m.next_sequence, m.fresh,
-                                             greatest(1024, 8 * p_max_count::bigint)) AS w
+          FROM key_walk w
     ), inserted AS (
         INSERT INTO rheo.deliveries
                (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,

@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(62);
+SELECT plan(65);
 
 -- The signature SPEC §3 pins.
 SELECT has_function('rheo', 'fetch', ARRAY['text', 'text', 'integer', 'text', 'integer', 'integer[]', 'timestamp with time zone']::name[], 'rheo.fetch has the SPEC''s argument types');
@@ -252,6 +252,19 @@ SELECT results_eq($$SELECT "partition", sequence FROM rheo.fetch('rr', 'k', max_
 SELECT results_eq($$SELECT "partition", sequence FROM rheo.fetch('rr', 'k', max_count => 2, clock => '2030-01-01Z')$$,
     $$VALUES (0, 51::bigint), (1, 1)$$,
     'key: past the 49 blocked events, one lease per partition with claimable work');
+
+-- A key's backlog longer than any window: the fetch reads on to the first
+-- event it may lease, so it returns nothing only when nothing is claimable.
+SELECT rheo.append_batch('rr', (SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 3000) n),
+                         keys => array_fill('hot'::text, ARRAY[3000]), "partition" => 1, clock => '2030-01-01Z');
+SELECT rheo.append('rr', '{"n": 0}', key => 'e', "partition" => 1, clock => '2030-01-01Z');
+SELECT results_eq($$SELECT "partition", sequence FROM rheo.fetch('rr', 'k', max_count => 2, partitions => '{1}', clock => '2030-01-01Z')$$,
+    $$VALUES (1, 2::bigint), (1, 3)$$, 'key: d, then the first hot event of partition 1');
+SELECT results_eq($$SELECT "partition", sequence, key FROM rheo.fetch('rr', 'k', max_count => 1, partitions => '{1}', clock => '2030-01-01Z')$$,
+    $$VALUES (1, 3003::bigint, 'e'::text)$$, 'key: one fetch passes the 2,999 blocked events to the next claimable one');
+SELECT is((SELECT count(*) FROM rheo.deliveries d JOIN rheo.groups g USING (group_id)
+            WHERE g.stream = 'rr' AND d."partition" = 1 AND d.state = 'blocked'),
+    2999::bigint, 'key: each stored once, blocked');
 
 SELECT * FROM finish();
 ROLLBACK;
