@@ -320,8 +320,171 @@ BEGIN
     -- a settle in progress is that settle's to finish (SKIP LOCKED), so
     -- the claim may return fewer leases than planned. The deliveries due
     -- again are updated by ctid, as above.
+    IF v_key THEN
+        -- The same claim under 'key' (docs/design.md, "Ordering"): a due
+        -- delivery behind an earlier one of its key in progress is
+        -- blocked again instead of leased, and new events past the cursor
+        -- are leased or stored as blocked. A statement of its own, so
+        -- that the claims of the other orderings run the plan they ran
+        -- before orderings existed.
+        RETURN QUERY
+        WITH RECURSIVE plan AS (
+            SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
+                   x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim <= p_max_count AS due_known
+              FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
+             WHERE x.quota > 0
+        ), candidates AS (
+            -- The deliveries due again with the lowest sequences. When a
+            -- partition has at most max_count of them, they are read by the
+            -- index of their due time and sorted; when it has more, they are
+            -- many, and the primary key finds the lowest soon (unless they
+            -- are few among many more leases in flight: that costs a read of
+            -- the leases in flight below them).
+            SELECT d.tid
+              FROM plan p
+             CROSS JOIN LATERAL (SELECT y.tid
+                                   FROM (SELECT x.ctid AS tid, x.sequence FROM rheo.deliveries x
+                                          WHERE x.group_id = v_group.group_id AND x."partition" = p.part
+                                            AND x.expires_at <= v_now
+                                            AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
+                                          ORDER BY x.expires_at
+                                          LIMIT p_max_count) AS y
+                                  ORDER BY y.sequence
+                                  LIMIT p.reclaim) AS d
+             WHERE p.reclaim > 0 AND p.due_known
+            UNION ALL
+            SELECT d.tid
+              FROM plan p
+             CROSS JOIN LATERAL (SELECT x.ctid AS tid FROM rheo.deliveries x
+                                  WHERE x.group_id = v_group.group_id AND x."partition" = p.part
+                                    AND x.expires_at <= v_now
+                                    AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
+                                  ORDER BY x.sequence
+                                  LIMIT p.reclaim) AS d
+             WHERE p.reclaim > 0 AND NOT p.due_known
+        ), picked AS MATERIALIZED (
+            -- Locked with SKIP LOCKED, and the conditions checked again on the
+            -- row as it is once locked.
+            SELECT d.ctid AS tid, d."partition" AS part, d.sequence, d.key FROM rheo.deliveries d
+             WHERE d.ctid = ANY (ARRAY(SELECT c.tid FROM candidates c))
+               AND d.expires_at <= v_now
+               AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+               FOR UPDATE SKIP LOCKED
+        ), ahead AS MATERIALIZED (
+            -- 'key': the picked deliveries with an earlier delivery of their
+            -- key not terminal (a replay, or leases from before the ordering
+            -- was set, can leave such), and the nearest such one. They are
+            -- blocked instead of leased.
+            SELECT pk.tid, pk.part, pk.key, b.state, b.has_waiters
+              FROM picked pk
+             CROSS JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
+                                  WHERE x.group_id = v_group.group_id AND x."partition" = pk.part
+                                    AND x.key = pk.key AND x.sequence < pk.sequence
+                                  ORDER BY x.sequence DESC
+                                  LIMIT 1) AS b
+        ), reclaimed AS (
+            UPDATE rheo.deliveries AS d
+               SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
+                   attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
+             WHERE d.ctid = ANY (ARRAY(SELECT pk.tid FROM picked pk
+                                        WHERE NOT EXISTS (SELECT 1 FROM ahead a WHERE a.tid = pk.tid)))
+            RETURNING d."partition", d.sequence, d.lease_id, d.attempt
+        ), reblocked AS (
+            UPDATE rheo.deliveries AS d
+               SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
+             WHERE d.ctid = ANY (ARRAY(SELECT a.tid FROM ahead a))
+        ), key_first AS MATERIALIZED (
+            SELECT p.part, w.*
+              FROM plan p
+             CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, p.part, p.next_sequence, p.fresh,
+                                                 p.fresh::bigint + p_max_count) AS w
+             WHERE p.fresh > 0
+        ), key_more AS MATERIALIZED (
+            -- The partitions whose first window was read whole without
+            -- filling the quota.
+            SELECT p.part, p.next_sequence, p.fresh
+              FROM plan p
+              JOIN (SELECT k.part, count(*) AS n, count(*) FILTER (WHERE NOT k.blocked) AS leased
+                      FROM key_first k GROUP BY k.part) AS c ON c.part = p.part
+             WHERE c.n = p.fresh::bigint + p_max_count AND c.leased < p.fresh
+        ), key_walk AS (
+            -- From the cursor, window after window while a whole window is
+            -- blocked (the function reads the deliveries as of this
+            -- statement, in which each of those keys has one in progress).
+            SELECT m.part, m.fresh, m.next_sequence AS start, w.*
+              FROM key_more m
+             CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, m.part, m.next_sequence, m.fresh,
+                                                 greatest(1024, 8 * p_max_count::bigint)) AS w
+            UNION ALL
+            SELECT k.part, k.fresh, k.start + greatest(1024, 8 * p_max_count::bigint), w.*
+              FROM key_walk k
+             CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, k.part,
+                                                 k.start + greatest(1024, 8 * p_max_count::bigint), k.fresh,
+                                                 greatest(1024, 8 * p_max_count::bigint)) AS w
+             WHERE k.stuck AND k.sequence = k.start + greatest(1024, 8 * p_max_count::bigint) - 1
+        ), fresh AS (
+            -- The lease ids are made here, so that the result can be read from
+            -- this CTE rather than joined back to the INSERT's RETURNING.
+            -- 'key': the events past the cursor, with the blocked ones among
+            -- them (rheo._key_window), read on past the quota by up to
+            -- max_count events; when those are not enough to fill the quota
+            -- and more events wait, in windows of max(1024, 8 x max_count),
+            -- on to the first window that has an event to lease (key_walk),
+            -- so that a fetch returns nothing only when nothing is claimable.
+            -- Each event is read so once: the cursor passes the blocked ones.
+            SELECT k.part, k.sequence, gen_random_uuid() AS lease_id, k.id, k.key, k.type, k.payload, k.metadata, k.ts,
+                   k.blocked, k.has_waiters, k.wake
+              FROM key_first k
+             WHERE NOT (k.part = ANY (ARRAY(SELECT m.part FROM key_more m)))
+            UNION ALL
+            SELECT w.part, w.sequence, gen_random_uuid(), w.id, w.key, w.type, w.payload, w.metadata, w.ts,
+                   w.blocked, w.has_waiters, w.wake
+              FROM key_walk w
+        ), inserted AS (
+            INSERT INTO rheo.deliveries
+                   (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,
+                    key, has_waiters)
+            SELECT v_group.group_id, f.part, f.sequence,
+                   CASE WHEN f.blocked THEN 'blocked' ELSE 'leased' END,
+                   CASE WHEN f.blocked THEN NULL ELSE f.lease_id END,
+                   CASE WHEN f.blocked THEN NULL ELSE v_consumer END,
+                   CASE WHEN f.blocked THEN 0 ELSE 1 END,
+                   CASE WHEN f.blocked THEN NULL ELSE v_now END,
+                   CASE WHEN f.blocked THEN 'infinity' ELSE v_expires END,
+                   f.ts, f.key, f.has_waiters
+              FROM fresh f
+        ), woken AS (
+            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
+            SELECT DISTINCT v_group.group_id, w.part, w.key
+              FROM (SELECT f.part, f.key FROM fresh f WHERE f.wake
+                    UNION ALL
+                    SELECT a.part, a.key FROM ahead a WHERE a.state <> 'blocked' AND NOT a.has_waiters) AS w
+        ), advanced AS (
+            -- Sequences are contiguous and visible in order, so the claimed
+            -- ones are exactly next .. next + count - 1.
+            UPDATE rheo.cursors AS c
+               SET next_sequence = n.next_sequence + n.taken
+              FROM (SELECT p.part, p.next_sequence, count(*) AS taken
+                      FROM plan p JOIN fresh f ON f.part = p.part
+                     GROUP BY p.part, p.next_sequence) AS n
+             WHERE c.group_id = v_group.group_id AND c."partition" = n.part
+        )
+        SELECT r.lease_id, r.lease_id::text, p_stream, p_group_name, v_consumer, r.attempt,
+               v_now, v_expires, e.id, r."partition", r.sequence, e.key, e.type, e.payload, e.metadata, e.ts
+          FROM reclaimed r
+         CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
+                              WHERE ev.stream = p_stream AND ev."partition" = r."partition"
+                                AND ev.sequence = r.sequence LIMIT 1) AS e
+        UNION ALL
+        SELECT f.lease_id, f.lease_id::text, p_stream, p_group_name, v_consumer, 1,
+               v_now, v_expires, f.id, f.part, f.sequence, f.key, f.type, f.payload, f.metadata, f.ts
+          FROM fresh f
+         WHERE NOT f.blocked
+         ORDER BY 10, 11;  -- partition, sequence
+        RETURN;
+    END IF;
     RETURN QUERY
-    WITH RECURSIVE plan AS (
+    WITH plan AS (
         SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
                x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim <= p_max_count AS due_known
           FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
@@ -368,70 +531,22 @@ BEGIN
     ), picked AS MATERIALIZED (
         -- Locked with SKIP LOCKED, and the conditions checked again on the
         -- row as it is once locked.
-        SELECT d.ctid AS tid, d."partition" AS part, d.sequence, d.key FROM rheo.deliveries d
+        SELECT d.ctid AS tid FROM rheo.deliveries d
          WHERE d.ctid = ANY (ARRAY(SELECT c.tid FROM candidates c))
            AND d.expires_at <= v_now
            AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
            FOR UPDATE SKIP LOCKED
-    ), ahead AS MATERIALIZED (
-        -- 'key': the picked deliveries with an earlier delivery of their
-        -- key not terminal (a replay, or leases from before the ordering
-        -- was set, can leave such), and the nearest such one. They are
-        -- blocked instead of leased.
-        SELECT pk.tid, pk.part, pk.key, b.state, b.has_waiters
-          FROM picked pk
-         CROSS JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
-                              WHERE x.group_id = v_group.group_id AND x."partition" = pk.part
-                                AND x.key = pk.key AND x.sequence < pk.sequence
-                              ORDER BY x.sequence DESC
-                              LIMIT 1) AS b
-         WHERE v_key
     ), reclaimed AS (
         UPDATE rheo.deliveries AS d
            SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
                attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
-         WHERE d.ctid = ANY (ARRAY(SELECT pk.tid FROM picked pk
-                                    WHERE NOT EXISTS (SELECT 1 FROM ahead a WHERE a.tid = pk.tid)))
+         WHERE d.ctid = ANY (ARRAY(SELECT picked.tid FROM picked))
         RETURNING d."partition", d.sequence, d.lease_id, d.attempt
-    ), reblocked AS (
-        UPDATE rheo.deliveries AS d
-           SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
-         WHERE d.ctid = ANY (ARRAY(SELECT a.tid FROM ahead a))
-    ), key_first AS MATERIALIZED (
-        SELECT p.part, w.*
-          FROM plan p
-         CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, p.part, p.next_sequence, p.fresh,
-                                             p.fresh::bigint + p_max_count) AS w
-         WHERE p.fresh > 0 AND v_key
-    ), key_more AS MATERIALIZED (
-        -- The partitions whose first window was read whole without
-        -- filling the quota.
-        SELECT p.part, p.next_sequence, p.fresh
-          FROM plan p
-          JOIN (SELECT k.part, count(*) AS n, count(*) FILTER (WHERE NOT k.blocked) AS leased
-                  FROM key_first k GROUP BY k.part) AS c ON c.part = p.part
-         WHERE c.n = p.fresh::bigint + p_max_count AND c.leased < p.fresh
-    ), key_walk AS (
-        -- From the cursor, window after window while a whole window is
-        -- blocked (the function reads the deliveries as of this
-        -- statement, in which each of those keys has one in progress).
-        SELECT m.part, m.fresh, m.next_sequence AS start, w.*
-          FROM key_more m
-         CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, m.part, m.next_sequence, m.fresh,
-                                             greatest(1024, 8 * p_max_count::bigint)) AS w
-        UNION ALL
-        SELECT k.part, k.fresh, k.start + greatest(1024, 8 * p_max_count::bigint), w.*
-          FROM key_walk k
-         CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, k.part,
-                                             k.start + greatest(1024, 8 * p_max_count::bigint), k.fresh,
-                                             greatest(1024, 8 * p_max_count::bigint)) AS w
-         WHERE k.stuck AND k.sequence = k.start + greatest(1024, 8 * p_max_count::bigint) - 1
     ), fresh AS (
         -- The lease ids are made here, so that the result can be read from
         -- this CTE rather than joined back to the INSERT's RETURNING.
         SELECT p.part, e.sequence, gen_random_uuid() AS lease_id,
-               e.id, e.key, e.type, e.payload, e.metadata, e.ts,
-               false AS blocked, false AS has_waiters, false AS wake
+               e.id, e.key, e.type, e.payload, e.metadata, e.ts
           FROM plan p
          CROSS JOIN LATERAL (SELECT e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts
                                FROM rheo.events e
@@ -439,42 +554,12 @@ BEGIN
                                 AND e.sequence >= p.next_sequence
                               ORDER BY e.sequence
                               LIMIT p.fresh) AS e
-         WHERE p.fresh > 0 AND NOT v_key
-        UNION ALL
-        -- 'key': the events past the cursor, with the blocked ones among
-        -- them (rheo._key_window), read on past the quota by up to
-        -- max_count events; when those are not enough to fill the quota
-        -- and more events wait, in windows of max(1024, 8 x max_count),
-        -- on to the first window that has an event to lease (key_walk),
-        -- so that a fetch returns nothing only when nothing is claimable.
-        -- Each event is read so once: the cursor passes the blocked ones.
-        SELECT k.part, k.sequence, gen_random_uuid(), k.id, k.key, k.type, k.payload, k.metadata, k.ts,
-               k.blocked, k.has_waiters, k.wake
-          FROM key_first k
-         WHERE NOT (k.part = ANY (ARRAY(SELECT m.part FROM key_more m)))
-        UNION ALL
-        SELECT w.part, w.sequence, gen_random_uuid(), w.id, w.key, w.type, w.payload, w.metadata, w.ts,
-               w.blocked, w.has_waiters, w.wake
-          FROM key_walk w
+         WHERE p.fresh > 0
     ), inserted AS (
         INSERT INTO rheo.deliveries
-               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,
-                key, has_waiters)
-        SELECT v_group.group_id, f.part, f.sequence,
-               CASE WHEN f.blocked THEN 'blocked' ELSE 'leased' END,
-               CASE WHEN f.blocked THEN NULL ELSE f.lease_id END,
-               CASE WHEN f.blocked THEN NULL ELSE v_consumer END,
-               CASE WHEN f.blocked THEN 0 ELSE 1 END,
-               CASE WHEN f.blocked THEN NULL ELSE v_now END,
-               CASE WHEN f.blocked THEN 'infinity' ELSE v_expires END,
-               f.ts, f.key, f.has_waiters
+               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts, key)
+        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts, f.key
           FROM fresh f
-    ), woken AS (
-        INSERT INTO rheo.key_wakeups (group_id, "partition", key)
-        SELECT DISTINCT v_group.group_id, w.part, w.key
-          FROM (SELECT f.part, f.key FROM fresh f WHERE f.wake
-                UNION ALL
-                SELECT a.part, a.key FROM ahead a WHERE a.state <> 'blocked' AND NOT a.has_waiters) AS w
     ), advanced AS (
         -- Sequences are contiguous and visible in order, so the claimed
         -- ones are exactly next .. next + count - 1.
@@ -495,7 +580,6 @@ BEGIN
     SELECT f.lease_id, f.lease_id::text, p_stream, p_group_name, v_consumer, 1,
            v_now, v_expires, f.id, f.part, f.sequence, f.key, f.type, f.payload, f.metadata, f.ts
       FROM fresh f
-     WHERE NOT f.blocked
      ORDER BY 10, 11;  -- partition, sequence
 END
 $$;
