@@ -42,7 +42,8 @@ type core struct {
 	fetchMu sync.Mutex
 
 	changed   chan struct{} // demand may have grown, or claimable is set
-	claimable atomic.Bool   // an event was retried without delay, or a settle may have unblocked one
+	claimable atomic.Bool   // an event was retried without delay
+	unblocked atomic.Bool   // a settle in an ordered group may have made events claimable
 	// ordered: the group's ordering, as begin found it, is key or
 	// partition, so a settle can make later events claimable (SPEC §8),
 	// which no wakeup announces. A change of ordering is seen at the next
@@ -260,6 +261,14 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, maxFetch int
 		case <-c.changed:
 			if c.claimable.Swap(false) {
 				ready = true
+			}
+			if c.unblocked.Swap(false) && !ready {
+				// Settles come one by one: fetch once there is room for
+				// a whole batch, or within refillWindow, as after a full
+				// batch, rather than once per settle.
+				ready = true
+				refilling = true
+				refill.Reset(refillWindow)
 			}
 		case w, ok := <-wake:
 			if !ok {
@@ -541,23 +550,23 @@ func (c *core) ackAlone(ctx context.Context, h *held) error {
 }
 
 func (c *core) acked(h *held) {
-	c.unblocked()
+	c.settled()
 	for _, x := range c.s.hooks.acked {
 		x.Acked(c.bg, AckInfo{Lease: h.lease})
 	}
 }
 
-// unblocked lets the fetch loop fetch again at once after a settle that
-// may have made later events of an ordered group claimable.
-func (c *core) unblocked() {
+// settled tells the fetch loop of a settle that may have made later
+// events of an ordered group claimable.
+func (c *core) settled() {
 	if c.ordered {
-		c.claimable.Store(true)
+		c.unblocked.Store(true)
 		notify(c.changed)
 	}
 }
 
 func (c *core) deadLettered(h *held, reason string) {
-	c.unblocked()
+	c.settled()
 	c.log.LogAttrs(c.bg, slog.LevelWarn, "event dead-lettered", append(leaseAttrs(h.lease), slog.String(LogKeyError, reason))...)
 	for _, x := range c.s.hooks.deadLettered {
 		x.DeadLettered(c.bg, DeadLetterInfo{Lease: h.lease, Reason: reason})

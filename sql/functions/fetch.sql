@@ -408,30 +408,35 @@ BEGIN
                       FROM key_first k GROUP BY k.part) AS c ON c.part = p.part
              WHERE c.n = p.fresh::bigint + p_max_count AND c.leased < p.fresh
         ), key_walk AS (
-            -- From the cursor, window after window while a whole window is
-            -- blocked (the function reads the deliveries as of this
-            -- statement, in which each of those keys has one in progress).
-            SELECT m.part, m.fresh, m.next_sequence AS start, w.*
-              FROM key_more m
+            -- From the cursor, in windows 8 times the first one, then
+            -- each 8 times the last (at most 65,536 events), while a whole
+            -- window is blocked: the function reads the deliveries as of
+            -- this statement, in which each of those keys has one in
+            -- progress. Windows that grow keep what a fetch reads near
+            -- what it needs when few events are blocked, and few windows
+            -- when a long backlog is.
+            SELECT m.part, m.fresh, m.next_sequence AS start, m.size, w.*
+              FROM (SELECT m.part, m.fresh, m.next_sequence,
+                           least(65536, 8 * (m.fresh::bigint + p_max_count)) AS size
+                      FROM key_more m) AS m
              CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, m.part, m.next_sequence, m.fresh,
-                                                 greatest(1024, 8 * p_max_count::bigint)) AS w
+                                                 m.size) AS w
             UNION ALL
-            SELECT k.part, k.fresh, k.start + greatest(1024, 8 * p_max_count::bigint), w.*
+            SELECT k.part, k.fresh, k.start + k.size, least(65536, 8 * k.size), w.*
               FROM key_walk k
-             CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, k.part,
-                                                 k.start + greatest(1024, 8 * p_max_count::bigint), k.fresh,
-                                                 greatest(1024, 8 * p_max_count::bigint)) AS w
-             WHERE k.stuck AND k.sequence = k.start + greatest(1024, 8 * p_max_count::bigint) - 1
+             CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, k.part, k.start + k.size, k.fresh,
+                                                 least(65536, 8 * k.size)) AS w
+             WHERE k.stuck AND k.sequence = k.start + k.size - 1
         ), fresh AS (
             -- The lease ids are made here, so that the result can be read from
             -- this CTE rather than joined back to the INSERT's RETURNING.
             -- 'key': the events past the cursor, with the blocked ones among
             -- them (rheo._key_window), read on past the quota by up to
             -- max_count events; when those are not enough to fill the quota
-            -- and more events wait, in windows of max(1024, 8 x max_count),
-            -- on to the first window that has an event to lease (key_walk),
-            -- so that a fetch returns nothing only when nothing is claimable.
-            -- Each event is read so once: the cursor passes the blocked ones.
+            -- and more events wait, in growing windows, on to the first
+            -- window that has an event to lease (key_walk), so that a fetch
+            -- returns nothing only when nothing is claimable. Each event is
+            -- read so once: the cursor passes the blocked ones.
             SELECT k.part, k.sequence, gen_random_uuid() AS lease_id, k.id, k.key, k.type, k.payload, k.metadata, k.ts,
                    k.blocked, k.has_waiters, k.wake
               FROM key_first k
