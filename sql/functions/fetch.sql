@@ -393,58 +393,74 @@ BEGIN
             UPDATE rheo.deliveries AS d
                SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
              WHERE d.ctid = ANY (ARRAY(SELECT a.tid FROM ahead a))
-        ), key_first AS MATERIALIZED (
-            SELECT p.part, w.*
-              FROM plan p
-             CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, p.part, p.next_sequence, p.fresh,
-                                                 p.fresh::bigint + p_max_count) AS w
-             WHERE p.fresh > 0
-        ), key_more AS MATERIALIZED (
-            -- The partitions whose first window was read whole without
-            -- filling the quota.
-            SELECT p.part, p.next_sequence, p.fresh
-              FROM plan p
-              JOIN (SELECT k.part, count(*) AS n, count(*) FILTER (WHERE NOT k.blocked) AS leased
-                      FROM key_first k GROUP BY k.part) AS c ON c.part = p.part
-             WHERE c.n = p.fresh::bigint + p_max_count AND c.leased < p.fresh
         ), key_walk AS (
-            -- From the cursor, in windows 8 times the first one, then
-            -- each 8 times the last (at most 65,536 events), while a whole
-            -- window is blocked: the function reads the deliveries as of
-            -- this statement, in which each of those keys has one in
-            -- progress. Windows that grow keep what a fetch reads near
-            -- what it needs when few events are blocked, and few windows
-            -- when a long backlog is.
-            SELECT m.part, m.fresh, m.next_sequence AS start, m.size, w.*
-              FROM (SELECT m.part, m.fresh, m.next_sequence,
-                           least(65536, 8 * (m.fresh::bigint + p_max_count)) AS size
-                      FROM key_more m) AS m
-             CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, m.part, m.next_sequence, m.fresh,
-                                                 m.size) AS w
+            -- 'key': the events past the cursor, leased or blocked, read
+            -- in a window of twice the quota from the cursor, and again in
+            -- a window twice the last while one read whole leases fewer
+            -- than the quota: so a fetch reads about what it leases when
+            -- few events are blocked, walks past a long backlog in a few
+            -- windows, and returns nothing only when nothing is claimable.
+            -- Each blocked event is stored and passed once.
+            --
+            -- In a window, an event is blocked when an earlier event of
+            -- its key is not terminal: an earlier one in the window
+            -- (row_number), or a delivery found by the key's index (probed
+            -- once per key, as of this statement). It is cut after the
+            -- quota's last lease. has_waiters: later events of its key are
+            -- in the window. wake: blocked behind a delivery not marked as
+            -- having waiters, which the next fetch marks (or finds settled).
+            -- more: the window was read whole and leases too few, so the
+            -- next one is read; only the rows of a partition's last window
+            -- are kept. A seed row per partition starts the walk.
+            SELECT p.part, p.next_sequence AS next, p.fresh, 2 * p.fresh::bigint AS size,
+                   true AS seed, true AS more, true AS driver,
+                   NULL::bigint AS sequence, NULL::text AS id, NULL::text AS key, NULL::text AS type,
+                   NULL::jsonb AS payload, NULL::jsonb AS metadata, NULL::timestamptz AS ts,
+                   false AS blocked, false AS has_waiters, false AS wake
+              FROM plan p
+             WHERE p.fresh > 0
             UNION ALL
-            SELECT k.part, k.fresh, k.start + k.size, least(65536, 8 * k.size), w.*
+            SELECT k.part, k.next, k.fresh, s.size, false, w.more, w.sequence = k.next + s.size - 1,
+                   w.sequence, w.id, w.key, w.type, w.payload, w.metadata, w.ts, w.blocked, w.has_waiters, w.wake
               FROM key_walk k
-             CROSS JOIN LATERAL rheo._key_window(v_group.group_id, p_stream, k.part, k.start + k.size, k.fresh,
-                                                 least(65536, 8 * k.size)) AS w
-             WHERE k.stuck AND k.sequence = k.start + k.size - 1
+             CROSS JOIN LATERAL (SELECT CASE WHEN k.seed THEN k.size ELSE 2 * k.size END AS size) AS s
+             CROSS JOIN LATERAL (
+                    SELECT z.sequence, z.id, z.key, z.type, z.payload, z.metadata, z.ts, z.blocked, z.has_waiters,
+                           z.wake, z.n_read = s.size AND z.n_leasable < k.fresh AS more
+                      FROM (SELECT y.*,
+                                   count(*) FILTER (WHERE NOT y.blocked) OVER (ORDER BY y.sequence) AS n_leased,
+                                   count(*) FILTER (WHERE NOT y.blocked) OVER () AS n_leasable,
+                                   count(*) OVER () AS n_read
+                              FROM (SELECT e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts,
+                                           e.key IS NOT NULL AND (e.rn > 1 OR b.state IS NOT NULL) AS blocked,
+                                           e.key IS NOT NULL AND e.rn < e.cnt AS has_waiters,
+                                           coalesce(b.state <> 'blocked' AND NOT b.has_waiters, false) AS wake
+                                      FROM (SELECT r.*,
+                                                   row_number() OVER (PARTITION BY r.key ORDER BY r.sequence) AS rn,
+                                                   count(*) OVER (PARTITION BY r.key) AS cnt
+                                              FROM (SELECT ev.sequence, ev.id, ev.key, ev.type, ev.payload,
+                                                           ev.metadata, ev.ts
+                                                      FROM rheo.events ev
+                                                     WHERE ev.stream = p_stream AND ev."partition" = k.part
+                                                       AND ev.sequence >= k.next
+                                                     ORDER BY ev.sequence
+                                                     LIMIT s.size) AS r) AS e
+                                      LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
+                                                          WHERE x.group_id = v_group.group_id
+                                                            AND x."partition" = k.part
+                                                            AND x.key = e.key AND x.sequence < e.sequence
+                                                            AND e.rn = 1
+                                                          ORDER BY x.sequence DESC
+                                                          LIMIT 1) AS b ON true) AS y) AS z
+                     WHERE z.n_leased < k.fresh OR (z.n_leased = k.fresh AND NOT z.blocked)) AS w
+             WHERE k.driver AND k.more
         ), fresh AS (
             -- The lease ids are made here, so that the result can be read from
             -- this CTE rather than joined back to the INSERT's RETURNING.
-            -- 'key': the events past the cursor, with the blocked ones among
-            -- them (rheo._key_window), read on past the quota by up to
-            -- max_count events; when those are not enough to fill the quota
-            -- and more events wait, in growing windows, on to the first
-            -- window that has an event to lease (key_walk), so that a fetch
-            -- returns nothing only when nothing is claimable. Each event is
-            -- read so once: the cursor passes the blocked ones.
             SELECT k.part, k.sequence, gen_random_uuid() AS lease_id, k.id, k.key, k.type, k.payload, k.metadata, k.ts,
                    k.blocked, k.has_waiters, k.wake
-              FROM key_first k
-             WHERE NOT (k.part = ANY (ARRAY(SELECT m.part FROM key_more m)))
-            UNION ALL
-            SELECT w.part, w.sequence, gen_random_uuid(), w.id, w.key, w.type, w.payload, w.metadata, w.ts,
-                   w.blocked, w.has_waiters, w.wake
-              FROM key_walk w
+              FROM key_walk k
+             WHERE NOT k.seed AND NOT k.more
         ), inserted AS (
             INSERT INTO rheo.deliveries
                    (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,
