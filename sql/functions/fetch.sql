@@ -202,6 +202,13 @@ BEGIN
       FROM expired x;
 
     IF v_key THEN
+        -- Every probe of a key's deliveries names the group and the
+        -- partition as group_id::bigint and "partition"::bigint, the
+        -- expressions of deliveries_key_idx, which the primary key cannot
+        -- match: so the plan, generic and maybe made on an empty table,
+        -- cannot take the primary key and filter on the key, which would
+        -- read the events blocked behind a key.
+        --
         -- 'key': take the wakeups of the partitions locked, and look at
         -- each key's earliest delivery not terminal. Blocked: its turn has
         -- come; it becomes pending, due now, and is claimed below like a
@@ -221,7 +228,7 @@ BEGIN
             SELECT k.part, k.key, f.tid, f.state, f.has_waiters
               FROM (SELECT DISTINCT t."partition" AS part, t.key FROM taken t) AS k
              CROSS JOIN LATERAL (SELECT x.ctid AS tid, x.state, x.has_waiters FROM rheo.deliveries x
-                                  WHERE x.group_id = v_group.group_id AND x."partition" = k.part
+                                  WHERE x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = k.part::bigint
                                     AND x.key = k.key
                                   ORDER BY x.sequence
                                   LIMIT 1) AS f
@@ -242,7 +249,7 @@ BEGIN
             UPDATE rheo.deliveries AS d
                SET state = 'pending', expires_at = v_now,
                    has_waiters = EXISTS (SELECT 1 FROM rheo.deliveries y
-                                          WHERE y.group_id = d.group_id AND y."partition" = d."partition"
+                                          WHERE y.group_id::bigint = d.group_id::bigint AND y."partition"::bigint = d."partition"::bigint
                                             AND y.key = d.key AND y.sequence > d.sequence)
              WHERE d.ctid = ANY (ARRAY(SELECT f.tid FROM earliest f WHERE f.state = 'blocked'))
             RETURNING d."partition"
@@ -378,7 +385,7 @@ BEGIN
             SELECT pk.tid, pk.part, pk.key, b.state, b.has_waiters
               FROM picked pk
              CROSS JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
-                                  WHERE x.group_id = v_group.group_id AND x."partition" = pk.part
+                                  WHERE x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = pk.part::bigint
                                     AND x.key = pk.key AND x.sequence < pk.sequence
                                   ORDER BY x.sequence DESC
                                   LIMIT 1) AS b
@@ -446,8 +453,8 @@ BEGIN
                                                      ORDER BY ev.sequence
                                                      LIMIT s.size) AS r) AS e
                                       LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
-                                                          WHERE x.group_id = v_group.group_id
-                                                            AND x."partition" = k.part
+                                                          WHERE x.group_id::bigint = v_group.group_id::bigint
+                                                            AND x."partition"::bigint = k.part::bigint
                                                             AND x.key = e.key AND x.sequence < e.sequence
                                                             AND e.rn = 1
                                                           ORDER BY x.sequence DESC

@@ -27,8 +27,14 @@ ALTER TABLE rheo.deliveries DROP CONSTRAINT deliveries_state_check,
 ALTER TABLE rheo.deliveries ADD COLUMN has_waiters boolean NOT NULL DEFAULT false;
 
 -- A key's deliveries in sequence order: its earliest one not terminal,
--- the one just before a new event, and the next blocked one.
-CREATE INDEX deliveries_key_idx ON rheo.deliveries (group_id, "partition", key, sequence)
+-- the one just before a new event, and the next blocked one. The group
+-- and the partition are indexed as group_id::bigint and
+-- "partition"::bigint, and the probes name them so: the primary key,
+-- which leads with (group_id, partition) too, cannot serve them then, so
+-- no plan (generic plans may be made on an empty table, where both look
+-- alike) takes it and filters on the key, reading every event blocked
+-- behind a key to probe it.
+CREATE INDEX deliveries_key_idx ON rheo.deliveries ((group_id::bigint), ("partition"::bigint), key, sequence)
     WHERE key IS NOT NULL;
 
 -- The probes of that index run in generic plans, for a key the planner
