@@ -9,8 +9,10 @@
 -- Concurrent fetchers of one group lock the cursor rows of the partitions
 -- they claim from with SKIP LOCKED, so they spread over partitions instead
 -- of queueing; only a fetcher that could lock no partition with work waits
--- for one, holding no other lock. The locks last until the calling
--- transaction ends.
+-- for one, holding no other lock. The locks are FOR NO KEY UPDATE, so
+-- that a prune, which holds a partition's cursors FOR KEY SHARE, does not
+-- keep fetches out of it; replay, reset_group and drop lock them FOR
+-- UPDATE and do. The locks last until the calling transaction ends.
 --
 -- The group's ordering (SPEC §8) changes what is claimable: under 'key'
 -- an event waits, stored once as a blocked delivery, while an earlier
@@ -132,7 +134,7 @@ BEGIN
                     OR (v_key AND EXISTS (SELECT 1 FROM rheo.key_wakeups w
                                            WHERE w.group_id = c.group_id AND w."partition" = c."partition")))
              ORDER BY c."partition"
-               FOR UPDATE OF c SKIP LOCKED) AS l;
+               FOR NO KEY UPDATE OF c SKIP LOCKED) AS l;
     IF v_locked IS NULL THEN
         -- Every partition with work, if any, is being claimed by another
         -- fetcher (or replayed or reset): wait for one rather than report
@@ -166,7 +168,7 @@ BEGIN
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
          WHERE c.group_id = v_group.group_id AND c."partition" = v_p
-           FOR UPDATE OF c;
+           FOR NO KEY UPDATE OF c;
         IF v_locked IS NULL THEN  -- the group was dropped while this fetch waited
             RETURN;
         END IF;

@@ -16,9 +16,10 @@
 -- that prunes of the stream, drop_stream and create_group wait for each
 -- other while appends' foreign key checks on it do not; the cursors
 -- of the partition being pruned, for every group, so that no replay or
--- reset moves a cursor below what is deleted (fetches skip the partition
--- meanwhile, as for any claim in progress); with force, the deliveries it
--- deletes; and last, the partitions' rows, to move their low watermarks,
+-- reset moves a cursor below what is deleted: FOR KEY SHARE, which a
+-- fetch's FOR NO KEY UPDATE does not conflict with (a fetch only moves a
+-- cursor forward, past what a prune deletes), and with force, which
+-- moves cursors itself, FOR UPDATE, and then the deliveries it deletes; and last, the partitions' rows, to move their low watermarks,
 -- which appends wait for no longer than this commit. Bounded by
 -- max_count, each call is a short transaction: see docs/design.md,
 -- "Retention", for its cost and what it leaves to vacuum.
@@ -73,10 +74,17 @@ BEGIN
 
     FOR v_p IN 0 .. v_count - 1 LOOP
         EXIT WHEN v_left = 0;
-        PERFORM 1 FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id
-          WHERE g.stream = p_stream AND c."partition" = v_p
-          ORDER BY c.group_id
-            FOR UPDATE OF c;
+        IF p_force THEN  -- it may move them
+            PERFORM 1 FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id
+              WHERE g.stream = p_stream AND c."partition" = v_p
+              ORDER BY c.group_id
+                FOR UPDATE OF c;
+        ELSE
+            PERFORM 1 FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id
+              WHERE g.stream = p_stream AND c."partition" = v_p
+              ORDER BY c.group_id
+                FOR KEY SHARE OF c;
+        END IF;
         SELECT pt.low_watermark, pt.high_watermark INTO v_low, v_high
           FROM rheo.partitions pt WHERE pt.stream = p_stream AND pt."partition" = v_p;
         -- The run ends before the first event young enough to keep, and,

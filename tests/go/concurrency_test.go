@@ -1092,6 +1092,57 @@ func TestConcurrentDropStreamDuringAppends(t *testing.T) {
 	}
 }
 
+// TestConcurrentFetchDuringPrune fetches from a partition while a prune
+// of it is in progress: the prune holds the partition's cursors against
+// replays and resets only, so the fetch takes the events past the cursor
+// at once instead of waiting for the prune's commit.
+func TestConcurrentFetchDuringPrune(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 3)
+	defer pool.Close()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('pruned_while_read')`)
+	concExec(ctx, t, pool, `SELECT rheo.set_retention('pruned_while_read', '1 hour')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('pruned_while_read',
+		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('pruned_while_read', 'g', start_after => 6)`)
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var pruned int64
+	if err := tx.QueryRow(ctx, `SELECT rheo.prune('pruned_while_read', clock => '2030-01-01 02:00Z')`).Scan(&pruned); err != nil {
+		t.Fatal(err)
+	}
+	if pruned != 6 {
+		t.Fatalf("pruned %d, want 6", pruned)
+	}
+
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// A fetch that waited for the prune would fail here, not hang.
+	if _, err := conn.Exec(ctx, `SET lock_timeout = '10s'`); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := conn.Query(ctx, `SELECT sequence FROM rheo.fetch('pruned_while_read', 'g', max_count => 10)`)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatalf("fetch during the prune: %v", err)
+	}
+	if !slices.Equal(got, []int64{7, 8, 9, 10}) {
+		t.Errorf("fetch during the prune returned %v, want [7 8 9 10]", got)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConcurrentReplayDuringPrune replays a group while a prune of its
 // stream is in progress: the replay waits for the prune's cursor locks
 // and then rewinds to the new low watermark, never below it, so that its
