@@ -20,15 +20,15 @@ const (
 
 // orderingMeasurements are the ordering workload's variants: a drain of
 // orderingN events over 1,000 keys on 8 partitions at orderingConcurrency
-// in each mode (River: its plain drain of as many jobs, the nearest it
-// has), a drain where one key holds half the events (the figure is the
-// rate of the other keys), and, once, the fetch time per lease of the
-// other keys as the hot key's blocked backlog grows.
+// in each of the three orderings (River: its plain drain of as many jobs,
+// the nearest it has), a drain where one key holds half the events (the
+// figure is the rate of the other keys), and, once, the fetch time per
+// lease of the other keys as the hot key's blocked backlog grows.
 func (c *config) orderingMeasurements() []measurement {
 	conc := c.orderingConc
 	n := c.orderingN
 	var plan []measurement
-	for _, o := range []rheo.Ordering{rheo.OrderingNone, rheo.OrderingKey} {
+	for _, o := range []rheo.Ordering{rheo.OrderingNone, rheo.OrderingKey, rheo.OrderingPartition} {
 		name := fmt.Sprintf("ordering %s 1000 keys c=%d", o, conc)
 		m := measurement{
 			label: name,
