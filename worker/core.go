@@ -34,8 +34,9 @@ type core struct {
 	bg          context.Context
 	leaseParent context.Context
 
-	mu     sync.Mutex
-	leases map[string]*held // every lease held, by lease id
+	mu       sync.Mutex
+	leases   map[string]*held // every lease held, by lease id
+	schedule renewals         // the active leases not being renewed, by renewAt
 
 	// fetchMu is held from the check for a stop to the tracking of the
 	// fetched leases, so that a stop can wait out a fetch in flight.
@@ -48,6 +49,10 @@ type core struct {
 
 	acks  *acker
 	calls sync.WaitGroup // renewals in flight
+
+	// fetchTime is the recent time of a fetch call, which the worker's
+	// fetch sizing reads.
+	fetchTime average
 }
 
 // held is one lease the worker holds, from fetch until its settle is
@@ -59,7 +64,8 @@ type held struct {
 
 	// Guarded by core.mu.
 	renewAt  time.Time
-	active   bool // renewed: its handler runs, or its Consumer lease is unsettled
+	index    int  // its place in core.schedule, or notScheduled
+	active   bool // renewed: queued, its handler runs, or its Consumer lease is unsettled
 	renewing bool // a renewal is in flight
 	lost     bool // a renewal found it stale
 }
@@ -107,12 +113,17 @@ func (c *core) begin(ctx context.Context) (func(), error) {
 // track adds a fetched lease to the table and schedules its renewal.
 func (c *core) track(l rheo.Lease) *held {
 	ctx, cancel := context.WithCancelCause(c.leaseParent)
-	h := &held{lease: l, ctx: ctx, cancel: cancel, active: true,
+	h := &held{lease: l, ctx: ctx, cancel: cancel, active: true, index: notScheduled,
 		renewAt: c.s.Clock.Now().Add(c.s.LeaseDuration / 2)}
 	c.mu.Lock()
 	c.leases[l.LeaseID] = h
+	first := c.schedule.schedule(h)
 	c.mu.Unlock()
-	notify(c.renewKick)
+	if first {
+		// Leases fetched later are due later: the renew loop needs to
+		// hear only of a new first.
+		notify(c.renewKick)
+	}
 	if l.Attempt > 1 {
 		for _, x := range c.s.hooks.redelivered {
 			x.Redelivered(c.bg, RedeliveryInfo{Lease: l})
@@ -127,6 +138,7 @@ func (c *core) deactivate(h *held) (lost bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.active = false
+	c.schedule.cancel(h)
 	return h.lost
 }
 
@@ -135,6 +147,7 @@ func (c *core) release(h *held) {
 	c.mu.Lock()
 	_, ok := c.leases[h.lease.LeaseID]
 	delete(c.leases, h.lease.LeaseID)
+	c.schedule.cancel(h)
 	empty := len(c.leases) == 0
 	c.mu.Unlock()
 	h.cancel(nil)
@@ -153,12 +166,12 @@ func (c *core) heldCount() int {
 	return len(c.leases)
 }
 
-// demand is how many leases to fetch now, given room for capacity more:
-// capacity bounded by MaxDemand. starved reports that MaxDemand, that is
-// leases waiting for their settle, holds the fetch below capacity.
-func (c *core) demand(capacity int) (n int, starved bool) {
+// demand bounds want, the leases the caller would like fetched now, by
+// the room MaxDemand leaves. starved reports that leases held, most of
+// them waiting for their settle, keep the fetch below want.
+func (c *core) demand(want int) (n int, starved bool) {
 	free := c.s.MaxDemand - c.heldCount()
-	return max(min(capacity, free), 0), free < capacity
+	return max(min(want, free), 0), free < want
 }
 
 // wants reports whether a wakeup concerns the configured partitions.
@@ -168,19 +181,21 @@ func (c *core) wants(partition int) bool {
 
 // fetchLoop fetches leases while there is demand and hands each to
 // deliver, until stop is closed, ctx ends (which also aborts a fetch in
-// flight) or deliver or failed returns false. capacity is how many more
-// leases the caller can take now, at most maxFetch. failed, when not nil,
-// is told of each fetch error.
+// flight) or deliver or failed returns false. want tells how many leases
+// the caller would like fetched now (before the bound of MaxDemand) and
+// full the size of a batch worth waiting for, at least 1. failed, when not
+// nil, is told of each fetch error.
 //
 // It fetches again at once after a full batch or when demand grows after
 // one; after a short batch it waits for a wakeup of its partitions, an
 // event retried without delay, or the poll interval. Fetch errors back
 // off from 100ms, doubling to 5s, each wait jittered by ±20%.
 //
-// After a full batch, the next fetch waits up to refillWindow for room for
-// a whole maxFetch: quick handlers free their slots within it, and one
-// large fetch costs about what a small one does.
-func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, maxFetch int, capacity func() int, deliver func(*held) bool, failed func(error) bool) {
+// After a full batch, when MaxDemand leaves room for less than full, the
+// next fetch waits up to refillWindow for that room: the acks in flight
+// free theirs within it, and one large fetch costs about what a small one
+// does.
+func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, want func() (n, full int), deliver func(*held) bool, failed func(error) bool) {
 	wake, unsubscribe := c.drv.Wakeups(c.s.Stream)
 	defer unsubscribe()
 	var poll <-chan time.Time
@@ -193,8 +208,9 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, maxFetch int
 	ready := true // fetch as soon as there is demand
 	for {
 		if ready {
-			n, starved := c.demand(capacity())
-			if n > 0 && (!refilling || n >= maxFetch) {
+			wanted, full := want()
+			n, starved := c.demand(wanted)
+			if n > 0 && (!refilling || n >= full) {
 				hs, stopped, err := c.fetchAndTrack(ctx, stop, n)
 				if stopped {
 					return
@@ -282,8 +298,10 @@ func (c *core) fetchAndTrack(ctx context.Context, stop <-chan struct{}, n int) (
 	if err != nil {
 		return nil, false, err
 	}
+	took := time.Since(start)
+	c.fetchTime.observe(took)
 	for _, x := range c.s.hooks.fetched {
-		x.Fetched(c.bg, FetchInfo{Requested: n, Count: len(leases), Duration: time.Since(start)})
+		x.Fetched(c.bg, FetchInfo{Requested: n, Count: len(leases), Duration: took})
 	}
 	hs = make([]*held, len(leases))
 	for i, l := range leases {
@@ -352,21 +370,12 @@ func (c *core) startDueRenewals() (next time.Time) {
 	now := c.s.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, h := range c.leases {
-		if !h.active || h.renewing {
-			continue
-		}
-		if !h.renewAt.After(now) {
-			h.renewing = true
-			c.calls.Add(1)
-			go c.renew(h)
-			continue
-		}
-		if next.IsZero() || h.renewAt.Before(next) {
-			next = h.renewAt
-		}
+	for h := c.schedule.due(now); h != nil; h = c.schedule.due(now) {
+		h.renewing = true
+		c.calls.Add(1)
+		go c.renew(h)
 	}
-	return next
+	return c.schedule.next()
 }
 
 // renew renews h once. A lease found stale is dropped and its context
@@ -407,8 +416,11 @@ func (c *core) renew(h *held) {
 	} else {
 		h.renewAt = now.Add(c.s.LeaseDuration / 10)
 	}
+	first := c.schedule.schedule(h)
 	c.mu.Unlock()
-	notify(c.renewKick)
+	if first {
+		notify(c.renewKick)
+	}
 
 	if err != nil {
 		c.log.LogAttrs(c.bg, slog.LevelWarn, "renew failed", append(leaseAttrs(h.lease), slog.Any(LogKeyError, err))...)
