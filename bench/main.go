@@ -57,6 +57,7 @@ type config struct {
 	opsBehind          int
 	opsInflight        int
 	opsCalls           int
+	workerSizes        // slow and competing
 	workloads          []string
 
 	srv *server
@@ -64,7 +65,7 @@ type config struct {
 }
 
 // workloadNames are the workloads, in the order they run.
-var workloadNames = []string{"append", "drain", "latency", "fanout", "cost", "scale", "ops"}
+var workloadNames = []string{"append", "drain", "slow", "competing", "latency", "fanout", "cost", "scale", "ops"}
 
 func (c *config) runs(workload string) bool { return contains(c.workloads, workload) }
 
@@ -149,6 +150,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.opsBehind, "ops-behind", 10_000, "events at the end of each ops stream: the backlog of the ops workload's group_info group, where its replay and create_group start")
 	fs.IntVar(&c.opsInflight, "ops-inflight", 100_000, "leases in flight for the ops workload's second fetch figure")
 	fs.IntVar(&c.opsCalls, "ops-calls", 20, "timed calls of each operation of the ops workload")
+	c.workerFlags(fs)
 	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ","))
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -164,6 +166,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"latency-duration": "1s", "groups": "1,4", "cost-n": "2000",
 			"scale": "1000,5000", "scale-fetched": "1000",
 			"ops-events": "5000", "ops-behind": "500", "ops-inflight": "1000", "ops-calls": "3",
+			"slow-n": "500", "competing-n": "2000",
 		}
 		for name, v := range quick {
 			if !set[name] {
@@ -184,6 +187,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	// Each lease of the ops workload's busy group takes an event.
 	if c.opsInflight+c.opsCalls > c.opsEvents {
 		return nil, errors.New("--ops-inflight plus --ops-calls must not exceed --ops-events")
+	}
+	if err := c.workerSizes.check(); err != nil {
+		return nil, err
 	}
 	if c.latencyDuration <= 0 {
 		return nil, errors.New("--latency-duration must be positive")
