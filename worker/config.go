@@ -74,9 +74,10 @@ type Config struct {
 	// handler slot, whose handler runs, or that wait for their ack to be
 	// written, or (Consumer) that were handed out and not settled yet.
 	// Fetches never ask for more. For a Worker it must be at least
-	// Concurrency and defaults to Concurrency + 2 × AckBatchSize: every
-	// slot busy while one batch of acks is written and the next batch of
-	// leases fetched. For a Consumer it defaults to 100.
+	// Concurrency and defaults to 2 × Concurrency + 2 × AckBatchSize:
+	// every slot busy with a lease queued behind each, while one batch of
+	// acks is written and the next one fills. For a Consumer it defaults
+	// to 100.
 	MaxDemand int
 	// LeaseDuration is how long a lease lasts; the worker renews held
 	// leases at about half of it. It is rounded down to whole
@@ -221,7 +222,7 @@ func (cfg *Config) settle(drv driver.Driver, forWorker bool) (*settings, error) 
 		s.AckFlushInterval = DefaultAckFlushInterval
 	}
 	if forWorker && s.MaxDemand == 0 {
-		s.MaxDemand = s.Concurrency + 2*s.AckBatchSize
+		s.MaxDemand = 2*s.Concurrency + 2*s.AckBatchSize
 	}
 
 	if s.Logger == nil {

@@ -243,7 +243,7 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, want func() 
 				poll, releasePoll = c.s.Clock.At(c.s.Clock.Now().Add(c.s.PollInterval))
 				for i, h := range hs {
 					if !deliver(h) {
-						c.giveBack(hs[i+1:])
+						c.giveBack(hs[i+1:], "not processed: the consumer stopped iterating")
 						return
 					}
 				}
@@ -333,12 +333,12 @@ func (c *core) fetchFailed(err error, backoff time.Duration) {
 }
 
 // giveBack returns fetched leases that will not be delivered: they are
-// made claimable again at once.
-func (c *core) giveBack(hs []*held) {
+// made claimable again at once, with reason as the retry's.
+func (c *core) giveBack(hs []*held, reason string) {
 	for _, h := range hs {
 		c.deactivate(h)
 		ctx, cancel := context.WithTimeout(c.bg, c.s.callTimeout)
-		_, _ = c.retry(ctx, h, 0, "not processed: the consumer stopped iterating")
+		_, _ = c.retry(ctx, h, 0, reason)
 		cancel()
 	}
 }

@@ -47,10 +47,12 @@ type pipeline struct {
 	ackBatch    int // AckBatchSize: the room one ack batch frees
 }
 
-// lookahead is how many leases the handlers will take during two fetch
-// calls, by their recent pace: a fetch issued when half of them are left
-// returns before the queue runs dry. Before the first handler returns it is
-// one per slot; with handlers too quick to measure, it is MaxDemand.
+// lookahead is how many leases to keep queued beyond the idle slots: what
+// the handlers take, by their recent pace, during two fetch calls, so that
+// a fetch issued when half of it is left returns before the queue runs dry;
+// and at least one per slot, so that a fetch slower than the recent ones
+// still finds every slot a lease when it returns. With handlers too quick
+// to measure it is MaxDemand.
 func (p pipeline) lookahead() int {
 	if p.handlerTime <= 0 || p.fetchTime <= 0 {
 		return p.concurrency
@@ -59,7 +61,7 @@ func (p pipeline) lookahead() int {
 	if n >= float64(p.maxDemand) {
 		return p.maxDemand
 	}
-	return int(n)
+	return max(int(n), p.concurrency)
 }
 
 // want is how many leases to fetch now (before the bound of MaxDemand)

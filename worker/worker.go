@@ -265,7 +265,7 @@ func (w *Worker) next() *held {
 		if w.c.deactivate(h) {
 			w.c.release(h)
 		} else {
-			w.c.giveBack([]*held{h})
+			w.c.giveBack([]*held{h}, givenBack)
 		}
 		w.freeSlot(0)
 	}
@@ -279,8 +279,12 @@ func (w *Worker) closeQueue() {
 	w.queue, w.closed = nil, true
 	w.mu.Unlock()
 	w.ready.Broadcast()
-	w.c.giveBack(queued)
+	w.c.giveBack(queued, givenBack)
 }
+
+// givenBack is the retry reason of a lease that was queued when the
+// worker stopped.
+const givenBack = "not processed: the worker stopped"
 
 // freeSlot ends a handler's hold on its slot, after a run of d (0 when
 // no handler ran), and wakes the fetch loop if the queue is at its
