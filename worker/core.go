@@ -50,6 +50,9 @@ type core struct {
 	acks  *acker
 	calls sync.WaitGroup // renewals in flight
 
+	// maxAttempts is the group's, as begin found it; 0 if unknown.
+	maxAttempts int
+
 	// fetchTime is the recent time of a fetch call, which the worker's
 	// fetch sizing reads.
 	fetchTime average
@@ -92,9 +95,9 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// begin claims the (driver, stream, group) registry entry and checks that
-// the stream, group and partitions exist. It returns the function that
-// releases the registry entry.
+// begin claims the (driver, stream, group) registry entry, checks that
+// the stream, group and partitions exist and reads the group's
+// max_attempts. It returns the function that releases the registry entry.
 func (c *core) begin(ctx context.Context) (func(), error) {
 	release, err := register(c.drv, c.s.Stream, c.s.Group)
 	if err != nil {
@@ -105,6 +108,16 @@ func (c *core) begin(ctx context.Context) (func(), error) {
 	if _, err := c.drv.Lag(checkCtx, c.s.Stream, c.s.Group, c.s.Partitions); err != nil {
 		release()
 		return nil, fmt.Errorf("check stream %q group %q: %w", c.s.Stream, c.s.Group, err)
+	}
+	groups, err := c.drv.ListGroups(checkCtx, c.s.Stream)
+	if err != nil {
+		release()
+		return nil, fmt.Errorf("list the groups of stream %q: %w", c.s.Stream, err)
+	}
+	for _, g := range groups {
+		if g.Name == c.s.Group {
+			c.maxAttempts = g.MaxAttempts
+		}
 	}
 	c.bg = context.WithoutCancel(ctx)
 	return release, nil
@@ -330,6 +343,12 @@ func (c *core) fetchFailed(err error, backoff time.Duration) {
 	for _, x := range c.s.hooks.fetchFailed {
 		x.FetchFailed(c.bg, FetchErrorInfo{Err: err, Backoff: backoff})
 	}
+}
+
+// lastAttempt reports whether h is its event's last attempt: a retry
+// would dead-letter it.
+func (c *core) lastAttempt(h *held) bool {
+	return c.maxAttempts > 0 && h.lease.Attempt >= c.maxAttempts
 }
 
 // giveBack returns fetched leases that will not be delivered: they are

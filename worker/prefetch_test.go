@@ -152,3 +152,52 @@ func TestPrefetch(t *testing.T) {
 		})
 	}
 }
+
+func TestPrefetchLastAttempt(t *testing.T) {
+	for _, b := range backends(t) {
+		t.Run(b.name+": a stop handles the queued leases at their last attempt instead of giving them back", func(t *testing.T) {
+			ctx := context.Background()
+			bd := setup(t, b, 2)
+			events := appendN(t, bd.drv, bd.stream, 4)
+			// Events 0 to 2 are retried once, so their next lease is their
+			// last attempt; event 3's is its first.
+			first, err := bd.drv.Fetch(ctx, bd.stream, bd.group, &rheo.FetchOptions{MaxCount: 3})
+			require.NoError(t, err)
+			for _, l := range first {
+				_, err := bd.drv.Retry(ctx, l.LeaseID, nil)
+				require.NoError(t, err)
+			}
+
+			h := newBlocking()
+			cfg := bd.config(h.handle)
+			cfg.Concurrency, cfg.MaxDemand = 2, 4
+			w := startWorker(t, bd.drv, cfg)
+			for range 2 {
+				running := receive(t, "a handler start", h.started)
+				require.Contains(t, []string{events[0].ID, events[1].ID}, running.Event.ID)
+			}
+			// Queued: event 2 at its last attempt, event 3 at its first.
+			bd.rec.waitFor(t, "every event fetched", func(s recorded) bool { return fetchedCount(s) == 4 })
+
+			stopped := make(chan error, 1)
+			go func() { stopped <- w.Stop(ctx) }()
+			s := bd.rec.waitFor(t, "the first attempt given back", func(s recorded) bool { return len(s.retried) == 1 })
+			assert.Equal(t, events[3].ID, s.retried[0].Lease.Event.ID)
+			assert.Equal(t, 1, s.retried[0].Lease.Attempt)
+			close(h.release)
+			require.NoError(t, receive(t, "the stop", stopped))
+
+			s = bd.rec.snapshot()
+			var handled []string
+			for _, x := range s.handled {
+				assert.Equal(t, worker.OutcomeAck, x.Outcome)
+				assert.Equal(t, 2, x.Lease.Attempt)
+				handled = append(handled, x.Lease.Event.ID)
+			}
+			assert.ElementsMatch(t, []string{events[0].ID, events[1].ID, events[2].ID}, handled, "the last attempts are handled")
+			assert.Len(t, s.acked, 3)
+			assert.Len(t, s.retried, 1)
+			assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group), "no event is dead-lettered by the stop")
+		})
+	}
+}

@@ -272,14 +272,23 @@ func (w *Worker) next() *held {
 }
 
 // closeQueue ends the slots' wait for leases and gives back the leases
-// still queued: they are made claimable again at once.
+// still queued: they are made claimable again at once. Those at their
+// event's last attempt, which a give-back would dead-letter, stay queued
+// for the slots to handle; after a hard stop the slots give them back too.
 func (w *Worker) closeQueue() {
+	var back, kept []*held
 	w.mu.Lock()
-	queued := w.queue
-	w.queue, w.closed = nil, true
+	for _, h := range w.queue {
+		if w.c.lastAttempt(h) {
+			kept = append(kept, h)
+		} else {
+			back = append(back, h)
+		}
+	}
+	w.queue, w.closed = kept, true
 	w.mu.Unlock()
 	w.ready.Broadcast()
-	w.c.giveBack(queued, givenBack)
+	w.c.giveBack(back, givenBack)
 }
 
 // givenBack is the retry reason of a lease that was queued when the
