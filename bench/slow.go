@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,65 +15,79 @@ import (
 	"github.com/rheo-go/rheo"
 )
 
-// slowHandler sleeps for d, or until its context ends.
-func slowHandler(d time.Duration) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+// sleeper is the slow workload's handler: it sleeps for d, or until its
+// context ends, and adds the time it took to spent.
+type sleeper struct {
+	d     time.Duration
+	spent atomic.Int64 // nanoseconds in the handler, summed over the runs
+}
+
+func (s *sleeper) sleep(ctx context.Context) error {
+	start := time.Now()
+	defer func() { s.spent.Add(int64(time.Since(start))) }()
+	t := time.NewTimer(s.d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
+}
+
+// slowResult is one slow run: the time to the last settle and the time
+// spent in the handlers.
+type slowResult struct {
+	d     time.Duration
+	spent time.Duration
 }
 
 // slow appends n events (untimed) and times one worker whose handler
 // sleeps for d, with the given concurrency, from its start to the n-th
 // committed ack.
-func (s *rheoSystem) slow(ctx context.Context, n, concurrency int, d time.Duration) (time.Duration, error) {
+func (s *rheoSystem) slow(ctx context.Context, n, concurrency int, d time.Duration) (slowResult, error) {
 	stream, err := s.stream(ctx, 1)
 	if err != nil {
-		return 0, err
+		return slowResult{}, err
 	}
 	if err := s.appendAll(ctx, stream, n); err != nil {
-		return 0, err
+		return slowResult{}, err
 	}
 	if err := s.drv.CreateGroup(ctx, stream, "slow", nil); err != nil {
-		return 0, err
+		return slowResult{}, err
 	}
-	sleep := slowHandler(d)
+	h := &sleeper{d: d}
 	acks := newCounter(n)
 	start := time.Now()
 	stop, err := s.startWorker(ctx, stream, "slow", concurrency, func(ctx context.Context, _ rheo.Lease) error {
-		return sleep(ctx)
+		return h.sleep(ctx)
 	}, acks)
 	if err != nil {
-		return 0, err
+		return slowResult{}, err
 	}
 	err = acks.wait(ctx, drainTimeout)
 	elapsed := time.Since(start)
 	if serr := stop(); err == nil {
 		err = serr
 	}
-	return elapsed, err
+	return slowResult{d: elapsed, spent: time.Duration(h.spent.Load())}, err
 }
 
 // slow inserts n jobs (untimed) and times one client whose workers sleep
 // for d, with concurrency workers, from its start to the n-th durable
 // completion.
-func (s *riverSystem) slow(ctx context.Context, n, concurrency int, d time.Duration) (time.Duration, error) {
-	sleep := slowHandler(d)
+func (s *riverSystem) slow(ctx context.Context, n, concurrency int, d time.Duration) (slowResult, error) {
+	h := &sleeper{d: d}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, river.WorkFunc(func(ctx context.Context, _ *river.Job[benchArgs]) error {
-		return sleep(ctx)
+		return h.sleep(ctx)
 	}))
 	client, err := s.client(map[string]int{river.QueueDefault: concurrency}, workers)
 	if err != nil {
-		return 0, err
+		return slowResult{}, err
 	}
-	return s.timeClient(ctx, client, n)
+	elapsed, err := s.timeClient(ctx, client, n)
+	return slowResult{d: elapsed, spent: time.Duration(h.spent.Load())}, err
 }
 
 // timeClient inserts n bench jobs (untimed) and times client from its
@@ -95,13 +110,20 @@ func (s *riverSystem) timeClient(ctx context.Context, client *river.Client[pgx.T
 	return elapsed, err
 }
 
-// slowSamples are the rate of a slow-handler run and its fraction of the
-// ideal: every handler slot sleeping all the time.
-func (c *config) slowSamples(n int, d time.Duration) []sample {
+// slowSamples are the rate of a slow-handler run, its fraction of the
+// ideal (every handler slot sleeping all the time, each sleep taking
+// exactly --slow-sleep), the mean time a handler took and the share of
+// the slots' time spent in handlers.
+func (c *config) slowSamples(n int, r slowResult) []sample {
 	name := fmt.Sprintf("slow %s c=%d", c.slowSleep, c.slowConcurrency)
-	rate := perSecond(n, d)
+	rate := perSecond(n, r.d)
 	ideal := float64(c.slowConcurrency) / c.slowSleep.Seconds()
-	return []sample{{name, "events/s", rate}, {name + " of ideal " + strconv.Itoa(int(ideal)) + "/s", "%", 100 * rate / ideal}}
+	return []sample{
+		{name, "events/s", rate},
+		{name + " of ideal " + strconv.Itoa(int(ideal)) + "/s", "%", 100 * rate / ideal},
+		{name + " handler time", "ms", millis(r.spent) / float64(n)},
+		{name + " slots in handlers", "%", 100 * float64(r.spent) / (float64(r.d) * float64(c.slowConcurrency))},
+	}
 }
 
 // slowMeasurement is the drain of a handler that sleeps --slow-sleep at
@@ -111,12 +133,12 @@ func (c *config) slowMeasurement() measurement {
 	return measurement{
 		label: fmt.Sprintf("slow %s c=%d", c.slowSleep, c.slowConcurrency),
 		rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
-			d, err := s.slow(ctx, c.slowN, c.slowConcurrency, c.slowSleep)
-			return c.slowSamples(c.slowN, d), err
+			r, err := s.slow(ctx, c.slowN, c.slowConcurrency, c.slowSleep)
+			return c.slowSamples(c.slowN, r), err
 		}),
 		river: c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
-			d, err := s.slow(ctx, c.slowN, c.slowConcurrency, c.slowSleep)
-			return c.slowSamples(c.slowN, d), err
+			r, err := s.slow(ctx, c.slowN, c.slowConcurrency, c.slowSleep)
+			return c.slowSamples(c.slowN, r), err
 		}),
 	}
 }
