@@ -21,9 +21,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,6 +59,7 @@ type config struct {
 	opsBehind          int
 	opsInflight        int
 	opsCalls           int
+	retention          retentionSizes
 	workerSizes        // slow and competing
 	workloads          []string
 
@@ -105,8 +108,8 @@ func (l *stringList) Set(v string) error {
 	*l = nil
 	for _, f := range strings.Split(v, ",") {
 		f = strings.TrimSpace(f)
-		if !contains(workloadNames, f) {
-			return fmt.Errorf("unknown workload %q (known: %s)", f, strings.Join(workloadNames, ", "))
+		if !contains(workloadNames, f) && !contains(optInWorkloads, f) {
+			return fmt.Errorf("unknown workload %q (known: %s)", f, strings.Join(slices.Concat(workloadNames, optInWorkloads), ", "))
 		}
 		*l = append(*l, f)
 	}
@@ -150,8 +153,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.opsBehind, "ops-behind", 10_000, "events at the end of each ops stream: the backlog of the ops workload's group_info group, where its replay and create_group start")
 	fs.IntVar(&c.opsInflight, "ops-inflight", 100_000, "leases in flight for the ops workload's second fetch figure")
 	fs.IntVar(&c.opsCalls, "ops-calls", 20, "timed calls of each operation of the ops workload")
+	c.retention.flags(fs)
 	c.workerFlags(fs)
-	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ","))
+	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ",")+
+		" by default; also, only when named: "+strings.Join(optInWorkloads, ","))
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -168,6 +173,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"ops-events": "5000", "ops-behind": "500", "ops-inflight": "1000", "ops-calls": "3",
 			"slow-n": "500", "competing-n": "2000",
 		}
+		maps.Copy(quick, retentionQuick)
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
@@ -193,6 +199,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.latencyDuration <= 0 {
 		return nil, errors.New("--latency-duration must be positive")
+	}
+	if err := c.retention.check(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -294,6 +303,9 @@ func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads 
 		c.n, drainPerHandler, c.producers, c.latencyDuration, c.latencyProducers, c.latencyConcurrency, c.fanoutN, c.fanoutConcurrency,
 		c.costN, c.costConcurrency, (*intList)(&c.scale).String(), c.scaleFetched,
 		count(c.opsEvents), (*intList)(&c.opsPartitions).String(), count(c.opsBehind), count(c.opsInflight), c.opsCalls)
+	if slices.ContainsFunc(c.workloads, func(w string) bool { return contains(optInWorkloads, w) }) {
+		fmt.Fprintf(w, "retention sizes: %s\n", &c.retention)
+	}
 	fmt.Fprintln(w)
 	res.writeTable(w)
 	fmt.Fprintln(w)

@@ -109,6 +109,7 @@ func (c *config) plan(report *textReport) []measurement {
 	if c.runs("ops") {
 		plan = append(plan, c.opsMeasurement(report))
 	}
+	plan = append(plan, c.retentionPlan(report)...)
 	return plan
 }
 

@@ -46,6 +46,15 @@ type Config struct {
 	// BatchSize is the most events one Prune call deletes, and so the
 	// size of each transaction. Defaults to 10000.
 	BatchSize int
+	// Pause is how long the Pruner waits after a full batch before the
+	// next batch of the same stream, so that a large backlog of aged
+	// events is deleted in spurts that leave the stream's fetches and
+	// appends room in between (a batch holds the cursors of the
+	// partitions it prunes until it commits). Zero, the default, pauses
+	// as long as the batch took: a pass then keeps its database session
+	// busy at most half of the time. Negative means no pause. Pauses are
+	// real time, not Clock time.
+	Pause time.Duration
 	// Logger receives one line per stream pruned: at Info when events
 	// were deleted, at Debug when none were, and at Error when a pass
 	// failed for the stream. Defaults to slog.Default().
@@ -249,6 +258,7 @@ func (p *Pruner) runOnce(ctx context.Context) ([]PruneInfo, error) {
 // pruneStream prunes one stream in batches; ok is false when the stream
 // has no retention or no longer exists.
 func (p *Pruner) pruneStream(ctx context.Context, stream string) (info PruneInfo, ok bool) {
+	var lastBatch time.Duration // how long the previous batch took
 	start := p.cfg.Clock.Now()
 	info.Stream = stream
 	defer func() { info.Duration = p.cfg.Clock.Now().Sub(start) }()
@@ -268,7 +278,12 @@ func (p *Pruner) pruneStream(ctx context.Context, stream string) (info PruneInfo
 			info.Err = err
 			break
 		}
+		if info.Batches > 0 && !p.pause(ctx, lastBatch) {
+			continue // stopped or cancelled: the loop's checks say which
+		}
+		batchStart := time.Now()
 		n, err := p.drv.Prune(ctx, stream, &rheo.PruneOptions{MaxCount: p.cfg.BatchSize})
+		lastBatch = time.Since(batchStart)
 		if errors.Is(err, rheo.ErrStreamNotFound) {
 			return info, info.Batches > 0 // dropped meanwhile
 		}
@@ -283,6 +298,29 @@ func (p *Pruner) pruneStream(ctx context.Context, stream string) (info PruneInfo
 		}
 	}
 	return info, true
+}
+
+// pause waits between two batches as Config.Pause says, given how long
+// the previous batch took; it returns false when Stop was called or ctx
+// ended meanwhile.
+func (p *Pruner) pause(ctx context.Context, lastBatch time.Duration) bool {
+	d := p.cfg.Pause
+	switch {
+	case d < 0:
+		return true
+	case d == 0:
+		d = lastBatch
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-p.stop:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (p *Pruner) stopped() bool {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/internal/testskip"
 	"github.com/rheo-go/rheo/migrate"
@@ -38,84 +38,6 @@ const maxAge = time.Hour
 
 // epoch is where the tests' clocks start, in whole seconds.
 var epoch = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
-
-// fakeClock is a retention.Clock and a driver.Clock that moves only when
-// the test advances it.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-	added  chan struct{} // signalled when a timer is set
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: epoch, added: make(chan struct{}, 16)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) At(t time.Time) (<-chan time.Time, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ft := &fakeTimer{at: t, ch: make(chan time.Time, 1)}
-	if !t.After(c.now) {
-		ft.ch <- c.now
-		return ft.ch, func() {}
-	}
-	c.timers = append(c.timers, ft)
-	select {
-	case c.added <- struct{}{}:
-	default:
-	}
-	return ft.ch, func() { c.remove(ft) }
-}
-
-func (c *fakeClock) remove(ft *fakeTimer) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, x := range c.timers {
-		if x == ft {
-			c.timers = append(c.timers[:i], c.timers[i+1:]...)
-			return
-		}
-	}
-}
-
-// Advance moves the clock by d and fires the timers that fall due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, ft := range c.timers {
-		if ft.at.After(c.now) {
-			kept = append(kept, ft)
-			continue
-		}
-		ft.ch <- c.now
-	}
-	c.timers = kept
-}
-
-// waitTimer waits until a timer is set: the pruner waits for its next
-// pass.
-func (c *fakeClock) waitTimer(t *testing.T) {
-	t.Helper()
-	select {
-	case <-c.added:
-	case <-time.After(waitTimeout):
-		t.Fatal("the pruner set no timer for its next pass")
-	}
-}
 
 // recorder is a Hook that passes on what it is told.
 type recorder struct {
@@ -174,13 +96,13 @@ type bundle struct {
 	t     *testing.T
 	ctx   context.Context
 	d     driver.Driver
-	clock *fakeClock
+	clock *testclock.Clock
 }
 
 func forEachDriver(t *testing.T, fn func(t *testing.T, b *bundle)) {
 	for _, o := range drivers(t) {
 		t.Run(o.name, func(t *testing.T) {
-			clock := newFakeClock()
+			clock := testclock.At(epoch)
 			fn(t, &bundle{t: t, ctx: context.Background(), d: o.open(t, clock.Now), clock: clock})
 		})
 	}
@@ -373,6 +295,22 @@ func (f *failingDriver) Prune(ctx context.Context, stream string, opts *rheo.Pru
 	return f.Driver.Prune(ctx, stream, opts)
 }
 
+// countingDriver signals every Prune call of one stream once it has
+// returned.
+type countingDriver struct {
+	driver.Driver
+	stream string
+	calls  chan struct{}
+}
+
+func (c *countingDriver) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
+	n, err := c.Driver.Prune(ctx, stream, opts)
+	if stream == c.stream {
+		c.calls <- struct{}{}
+	}
+	return n, err
+}
+
 func TestStartStop(t *testing.T) {
 	forEachDriver(t, func(t *testing.T, b *bundle) {
 		t.Run("a started pruner passes at once and then every interval of its clock", func(t *testing.T) {
@@ -384,7 +322,7 @@ func TestStartStop(t *testing.T) {
 			require.NoError(t, p.Start(b.ctx))
 			t.Cleanup(func() { require.NoError(t, p.Stop(context.Background())) })
 			require.Equal(t, int64(4), rec.next(t).Deleted, "the first pass")
-			b.clock.waitTimer(t)
+			b.clock.WaitTimer(t, waitTimeout)
 
 			b.appendN(s, 3)
 			b.clock.Advance(9 * time.Minute)
@@ -418,6 +356,42 @@ func TestStartStop(t *testing.T) {
 			require.Equal(t, int64(1), b.low(s))
 		})
 
+		t.Run("a pass pauses after each full batch, and Stop ends it in the pause", func(t *testing.T) {
+			s := b.stream(true)
+			b.appendN(s, 5)
+			b.age()
+			rec := newRecorder()
+			counted := &countingDriver{Driver: b.d, stream: s, calls: make(chan struct{}, 10)}
+			p, err := retention.New(counted, &retention.Config{BatchSize: 2, Pause: time.Hour, Hook: rec, Clock: b.clock})
+			require.NoError(t, err)
+			require.NoError(t, p.Start(b.ctx))
+			select {
+			case <-counted.calls:
+			case <-time.After(waitTimeout):
+				t.Fatal("no batch")
+			}
+			stopCtx, cancel := context.WithTimeout(b.ctx, waitTimeout)
+			defer cancel()
+			require.NoError(t, p.Stop(stopCtx), "Stop does not wait out the pause")
+			info := rec.next(t)
+			for info.Stream != s { // the streams of the earlier cases come first
+				info = rec.next(t)
+			}
+			require.Equal(t, int64(2), info.Deleted, "one batch before the pause")
+			require.Equal(t, 1, info.Batches)
+			require.NoError(t, info.Err)
+			require.Equal(t, int64(3), b.low(s))
+		})
+
+		t.Run("a negative Pause runs the batches back to back", func(t *testing.T) {
+			s := b.stream(true)
+			b.appendN(s, 5)
+			b.age()
+			infos, err := b.pruner(retention.Config{BatchSize: 2, Pause: -1}).RunOnce(b.ctx)
+			require.NoError(t, err)
+			require.Equal(t, retention.PruneInfo{Stream: s, Deleted: 5, Batches: 3}, byStream(infos)[s])
+		})
+
 		t.Run("cancelling the context of Start stops the pruner", func(t *testing.T) {
 			b.stream(true)
 			rec := newRecorder()
@@ -433,7 +407,7 @@ func TestStartStop(t *testing.T) {
 	})
 
 	t.Run("Stop before Start does nothing and Start runs once", func(t *testing.T) {
-		clock := newFakeClock()
+		clock := testclock.At(epoch)
 		d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock.Now, Migrate: true})
 		require.NoError(t, err)
 		defer d.Close()

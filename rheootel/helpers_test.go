@@ -26,6 +26,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/migrate"
 	"github.com/rheo-go/rheo/rheootel"
 	"github.com/rheo-go/rheo/worker"
@@ -159,7 +160,7 @@ type bundle struct {
 	spans  *tracetest.SpanRecorder
 	tp     *sdktrace.TracerProvider
 	reader *sdkmetric.ManualReader
-	clock  *fakeClock
+	clock  *testclock.Clock
 	stream string
 	group  string
 }
@@ -183,7 +184,7 @@ func setup(t *testing.T, b *backend, maxAttempts int, opts *rheootel.Options) *b
 	}
 	o.TracerProvider, o.MeterProvider = tp, mp
 
-	clock := newFakeClock()
+	clock := testclock.New()
 	raw := b.open(t, clock.Now)
 	stream := fmt.Sprintf("otel%d", streamSeq.Add(1))
 	ctx := context.Background()
@@ -363,64 +364,4 @@ func receive[T any](t testing.TB, what string, ch <-chan T) T {
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}
-}
-
-// fakeClock is a worker.Clock (and driver.Clock) that moves only when the
-// test advances it.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Now().UTC().Truncate(time.Millisecond)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) At(t time.Time) (<-chan time.Time, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ft := &fakeTimer{at: t, ch: make(chan time.Time, 1)}
-	if !t.After(c.now) {
-		ft.ch <- c.now
-		return ft.ch, func() {}
-	}
-	c.timers = append(c.timers, ft)
-	return ft.ch, func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i, x := range c.timers {
-			if x == ft {
-				c.timers = append(c.timers[:i], c.timers[i+1:]...)
-				return
-			}
-		}
-	}
-}
-
-// Advance moves the clock by d and fires the timers that fall due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, ft := range c.timers {
-		if ft.at.After(c.now) {
-			kept = append(kept, ft)
-			continue
-		}
-		ft.ch <- c.now
-	}
-	c.timers = kept
 }
