@@ -24,14 +24,34 @@ type competingResult struct {
 }
 
 // ownPool opens a pool of conns connections on db, for one of several
-// competing consumers.
+// competing consumers, and opens every connection before it returns: the
+// single consumer of the other workloads runs on the pool that loaded its
+// events, so connecting would otherwise be timed here only.
 func ownPool(ctx context.Context, db *database, conns int) (*pgxpool.Pool, error) {
 	config, err := pgxpool.ParseConfig(db.url)
 	if err != nil {
 		return nil, err
 	}
 	config.MaxConns = int32(conns)
-	return pgxpool.NewWithConfig(ctx, config)
+	pool, err := pgxpool.NewWithConfig(ctx, config)
+	if err != nil {
+		return nil, err
+	}
+	held := make([]*pgxpool.Conn, 0, conns)
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range conns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		held = append(held, c)
+	}
+	return pool, nil
 }
 
 // share counts the acks of one competing worker and tells the run's
