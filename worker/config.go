@@ -32,7 +32,8 @@ const (
 )
 
 // refillWindow is how long the fetch loop waits, after a full batch, for
-// all of its room to be free before it fetches what is free.
+// MaxDemand to leave room for the batch it wants before it fetches what
+// room there is.
 const refillWindow = 2 * time.Millisecond
 
 // maxCallTimeout bounds every database call of the worker.
