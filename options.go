@@ -20,7 +20,34 @@ type CreateGroupOptions struct {
 	// Partitions limits StartAfter and StartAt to these partitions; nil
 	// means all. Partitions not listed start at the beginning.
 	Partitions []int
+	// Ordering is the group's delivery order: OrderingNone,
+	// OrderingKey or OrderingPartition. Defaults to OrderingNone; a
+	// word other than the three is invalid_argument.
+	Ordering Ordering
 }
+
+// Ordering is how strictly a group hands out the events of one key or
+// one partition (SPEC §8). A group's ordering is set when it is created
+// and changed with SetOrdering; the change takes effect from the group's
+// next fetch and takes back no lease already handed out.
+type Ordering string
+
+const (
+	// OrderingNone, the default, leases whatever is claimable: a group may
+	// hold several leases of one partition, and a retried event comes
+	// back after later ones.
+	OrderingNone Ordering = "none"
+	// OrderingKey leases an event only when every earlier event of its
+	// partition with the same key is terminal for the group (acked or
+	// dead-lettered), so handlers see each key's events one at a time, in
+	// sequence order, retries included. Events without a key are not
+	// ordered. Keys never wait for each other.
+	OrderingKey Ordering = "key"
+	// OrderingPartition leases an event only when every earlier event of
+	// its partition is terminal for the group: at most one lease per
+	// partition at a time, in sequence order, retries included.
+	OrderingPartition Ordering = "partition"
+)
 
 // AppendOptions are the optional settings of one appended event.
 type AppendOptions struct {

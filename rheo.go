@@ -99,7 +99,9 @@ type GroupInfo struct {
 	// Inflight counts leases that have not expired.
 	Inflight int64 `json:"inflight"`
 	// PendingRetry counts non-terminal deliveries not currently leased:
-	// waiting for a retry delay, or with an expired lease.
+	// waiting for a retry delay, or with an expired lease. Events held
+	// back behind an earlier event of their key (OrderingKey) count in
+	// Lag only.
 	PendingRetry int64 `json:"pending_retry"`
 	// DeadLetters counts the group's dead letters.
 	DeadLetters int64 `json:"dead_letters"`
@@ -127,6 +129,8 @@ type GroupSummary struct {
 	MaxAttempts int `json:"max_attempts"`
 	// CreatedAt is when the group was created.
 	CreatedAt time.Time `json:"created_at"`
+	// Ordering is the group's delivery order.
+	Ordering Ordering `json:"ordering"`
 }
 
 // AckResult is the outcome of one lease of an AckBatch call.
@@ -171,7 +175,10 @@ type StreamRange struct {
 }
 
 // Delivery is an event a group has in progress: leased, or waiting to be
-// claimed again (a retry's delay, an expired lease, a replay).
+// claimed again (a retry's delay, an expired lease, a replay). Events
+// that a group ordered by key holds back behind an earlier event of
+// their key are not among them: they wait for that event, not for a
+// time.
 type Delivery struct {
 	// EventID, Partition and Sequence identify the event.
 	EventID   string `json:"event_id"`

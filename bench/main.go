@@ -60,6 +60,10 @@ type config struct {
 	opsInflight        int
 	opsCalls           int
 	retention          retentionSizes
+	orderingN          int
+	orderingConc       int
+	orderingBacklogs   []int
+	orderingFetched    int
 	workerSizes        // slow and competing
 	workloads          []string
 
@@ -68,7 +72,7 @@ type config struct {
 }
 
 // workloadNames are the workloads, in the order they run.
-var workloadNames = []string{"append", "drain", "slow", "competing", "latency", "fanout", "cost", "scale", "ops"}
+var workloadNames = []string{"append", "drain", "slow", "competing", "latency", "fanout", "cost", "scale", "ops", "ordering"}
 
 func (c *config) runs(workload string) bool { return contains(c.workloads, workload) }
 
@@ -120,13 +124,14 @@ func (l *stringList) Set(v string) error {
 // sizes that were not given explicitly.
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c := &config{
-		concurrency:   intList{1, 8, 64},
-		batches:       intList{1, 100, 1000},
-		rates:         intList{1000, 10000},
-		groups:        intList{1, 4, 16},
-		scale:         intList{10_000, 10_000_000},
-		opsPartitions: intList{1, 4},
-		workloads:     workloadNames,
+		concurrency:      intList{1, 8, 64},
+		batches:          intList{1, 100, 1000},
+		rates:            intList{1000, 10000},
+		groups:           intList{1, 4, 16},
+		scale:            intList{10_000, 10_000_000},
+		opsPartitions:    intList{1, 4},
+		orderingBacklogs: intList{10_000, 100_000, 1_000_000},
+		workloads:        workloadNames,
 	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -153,6 +158,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.opsBehind, "ops-behind", 10_000, "events at the end of each ops stream: the backlog of the ops workload's group_info group, where its replay and create_group start")
 	fs.IntVar(&c.opsInflight, "ops-inflight", 100_000, "leases in flight for the ops workload's second fetch figure")
 	fs.IntVar(&c.opsCalls, "ops-calls", 20, "timed calls of each operation of the ops workload")
+	fs.IntVar(&c.orderingN, "ordering-n", 100_000, "events of each drain of the ordering workload (over 1,000 keys on 8 partitions)")
+	fs.IntVar(&c.orderingConc, "ordering-concurrency", 64, "handler concurrency of the ordering workload's drains")
+	fs.Var((*intList)(&c.orderingBacklogs), "ordering-backlogs", "hot key backlogs of the ordering workload's fetch figure; it runs once, not per round")
+	fs.IntVar(&c.orderingFetched, "ordering-fetched", 10_000, "events of other keys fetched behind each hot key backlog")
 	c.retention.flags(fs)
 	c.workerFlags(fs)
 	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ",")+
@@ -171,6 +180,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"latency-duration": "1s", "groups": "1,4", "cost-n": "2000",
 			"scale": "1000,5000", "scale-fetched": "1000",
 			"ops-events": "5000", "ops-behind": "500", "ops-inflight": "1000", "ops-calls": "3",
+			"ordering-n": "2000", "ordering-backlogs": "1000,5000", "ordering-fetched": "500",
 			"slow-n": "500", "competing-n": "2000",
 		}
 		maps.Copy(quick, retentionQuick)
@@ -184,7 +194,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.rounds < 1 || c.n < 1 || c.producers < 1 || c.costN < 1 || c.scaleFetched < 1 ||
 		c.latencyProducers < 1 || c.latencyConcurrency < 1 || c.fanoutN < 1 || c.fanoutConcurrency < 1 || c.costConcurrency < 1 ||
-		c.opsEvents < 1 || c.opsBehind < 1 || c.opsInflight < 1 || c.opsCalls < 1 {
+		c.opsEvents < 1 || c.opsBehind < 1 || c.opsInflight < 1 || c.opsCalls < 1 ||
+		c.orderingN < 1 || c.orderingConc < 1 || c.orderingFetched < 1 {
 		return nil, errors.New("counts must be at least 1")
 	}
 	if c.opsBehind > c.opsEvents {

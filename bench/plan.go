@@ -109,6 +109,9 @@ func (c *config) plan(report *textReport) []measurement {
 	if c.runs("ops") {
 		plan = append(plan, c.opsMeasurement(report))
 	}
+	if c.runs("ordering") {
+		plan = append(plan, c.orderingMeasurements()...)
+	}
 	plan = append(plan, c.retentionPlan(report)...)
 	return plan
 }

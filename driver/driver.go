@@ -88,6 +88,11 @@ type Ops interface {
 	// rounded down to whole microseconds, so one below a microsecond is
 	// invalid_argument too.
 	SetRetention(ctx context.Context, stream string, maxAge time.Duration) error
+	// SetOrdering changes a group's ordering (rheo.OrderingNone,
+	// OrderingKey or OrderingPartition) from its next fetch on. It
+	// changes no state: leases already handed out are not taken back.
+	// Any other word, "" included, is invalid_argument.
+	SetOrdering(ctx context.Context, stream, group string, ordering rheo.Ordering) error
 	// Prune deletes, partition by partition, the oldest events older than
 	// the stream's retention that every group has passed (or, with
 	// opts.Force, every such event), at most opts.MaxCount per call, and

@@ -44,6 +44,12 @@ type core struct {
 
 	changed   chan struct{} // demand may have grown, or claimable is set
 	claimable atomic.Bool   // an event was retried without delay
+	unblocked atomic.Bool   // a settle in an ordered group may have made events claimable
+	// ordered: the group's ordering, as begin found it, is key or
+	// partition, so a settle can make later events claimable (SPEC §8),
+	// which no wakeup announces. A change of ordering is seen at the next
+	// Start; until then the poll finds what a settle unblocked.
+	ordered   bool
 	renewKick chan struct{} // the renewal schedule changed
 	emptied   chan struct{} // the last held lease was released
 
@@ -97,7 +103,8 @@ func notify(ch chan struct{}) {
 
 // begin claims the (driver, stream, group) registry entry, checks that
 // the stream, group and partitions exist and reads the group's
-// max_attempts. It returns the function that releases the registry entry.
+// max_attempts and ordering. It returns the function that releases the
+// registry entry.
 func (c *core) begin(ctx context.Context) (func(), error) {
 	release, err := register(c.drv, c.s.Stream, c.s.Group)
 	if err != nil {
@@ -112,11 +119,12 @@ func (c *core) begin(ctx context.Context) (func(), error) {
 	groups, err := c.drv.ListGroups(checkCtx, c.s.Stream)
 	if err != nil {
 		release()
-		return nil, fmt.Errorf("list the groups of stream %q: %w", c.s.Stream, err)
+		return nil, fmt.Errorf("check stream %q group %q: %w", c.s.Stream, c.s.Group, err)
 	}
 	for _, g := range groups {
 		if g.Name == c.s.Group {
 			c.maxAttempts = g.MaxAttempts
+			c.ordered = g.Ordering == rheo.OrderingKey || g.Ordering == rheo.OrderingPartition
 		}
 	}
 	c.bg = context.WithoutCancel(ctx)
@@ -274,6 +282,14 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, want func() 
 		case <-c.changed:
 			if c.claimable.Swap(false) {
 				ready = true
+			}
+			if c.unblocked.Swap(false) && !ready {
+				// Settles come one by one: fetch once there is room for
+				// a whole batch, or within refillWindow, as after a full
+				// batch, rather than once per settle.
+				ready = true
+				refilling = true
+				refill.Reset(refillWindow)
 			}
 		case w, ok := <-wake:
 			if !ok {
@@ -557,12 +573,23 @@ func (c *core) ackAlone(ctx context.Context, h *held) error {
 }
 
 func (c *core) acked(h *held) {
+	c.settled()
 	for _, x := range c.s.hooks.acked {
 		x.Acked(c.bg, AckInfo{Lease: h.lease})
 	}
 }
 
+// settled tells the fetch loop of a settle that may have made later
+// events of an ordered group claimable.
+func (c *core) settled() {
+	if c.ordered {
+		c.unblocked.Store(true)
+		notify(c.changed)
+	}
+}
+
 func (c *core) deadLettered(h *held, reason string) {
+	c.settled()
 	c.log.LogAttrs(c.bg, slog.LevelWarn, "event dead-lettered", append(leaseAttrs(h.lease), slog.String(LogKeyError, reason))...)
 	for _, x := range c.s.hooks.deadLettered {
 		x.DeadLettered(c.bg, DeadLetterInfo{Lease: h.lease, Reason: reason})

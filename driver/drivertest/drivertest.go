@@ -107,6 +107,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"history queries", QueryCases},
 		{"bad input", badInputCases},
 		{"lifecycle and retention", retentionCases},
+		{"ordering", orderingCases},
 	}
 	for _, f := range families {
 		t.Run(f.name, func(t *testing.T) { f.cases(t, h) })

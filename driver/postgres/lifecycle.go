@@ -45,6 +45,17 @@ func (o *ops) SetRetention(ctx context.Context, stream string, maxAge time.Durat
 	})
 }
 
+// SetOrdering changes a group's ordering: one call of rheo.set_ordering,
+// which checks the word (anything but none, key and partition is
+// invalid_argument, after stream_not_found and group_not_found).
+func (o *ops) SetOrdering(ctx context.Context, stream, group string, ordering rheo.Ordering) error {
+	return o.run(ctx, "set_ordering", true, func(q querier) error {
+		_, err := q.Exec(ctx, `SELECT rheo.set_ordering(stream => $1, group_name => $2, ordering => $3)`,
+			stream, group, string(ordering))
+		return err
+	})
+}
+
 // Prune deletes up to MaxCount of a stream's events past its retention
 // and returns how many: one call of rheo.prune. opts may be nil.
 func (o *ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {

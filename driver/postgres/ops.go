@@ -108,7 +108,9 @@ func (o *ops) CreateStream(ctx context.Context, stream string, partitionCount in
 	})
 }
 
-// CreateGroup creates a consumer group. opts may be nil.
+// CreateGroup creates a consumer group. opts may be nil; an empty
+// Ordering is sent as 'none', the SQL default, and any other word as
+// given, for rheo.create_group to check.
 func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
 	if opts == nil {
 		opts = &rheo.CreateGroupOptions{}
@@ -126,11 +128,15 @@ func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.
 	if err != nil {
 		return err
 	}
+	ordering := opts.Ordering
+	if ordering == "" {
+		ordering = rheo.OrderingNone
+	}
 	return o.run(ctx, "create_group", true, func(q querier) error {
 		_, err := q.Exec(ctx, `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
-			start_after => $4, start_at => $5, partitions => $6, clock => $7)`,
+			start_after => $4, start_at => $5, partitions => $6, clock => $7, ordering => $8)`,
 			stream, group, attempts, opts.StartAfter, boundArg(opts.StartAt),
-			partitionArray(opts.Partitions), clock)
+			partitionArray(opts.Partitions), clock, string(ordering))
 		return err
 	})
 }
@@ -562,14 +568,14 @@ func (o *ops) ListStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
 func (o *ops) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummary, error) {
 	var groups []rheo.GroupSummary
 	err := o.run(ctx, "list_groups", false, func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT g.group_name, g.max_attempts, g.created_at
+		rows, err := q.Query(ctx, `SELECT g.group_name, g.max_attempts, g.created_at, g.ordering
 			FROM rheo.list_groups(stream => $1) AS g`, stream)
 		if err != nil {
 			return err
 		}
 		groups, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rheo.GroupSummary, error) {
 			var g rheo.GroupSummary
-			err := row.Scan(&g.Name, &g.MaxAttempts, &g.CreatedAt)
+			err := row.Scan(&g.Name, &g.MaxAttempts, &g.CreatedAt, (*string)(&g.Ordering))
 			return g, err
 		})
 		return err

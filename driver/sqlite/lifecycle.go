@@ -43,6 +43,15 @@ func (o ops) SetRetention(ctx context.Context, stream string, maxAge time.Durati
 	})
 }
 
+// SetOrdering changes a group's ordering from its next fetch on; any
+// word but none, key and partition is invalid_argument. It reads the
+// clock when it leaves key (the blocked events become due at it).
+func (o ops) SetOrdering(ctx context.Context, stream, group string, ordering rheo.Ordering) error {
+	return o.runChecked(ctx, "set_ordering", []string{stream, group, string(ordering)}, func(s *session) error {
+		return s.setOrdering(ctx, stream, group, ordering)
+	})
+}
+
 // Prune deletes up to MaxCount of a stream's events past its retention
 // and returns how many. opts may be nil.
 func (o ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
@@ -161,6 +170,32 @@ func (s *session) setRetention(ctx context.Context, stream string, micros *int64
 		return rheo.Errorf(rheo.ErrInvalidArgument, "max_age must be positive, got %s", time.Duration(*micros)*time.Microsecond)
 	}
 	_, err := s.exec(ctx, `UPDATE rheo_streams SET max_age = ?2 WHERE stream = ?1`, stream, micros)
+	return err
+}
+
+// setOrdering sets a group's ordering. Leaving key, the events blocked
+// behind their keys become pending and due at the clock, attempt
+// unchanged, as on PostgreSQL: what the other orderings make of them, so
+// that their fetches never meet a blocked row. Entering key writes
+// nothing else: the next fetch blocks what must wait.
+func (s *session) setOrdering(ctx context.Context, stream, group string, ordering rheo.Ordering) error {
+	g, err := s.group(ctx, stream, group)
+	if err != nil {
+		return err
+	}
+	if err := checkOrdering(ordering); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, `UPDATE rheo_groups SET ordering = ? WHERE group_id = ?`, string(ordering), g.id); err != nil {
+		return err
+	}
+	if ordering == rheo.OrderingKey {
+		return nil
+	}
+	_, err = s.exec(ctx, `
+		UPDATE rheo_deliveries INDEXED BY rheo_deliveries_blocked
+		   SET state = 'pending', expires_at = ?2
+		 WHERE group_id = ?1 AND state = 'blocked'`, g.id, s.now)
 	return err
 }
 
@@ -307,7 +342,6 @@ func (s *session) pruneThrough(ctx context.Context, stream string, p int, last i
 	}
 	if force {
 		statements = append(statements,
-			`DELETE FROM rheo_deliveries WHERE group_id IN `+groupsOf+` AND "partition" = ?2 AND sequence <= ?3`,
 			`UPDATE rheo_cursors SET next_sequence = ?3 + 1
 			  WHERE group_id IN `+groupsOf+` AND "partition" = ?2 AND next_sequence <= ?3`)
 	}
@@ -316,5 +350,17 @@ func (s *session) pruneThrough(ctx context.Context, stream string, p int, last i
 			return 0, err
 		}
 	}
-	return deleted, nil
+	if !force {
+		return deleted, nil
+	}
+	// The deliveries of the deleted events go, and the keys they held
+	// back are unblocked.
+	rows, err := s.query(ctx, `
+		DELETE FROM rheo_deliveries WHERE group_id IN `+groupsOf+` AND "partition" = ?2 AND sequence <= ?3
+		RETURNING group_id, "partition", key`, stream, p, last)
+	keys, err := scanKeys(rows, err)
+	if err != nil {
+		return 0, err
+	}
+	return deleted, s.unblock(ctx, keys)
 }

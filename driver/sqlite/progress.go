@@ -111,9 +111,9 @@ func (s *session) reopen(ctx context.Context, stream string, g groupRow, ids []s
 	}
 	// attempt 0: the next lease is attempt 1.
 	if _, err := s.exec(ctx, `
-		INSERT INTO rheo_deliveries (group_id, "partition", sequence, state, attempt, expires_at)
-		SELECT ?1, j.value ->> 0, j.value ->> 1, 'pending', 0, ?3 FROM json_each(?2) AS j`,
-		g.id, list, s.now); err != nil {
+		INSERT INTO rheo_deliveries (group_id, "partition", sequence, state, attempt, expires_at, key)
+		SELECT ?2, j.value ->> 0, j.value ->> 1, 'pending', 0, ?4, `+eventKey+` FROM json_each(?3) AS j`,
+		stream, g.id, list, s.now); err != nil {
 		return 0, err
 	}
 	return int64(len(targets)), nil
@@ -138,6 +138,15 @@ func (s *session) rewind(ctx context.Context, stream string, g groupRow, partiti
 	if next <= n+1 {
 		return 0, nil
 	}
+	// Blocked events were passed by the cursor but never leased: not
+	// offered (SPEC §8), so not counted.
+	var unoffered int64
+	if err := s.queryRow(ctx, `
+		SELECT count(*) FROM rheo_deliveries AS d INDEXED BY rheo_deliveries_blocked
+		 WHERE d.group_id = ?1 AND d."partition" = ?2 AND d.state = 'blocked' AND d.sequence > ?3 AND d.attempt = 0`,
+		g.id, partition, n).Scan(&unoffered); err != nil {
+		return 0, err
+	}
 	for _, q := range []string{
 		`DELETE FROM rheo_deliveries WHERE group_id = ?1 AND "partition" = ?2 AND sequence > ?3`,
 		`DELETE FROM rheo_dead_letters WHERE group_id = ?1 AND "partition" = ?2 AND sequence > ?3`,
@@ -149,7 +158,7 @@ func (s *session) rewind(ctx context.Context, stream string, g groupRow, partiti
 	}
 	// Offered: below the cursor and existing (a cursor placed past the
 	// high watermark has offered nothing beyond it).
-	return max(0, min(next-1, high)-n), nil
+	return max(0, min(next-1, high)-n-unoffered), nil
 }
 
 // resetGroup drops a group's leases, pending retries and dead letters in
@@ -259,7 +268,8 @@ func (s *session) deadLetters(ctx context.Context, stream, group string, maxCoun
 }
 
 // inProgress lists the group's deliveries in progress, the soonest due first,
-// as rheo.leases does.
+// as rheo.leases does: leases and pending deliveries, not the blocked
+// ones, which wait for an earlier event rather than for a time.
 func (s *session) inProgress(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
 	g, err := s.group(ctx, stream, group)
 	if err != nil {
@@ -273,7 +283,7 @@ func (s *session) inProgress(ctx context.Context, stream, group string, maxCount
 		SELECT e.id, d."partition", d.sequence, d.state, d.consumer_id, d.attempt, d.leased_at, d.expires_at, d.reason
 		  FROM rheo_deliveries AS d
 		  JOIN rheo_events AS e ON e.stream = ?2 AND e."partition" = d."partition" AND e.sequence = d.sequence
-		 WHERE d.group_id = ?1
+		 WHERE d.group_id = ?1 AND d.state <> 'blocked'
 		 ORDER BY d.expires_at, d."partition", d.sequence
 		 LIMIT ?3`, g.id, stream, maxCount)
 	err = scanAll(rows, err, func(rows *sql.Rows) error {
@@ -316,7 +326,7 @@ func (s *session) groupInfo(ctx context.Context, stream, group string) (rheo.Gro
 		SELECT (SELECT count(*) FROM rheo_deliveries AS d
 		         WHERE d.group_id = ?1 AND d.state = 'leased' AND d.expires_at > ?2),
 		       (SELECT count(*) FROM rheo_deliveries AS d
-		         WHERE d.group_id = ?1 AND NOT (d.state = 'leased' AND d.expires_at > ?2)),
+		         WHERE d.group_id = ?1 AND d.state <> 'blocked' AND NOT (d.state = 'leased' AND d.expires_at > ?2)),
 		       (SELECT count(*) FROM rheo_dead_letters AS dl WHERE dl.group_id = ?1),
 		       (SELECT min(ts) FROM (
 		            SELECT e.ts FROM rheo_deliveries AS d

@@ -26,6 +26,7 @@ type groupRow struct {
 	id             int64
 	maxAttempts    int
 	partitionCount int
+	ordering       rheo.Ordering
 }
 
 // group looks a group up, stream first: stream_not_found, then
@@ -33,11 +34,12 @@ type groupRow struct {
 func (s *session) group(ctx context.Context, stream, group string) (groupRow, error) {
 	var g groupRow
 	var id, maxAttempts sql.NullInt64
+	var ordering sql.NullString
 	err := s.queryRow(ctx, `
-		SELECT s.partition_count, g.group_id, g.max_attempts
+		SELECT s.partition_count, g.group_id, g.max_attempts, g.ordering
 		  FROM rheo_streams AS s
 		  LEFT JOIN rheo_groups AS g ON g.stream = s.stream AND g.group_name = ?2
-		 WHERE s.stream = ?1`, stream, group).Scan(&g.partitionCount, &id, &maxAttempts)
+		 WHERE s.stream = ?1`, stream, group).Scan(&g.partitionCount, &id, &maxAttempts, &ordering)
 	if errors.Is(err, sql.ErrNoRows) {
 		return g, rheo.Errorf(rheo.ErrStreamNotFound, "stream %q does not exist", stream)
 	}
@@ -47,7 +49,7 @@ func (s *session) group(ctx context.Context, stream, group string) (groupRow, er
 	if !id.Valid {
 		return g, rheo.Errorf(rheo.ErrGroupNotFound, "group %q does not exist on stream %q", group, stream)
 	}
-	g.id, g.maxAttempts = id.Int64, int(maxAttempts.Int64)
+	g.id, g.maxAttempts, g.ordering = id.Int64, int(maxAttempts.Int64), rheo.Ordering(ordering.String)
 	return g, nil
 }
 
@@ -94,7 +96,17 @@ func (st start) check() error {
 	return nil
 }
 
-func (s *session) createGroup(ctx context.Context, stream, group string, maxAttempts int, st start, partitions []int) error {
+// checkOrdering reports a word other than none, key and partition as
+// invalid_argument.
+func checkOrdering(o rheo.Ordering) error {
+	switch o {
+	case rheo.OrderingNone, rheo.OrderingKey, rheo.OrderingPartition:
+		return nil
+	}
+	return rheo.Errorf(rheo.ErrInvalidArgument, "ordering must be none, key or partition, got %q", string(o))
+}
+
+func (s *session) createGroup(ctx context.Context, stream, group string, maxAttempts int, st start, partitions []int, ordering rheo.Ordering) error {
 	count, err := s.stream(ctx, stream)
 	if err != nil {
 		return err
@@ -120,11 +132,14 @@ func (s *session) createGroup(ctx context.Context, stream, group string, maxAtte
 	if err != nil {
 		return err
 	}
+	if err := checkOrdering(ordering); err != nil {
+		return err
+	}
 
 	var groupID int64
 	if err := s.queryRow(ctx, `
-		INSERT INTO rheo_groups (stream, group_name, max_attempts, created_at) VALUES (?, ?, ?, ?)
-		RETURNING group_id`, stream, group, maxAttempts, s.now).Scan(&groupID); err != nil {
+		INSERT INTO rheo_groups (stream, group_name, max_attempts, created_at, ordering) VALUES (?, ?, ?, ?, ?)
+		RETURNING group_id`, stream, group, maxAttempts, s.now, string(ordering)).Scan(&groupID); err != nil {
 		return err
 	}
 	if _, err := s.exec(ctx, `
@@ -188,11 +203,11 @@ func (s *session) listGroups(ctx context.Context, stream string) ([]rheo.GroupSu
 	}
 	groups := []rheo.GroupSummary{}
 	rows, err := s.query(ctx, `
-		SELECT group_name, max_attempts, created_at FROM rheo_groups WHERE stream = ? ORDER BY group_name`, stream)
+		SELECT group_name, max_attempts, created_at, ordering FROM rheo_groups WHERE stream = ? ORDER BY group_name`, stream)
 	err = scanAll(rows, err, func(rows *sql.Rows) error {
 		var g rheo.GroupSummary
 		var createdAt int64
-		if err := rows.Scan(&g.Name, &g.MaxAttempts, &createdAt); err != nil {
+		if err := rows.Scan(&g.Name, &g.MaxAttempts, &createdAt, (*string)(&g.Ordering)); err != nil {
 			return err
 		}
 		g.CreatedAt = fromMicros(createdAt)

@@ -1,7 +1,8 @@
 -- Rewinds a group in one partition so every event after sequence n is
 -- claimable again from attempt 1: its leases become stale and its dead
--- letters are cleared. It never moves the cursor forward. Returns how
--- many already-offered events became claimable again. It never goes
+-- letters are cleared, and its blocked events are dropped with the rest.
+-- It never moves the cursor forward. Returns how many already-offered
+-- events became claimable again. It never goes
 -- below the low watermark: from a sequence below it, it rewinds to it.
 -- The caller holds the cursor row's lock.
 CREATE OR REPLACE FUNCTION rheo._rewind(group_id int, stream text, "partition" int, n bigint)
@@ -18,6 +19,7 @@ DECLARE
     v_high      bigint;
     v_low       bigint;
     v_n         bigint;
+    v_unoffered bigint;
 BEGIN
     SELECT c.next_sequence, pt.high_watermark, pt.low_watermark INTO v_next, v_high, v_low
       FROM rheo.cursors c
@@ -33,6 +35,11 @@ BEGIN
       WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n
       ORDER BY d.sequence
         FOR UPDATE;
+    -- Events blocked behind their keys ('key' ordering) and never leased
+    -- were passed by the cursor but not offered (SPEC §8).
+    SELECT count(*) INTO v_unoffered FROM rheo.deliveries d
+     WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n
+       AND d.state = 'blocked' AND d.attempt = 0;
     DELETE FROM rheo.deliveries AS d
      WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n;
     DELETE FROM rheo.dead_letters AS dl
@@ -42,7 +49,7 @@ BEGIN
      WHERE c.group_id = p_group_id AND c."partition" = p_partition;
     -- Offered: below the cursor and existing (a cursor placed past the
     -- high watermark has offered nothing beyond it).
-    RETURN greatest(0, least(v_next - 1, v_high) - v_n);
+    RETURN greatest(0, least(v_next - 1, v_high) - v_n - v_unoffered);
 END
 $$;
 

@@ -1,5 +1,7 @@
 -- Settles a held lease as done. The delivery row is deleted: the frontier
--- is derived from what remains, so an ack writes nothing else.
+-- is derived from what remains, so an ack writes nothing else, but for a
+-- wakeup of its key when later events of the key are blocked behind it
+-- ('key' ordering, docs/design.md).
 CREATE OR REPLACE FUNCTION rheo.ack(lease_id uuid, clock timestamptz DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
@@ -17,6 +19,10 @@ AS $$
 DECLARE
     p_lease_id ALIAS FOR $1;
     p_clock    ALIAS FOR $2;
+    v_group_id  int;
+    v_partition int;
+    v_key       text;
+    v_waiters   boolean;
 BEGIN
     IF p_lease_id IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_id must not be NULL';
@@ -25,10 +31,14 @@ BEGIN
     IF p_clock IS NOT NULL THEN
         PERFORM rheo._check_time('clock', p_clock);
     END IF;
-    DELETE FROM rheo.deliveries AS d WHERE d.lease_id = p_lease_id AND d.state = 'leased';
+    DELETE FROM rheo.deliveries AS d WHERE d.lease_id = p_lease_id AND d.state = 'leased'
+    RETURNING d.group_id, d."partition", d.key, d.has_waiters INTO v_group_id, v_partition, v_key, v_waiters;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'stale_lease' USING ERRCODE = 'RH004',
             DETAIL = format('lease %s is no longer held', p_lease_id);
+    END IF;
+    IF v_waiters THEN
+        INSERT INTO rheo.key_wakeups (group_id, "partition", key) VALUES (v_group_id, v_partition, v_key);
     END IF;
 END
 $$;

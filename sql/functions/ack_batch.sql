@@ -30,7 +30,8 @@ BEGIN
     -- replay and reset_group lock them too, so that a batch settling
     -- while a group is replayed waits for the replay, or the replay for
     -- it, but the two never deadlock. They are then deleted by their
-    -- physical address.
+    -- physical address. Those with later events of their key blocked
+    -- behind them leave a wakeup of the key ('key' ordering).
     RETURN QUERY
     WITH held AS MATERIALIZED (
         SELECT d.ctid AS tid FROM rheo.deliveries d
@@ -40,7 +41,10 @@ BEGIN
     ), settled AS (
         DELETE FROM rheo.deliveries AS d
          WHERE d.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
-        RETURNING d.lease_id
+        RETURNING d.lease_id, d.group_id, d."partition", d.key, d.has_waiters
+    ), woken AS (
+        INSERT INTO rheo.key_wakeups (group_id, "partition", key)
+        SELECT s.group_id, s."partition", s.key FROM settled s WHERE s.has_waiters
     )
     SELECT u.id,
            s.lease_id IS NOT NULL AND row_number() OVER (PARTITION BY u.id ORDER BY u.ord) = 1

@@ -1,7 +1,9 @@
--- Creates a consumer group with a cursor per partition.
+-- Creates a consumer group with a cursor per partition and its ordering
+-- ('none', 'key' or 'partition', SPEC §8).
 CREATE OR REPLACE FUNCTION rheo.create_group(stream text, group_name text, max_attempts int DEFAULT 5,
                                              start_after bigint DEFAULT NULL, start_at timestamptz DEFAULT NULL,
-                                             partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
+                                             partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL,
+                                             ordering text DEFAULT 'none')
 RETURNS void
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -15,6 +17,7 @@ DECLARE
     p_start_at     ALIAS FOR $5;
     p_partitions   ALIAS FOR $6;
     p_clock        ALIAS FOR $7;
+    p_ordering     ALIAS FOR $8;
     v_count        int;
     v_scope        int[];
     v_group_id     int;
@@ -44,9 +47,10 @@ BEGIN
     PERFORM rheo._check_start(p_start_after, p_start_at);
     v_scope := rheo._partitions(p_partitions, v_count);
     PERFORM rheo._check_time('clock', p_clock);
+    PERFORM rheo._check_ordering(p_ordering);
 
-    INSERT INTO rheo.groups (stream, group_name, max_attempts, created_at)
-    VALUES (p_stream, p_group_name, p_max_attempts, coalesce(p_clock, now()))
+    INSERT INTO rheo.groups (stream, group_name, max_attempts, created_at, ordering)
+    VALUES (p_stream, p_group_name, p_max_attempts, coalesce(p_clock, now()), p_ordering)
     ON CONFLICT ON CONSTRAINT groups_stream_group_name_key DO NOTHING
     RETURNING groups.group_id INTO v_group_id;
     IF v_group_id IS NULL THEN  -- a concurrent create won the race
@@ -64,4 +68,4 @@ BEGIN
 END
 $$;
 
-SELECT rheo._access('EXECUTE', 'FUNCTION rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz)', 'rheo_admin');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz, text)', 'rheo_admin');

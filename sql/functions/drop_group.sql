@@ -31,6 +31,7 @@ BEGIN
         FOR UPDATE;
     DELETE FROM rheo.deliveries AS d WHERE d.group_id = v_group.group_id;
     DELETE FROM rheo.dead_letters AS dl WHERE dl.group_id = v_group.group_id;
+    DELETE FROM rheo.key_wakeups AS w WHERE w.group_id = v_group.group_id;
     DELETE FROM rheo.cursors AS c WHERE c.group_id = v_group.group_id;
     DELETE FROM rheo.groups AS g WHERE g.group_id = v_group.group_id;
 END

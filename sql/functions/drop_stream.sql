@@ -46,6 +46,7 @@ BEGIN
 
     DELETE FROM rheo.deliveries AS d USING rheo.groups g WHERE g.group_id = d.group_id AND g.stream = p_stream;
     DELETE FROM rheo.dead_letters AS dl USING rheo.groups g WHERE g.group_id = dl.group_id AND g.stream = p_stream;
+    DELETE FROM rheo.key_wakeups AS w USING rheo.groups g WHERE g.group_id = w.group_id AND g.stream = p_stream;
     DELETE FROM rheo.cursors AS c USING rheo.groups g WHERE g.group_id = c.group_id AND g.stream = p_stream;
     DELETE FROM rheo.groups AS g WHERE g.stream = p_stream;
     DELETE FROM rheo.events AS e WHERE e.stream = p_stream;

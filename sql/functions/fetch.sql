@@ -11,6 +11,13 @@
 -- of queueing; only a fetcher that could lock no partition with work waits
 -- for one, holding no other lock. The locks last until the calling
 -- transaction ends.
+--
+-- The group's ordering (SPEC §8) changes what is claimable: under 'key'
+-- an event waits, stored once as a blocked delivery, while an earlier
+-- one of its key is not terminal, and settles leave wakeups that release
+-- it; under 'partition' a partition offers its earliest delivery in
+-- progress, or else one new event. Neither reads the events blocked, so
+-- the cost stays as above (docs/design.md, "Ordering").
 CREATE OR REPLACE FUNCTION rheo.fetch(stream text, group_name text, max_count int DEFAULT 10,
                                       consumer_id text DEFAULT NULL, lease_ms int DEFAULT 30000,
                                       partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
@@ -58,8 +65,12 @@ DECLARE
     v_left        int;
     v_a           int;
     v_p           int;
+    v_key         boolean;
+    v_part        boolean;
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
+    v_key := v_group.ordering = 'key';
+    v_part := v_group.ordering = 'partition';
     IF p_max_count IS NULL OR p_max_count < 0 THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = format('max_count must be >= 0, got %s', coalesce(p_max_count::text, 'NULL'));
@@ -92,8 +103,11 @@ BEGIN
     -- work too: this fetch dead-letters it below. A row changed by a
     -- fetch that committed meanwhile is read again after it is locked.
     --
+    -- In 'key' mode, keys with a wakeup are work too (below).
+    --
     -- Deliveries are found by the index of their due time, so the leases
-    -- in flight, however many, are not read. They are counted up to
+    -- in flight, however many, are not read, nor the events blocked behind
+    -- their keys, which are due at 'infinity'. They are counted up to
     -- max_count + 1: up to max_count, those are all the deliveries due in
     -- the partition.
     SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
@@ -114,7 +128,9 @@ BEGIN
                AND (c.next_sequence <= pt.high_watermark
                     OR EXISTS (SELECT 1 FROM rheo.deliveries d
                                 WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                                  AND d.expires_at <= v_now))
+                                  AND d.expires_at <= v_now)
+                    OR (v_key AND EXISTS (SELECT 1 FROM rheo.key_wakeups w
+                                           WHERE w.group_id = c.group_id AND w."partition" = c."partition")))
              ORDER BY c."partition"
                FOR UPDATE OF c SKIP LOCKED) AS l;
     IF v_locked IS NULL THEN
@@ -130,7 +146,9 @@ BEGIN
            AND (c.next_sequence <= pt.high_watermark
                 OR EXISTS (SELECT 1 FROM rheo.deliveries d
                             WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                              AND d.expires_at <= v_now));
+                              AND d.expires_at <= v_now)
+                OR (v_key AND EXISTS (SELECT 1 FROM rheo.key_wakeups w
+                                       WHERE w.group_id = c.group_id AND w."partition" = c."partition")));
         IF v_candidates IS NULL THEN
             RETURN;
         END IF;
@@ -162,7 +180,9 @@ BEGIN
     -- and below: a row locked by a settle in progress is that settle's to
     -- finish, and a fetch never waits for one. The rows found are then
     -- deleted by their physical address (ctid), so that they are looked
-    -- up once, not once per row by a join.
+    -- up once, not once per row by a join. A dead letter is terminal: one
+    -- with later events of its key blocked behind it leaves a wakeup of
+    -- the key, which the 'key' mode takes below, within this fetch.
     WITH due AS MATERIALIZED (
         SELECT x.ctid AS tid FROM rheo.deliveries x
          WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_locked)
@@ -172,11 +192,89 @@ BEGIN
     ), expired AS (
         DELETE FROM rheo.deliveries AS d
          WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
-        RETURNING d."partition", d.sequence, d.attempt
+        RETURNING d."partition", d.sequence, d.attempt, d.key, d.has_waiters
+    ), woken AS (
+        INSERT INTO rheo.key_wakeups (group_id, "partition", key)
+        SELECT v_group.group_id, x."partition", x.key FROM expired x WHERE x.has_waiters
     )
     INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
     SELECT v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
       FROM expired x;
+
+    IF v_key THEN
+        -- Every probe of a key's deliveries names the group and the
+        -- partition as group_id::bigint and "partition"::bigint, the
+        -- expressions of deliveries_key_idx, which the primary key cannot
+        -- match: so the plan, generic and maybe made on an empty table,
+        -- cannot take the primary key and filter on the key, which would
+        -- read the events blocked behind a key.
+        --
+        -- 'key': take the wakeups of the partitions locked, and look at
+        -- each key's earliest delivery not terminal. Blocked: its turn has
+        -- come; it becomes pending, due now, and is claimed below like a
+        -- retry (it keeps waiters when later ones of its key remain).
+        -- Leased or pending without waiters: it is marked as having some,
+        -- so that its settle wakes the key; when a settle holds it (SKIP
+        -- LOCKED), the wakeup is kept for the next fetch, which sees how
+        -- that settle ended. With waiters already, or no delivery left,
+        -- the wakeup has done its work. The cost follows the wakeups (one
+        -- per settle of a key's earliest delivery, at most), not the
+        -- events blocked.
+        WITH taken AS (
+            DELETE FROM rheo.key_wakeups AS w
+             WHERE w.group_id = v_group.group_id AND w."partition" = ANY (v_locked)
+            RETURNING w."partition", w.key
+        ), earliest AS MATERIALIZED (
+            SELECT k.part, k.key, f.tid, f.state, f.has_waiters
+              FROM (SELECT DISTINCT t."partition" AS part, t.key FROM taken t) AS k
+             CROSS JOIN LATERAL (SELECT x.ctid AS tid, x.state, x.has_waiters FROM rheo.deliveries x
+                                  WHERE x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = k.part::bigint
+                                    AND x.key = k.key
+                                  ORDER BY x.sequence
+                                  LIMIT 1) AS f
+        ), marking AS MATERIALIZED (
+            SELECT x.ctid AS tid FROM rheo.deliveries x
+             WHERE x.ctid = ANY (ARRAY(SELECT f.tid FROM earliest f
+                                        WHERE f.state <> 'blocked' AND NOT f.has_waiters))
+               FOR UPDATE SKIP LOCKED
+        ), marked AS (
+            UPDATE rheo.deliveries AS d SET has_waiters = true
+             WHERE d.ctid = ANY (ARRAY(SELECT m.tid FROM marking m))
+        ), kept AS (
+            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
+            SELECT v_group.group_id, f.part, f.key FROM earliest f
+             WHERE f.state <> 'blocked' AND NOT f.has_waiters
+               AND f.tid <> ALL (ARRAY(SELECT m.tid FROM marking m))
+        ), released AS (
+            UPDATE rheo.deliveries AS d
+               SET state = 'pending', expires_at = v_now,
+                   has_waiters = EXISTS (SELECT 1 FROM rheo.deliveries y
+                                          WHERE y.group_id::bigint = d.group_id::bigint AND y."partition"::bigint = d."partition"::bigint
+                                            AND y.key = d.key AND y.sequence > d.sequence)
+             WHERE d.ctid = ANY (ARRAY(SELECT f.tid FROM earliest f WHERE f.state = 'blocked'))
+            RETURNING d."partition"
+        )
+        -- The released deliveries are due now: count them with the others.
+        SELECT array_agg(least(p_max_count::bigint + 1, x.r + coalesce(n.released, 0))::int ORDER BY x.ord)
+          INTO v_reclaim
+          FROM unnest(v_locked, v_reclaim) WITH ORDINALITY AS x(part, r, ord)
+          LEFT JOIN (SELECT r."partition" AS part, count(*) AS released
+                       FROM released r GROUP BY r."partition") AS n ON n.part = x.part;
+    ELSIF v_part THEN
+        -- 'partition': a partition offers its earliest delivery not
+        -- terminal, when it is due, and else, when it has none, the next
+        -- event. Counted after the dead letters above, so that one made
+        -- on expiry lets the next in within this fetch.
+        SELECT array_agg(CASE WHEN h.sequence IS NULL THEN least(1, x.f) ELSE 0 END ORDER BY x.ord),
+               array_agg(CASE WHEN h.expires_at <= v_now AND (h.state = 'pending' OR h.attempt < v_group.max_attempts)
+                              THEN 1 ELSE 0 END ORDER BY x.ord)
+          INTO v_fresh, v_reclaim
+          FROM unnest(v_locked, v_fresh) WITH ORDINALITY AS x(part, f, ord)
+          LEFT JOIN LATERAL (SELECT d.sequence, d.state, d.attempt, d.expires_at FROM rheo.deliveries d
+                              WHERE d.group_id = v_group.group_id AND d."partition" = x.part
+                              ORDER BY d.sequence
+                              LIMIT 1) AS h ON true;
+    END IF;
     IF p_max_count = 0 THEN
         RETURN;
     END IF;
@@ -229,6 +327,190 @@ BEGIN
     -- a settle in progress is that settle's to finish (SKIP LOCKED), so
     -- the claim may return fewer leases than planned. The deliveries due
     -- again are updated by ctid, as above.
+    IF v_key THEN
+        -- The same claim under 'key' (docs/design.md, "Ordering"): a due
+        -- delivery behind an earlier one of its key in progress is
+        -- blocked again instead of leased, and new events past the cursor
+        -- are leased or stored as blocked. A statement of its own, so
+        -- that the claims of the other orderings run the plan they ran
+        -- before orderings existed.
+        RETURN QUERY
+        WITH RECURSIVE plan AS (
+            SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
+                   x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim <= p_max_count AS due_known
+              FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
+             WHERE x.quota > 0
+        ), candidates AS (
+            -- The deliveries due again with the lowest sequences. When a
+            -- partition has at most max_count of them, they are read by the
+            -- index of their due time and sorted; when it has more, they are
+            -- many, and the primary key finds the lowest soon (unless they
+            -- are few among many more leases in flight: that costs a read of
+            -- the leases in flight below them).
+            SELECT d.tid
+              FROM plan p
+             CROSS JOIN LATERAL (SELECT y.tid
+                                   FROM (SELECT x.ctid AS tid, x.sequence FROM rheo.deliveries x
+                                          WHERE x.group_id = v_group.group_id AND x."partition" = p.part
+                                            AND x.expires_at <= v_now
+                                            AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
+                                          ORDER BY x.expires_at
+                                          LIMIT p_max_count) AS y
+                                  ORDER BY y.sequence
+                                  LIMIT p.reclaim) AS d
+             WHERE p.reclaim > 0 AND p.due_known
+            UNION ALL
+            SELECT d.tid
+              FROM plan p
+             CROSS JOIN LATERAL (SELECT x.ctid AS tid FROM rheo.deliveries x
+                                  WHERE x.group_id = v_group.group_id AND x."partition" = p.part
+                                    AND x.expires_at <= v_now
+                                    AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
+                                  ORDER BY x.sequence
+                                  LIMIT p.reclaim) AS d
+             WHERE p.reclaim > 0 AND NOT p.due_known
+        ), picked AS MATERIALIZED (
+            -- Locked with SKIP LOCKED, and the conditions checked again on the
+            -- row as it is once locked.
+            SELECT d.ctid AS tid, d."partition" AS part, d.sequence, d.key FROM rheo.deliveries d
+             WHERE d.ctid = ANY (ARRAY(SELECT c.tid FROM candidates c))
+               AND d.expires_at <= v_now
+               AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+               FOR UPDATE SKIP LOCKED
+        ), ahead AS MATERIALIZED (
+            -- 'key': the picked deliveries with an earlier delivery of their
+            -- key not terminal (a replay, or leases from before the ordering
+            -- was set, can leave such), and the nearest such one. They are
+            -- blocked instead of leased.
+            SELECT pk.tid, pk.part, pk.key, b.state, b.has_waiters
+              FROM picked pk
+             CROSS JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
+                                  WHERE x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = pk.part::bigint
+                                    AND x.key = pk.key AND x.sequence < pk.sequence
+                                  ORDER BY x.sequence DESC
+                                  LIMIT 1) AS b
+        ), reclaimed AS (
+            UPDATE rheo.deliveries AS d
+               SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
+                   attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
+             WHERE d.ctid = ANY (ARRAY(SELECT pk.tid FROM picked pk
+                                        WHERE NOT EXISTS (SELECT 1 FROM ahead a WHERE a.tid = pk.tid)))
+            RETURNING d."partition", d.sequence, d.lease_id, d.attempt
+        ), reblocked AS (
+            UPDATE rheo.deliveries AS d
+               SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
+             WHERE d.ctid = ANY (ARRAY(SELECT a.tid FROM ahead a))
+        ), key_walk AS (
+            -- 'key': the events past the cursor, leased or blocked, read
+            -- in a window of twice the quota from the cursor, and again in
+            -- a window twice the last while one read whole leases fewer
+            -- than the quota: so a fetch reads about what it leases when
+            -- few events are blocked, walks past a long backlog in a few
+            -- windows, and returns nothing only when nothing is claimable.
+            -- Each blocked event is stored and passed once.
+            --
+            -- In a window, an event is blocked when an earlier event of
+            -- its key is not terminal: an earlier one in the window
+            -- (row_number), or a delivery found by the key's index (probed
+            -- once per key, as of this statement). It is cut after the
+            -- quota's last lease. has_waiters: later events of its key are
+            -- in the window. wake: blocked behind a delivery not marked as
+            -- having waiters, which the next fetch marks (or finds settled).
+            -- more: the window was read whole and leases too few, so the
+            -- next one is read; only the rows of a partition's last window
+            -- are kept. A seed row per partition starts the walk.
+            SELECT p.part, p.next_sequence AS next, p.fresh, 2 * p.fresh::bigint AS size,
+                   true AS seed, true AS more, true AS driver,
+                   NULL::bigint AS sequence, NULL::text AS id, NULL::text AS key, NULL::text AS type,
+                   NULL::jsonb AS payload, NULL::jsonb AS metadata, NULL::timestamptz AS ts,
+                   false AS blocked, false AS has_waiters, false AS wake
+              FROM plan p
+             WHERE p.fresh > 0
+            UNION ALL
+            SELECT k.part, k.next, k.fresh, s.size, false, w.more, w.sequence = k.next + s.size - 1,
+                   w.sequence, w.id, w.key, w.type, w.payload, w.metadata, w.ts, w.blocked, w.has_waiters, w.wake
+              FROM key_walk k
+             CROSS JOIN LATERAL (SELECT CASE WHEN k.seed THEN k.size ELSE 2 * k.size END AS size) AS s
+             CROSS JOIN LATERAL (
+                    SELECT z.sequence, z.id, z.key, z.type, z.payload, z.metadata, z.ts, z.blocked, z.has_waiters,
+                           z.wake, z.n_read = s.size AND z.n_leasable < k.fresh AS more
+                      FROM (SELECT y.*,
+                                   count(*) FILTER (WHERE NOT y.blocked) OVER (ORDER BY y.sequence) AS n_leased,
+                                   count(*) FILTER (WHERE NOT y.blocked) OVER () AS n_leasable,
+                                   count(*) OVER () AS n_read
+                              FROM (SELECT e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts,
+                                           e.key IS NOT NULL AND (e.rn > 1 OR b.state IS NOT NULL) AS blocked,
+                                           e.key IS NOT NULL AND e.rn < e.cnt AS has_waiters,
+                                           coalesce(b.state <> 'blocked' AND NOT b.has_waiters, false) AS wake
+                                      FROM (SELECT r.*,
+                                                   row_number() OVER (PARTITION BY r.key ORDER BY r.sequence) AS rn,
+                                                   count(*) OVER (PARTITION BY r.key) AS cnt
+                                              FROM (SELECT ev.sequence, ev.id, ev.key, ev.type, ev.payload,
+                                                           ev.metadata, ev.ts
+                                                      FROM rheo.events ev
+                                                     WHERE ev.stream = p_stream AND ev."partition" = k.part
+                                                       AND ev.sequence >= k.next
+                                                     ORDER BY ev.sequence
+                                                     LIMIT s.size) AS r) AS e
+                                      LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
+                                                          WHERE x.group_id::bigint = v_group.group_id::bigint
+                                                            AND x."partition"::bigint = k.part::bigint
+                                                            AND x.key = e.key AND x.sequence < e.sequence
+                                                            AND e.rn = 1
+                                                          ORDER BY x.sequence DESC
+                                                          LIMIT 1) AS b ON true) AS y) AS z
+                     WHERE z.n_leased < k.fresh OR (z.n_leased = k.fresh AND NOT z.blocked)) AS w
+             WHERE k.driver AND k.more
+        ), fresh AS (
+            -- The lease ids are made here, so that the result can be read from
+            -- this CTE rather than joined back to the INSERT's RETURNING.
+            SELECT k.part, k.sequence, gen_random_uuid() AS lease_id, k.id, k.key, k.type, k.payload, k.metadata, k.ts,
+                   k.blocked, k.has_waiters, k.wake
+              FROM key_walk k
+             WHERE NOT k.seed AND NOT k.more
+        ), inserted AS (
+            INSERT INTO rheo.deliveries
+                   (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,
+                    key, has_waiters)
+            SELECT v_group.group_id, f.part, f.sequence,
+                   CASE WHEN f.blocked THEN 'blocked' ELSE 'leased' END,
+                   CASE WHEN f.blocked THEN NULL ELSE f.lease_id END,
+                   CASE WHEN f.blocked THEN NULL ELSE v_consumer END,
+                   CASE WHEN f.blocked THEN 0 ELSE 1 END,
+                   CASE WHEN f.blocked THEN NULL ELSE v_now END,
+                   CASE WHEN f.blocked THEN 'infinity' ELSE v_expires END,
+                   f.ts, f.key, f.has_waiters
+              FROM fresh f
+        ), woken AS (
+            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
+            SELECT DISTINCT v_group.group_id, w.part, w.key
+              FROM (SELECT f.part, f.key FROM fresh f WHERE f.wake
+                    UNION ALL
+                    SELECT a.part, a.key FROM ahead a WHERE a.state <> 'blocked' AND NOT a.has_waiters) AS w
+        ), advanced AS (
+            -- Sequences are contiguous and visible in order, so the claimed
+            -- ones are exactly next .. next + count - 1.
+            UPDATE rheo.cursors AS c
+               SET next_sequence = n.next_sequence + n.taken
+              FROM (SELECT p.part, p.next_sequence, count(*) AS taken
+                      FROM plan p JOIN fresh f ON f.part = p.part
+                     GROUP BY p.part, p.next_sequence) AS n
+             WHERE c.group_id = v_group.group_id AND c."partition" = n.part
+        )
+        SELECT r.lease_id, r.lease_id::text, p_stream, p_group_name, v_consumer, r.attempt,
+               v_now, v_expires, e.id, r."partition", r.sequence, e.key, e.type, e.payload, e.metadata, e.ts
+          FROM reclaimed r
+         CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
+                              WHERE ev.stream = p_stream AND ev."partition" = r."partition"
+                                AND ev.sequence = r.sequence LIMIT 1) AS e
+        UNION ALL
+        SELECT f.lease_id, f.lease_id::text, p_stream, p_group_name, v_consumer, 1,
+               v_now, v_expires, f.id, f.part, f.sequence, f.key, f.type, f.payload, f.metadata, f.ts
+          FROM fresh f
+         WHERE NOT f.blocked
+         ORDER BY 10, 11;  -- partition, sequence
+        RETURN;
+    END IF;
     RETURN QUERY
     WITH plan AS (
         SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
@@ -253,7 +535,7 @@ BEGIN
                                       LIMIT p_max_count) AS y
                               ORDER BY y.sequence
                               LIMIT p.reclaim) AS d
-         WHERE p.reclaim > 0 AND p.due_known
+         WHERE p.reclaim > 0 AND p.due_known AND NOT v_part
         UNION ALL
         SELECT d.tid
           FROM plan p
@@ -263,7 +545,17 @@ BEGIN
                                 AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
                               ORDER BY x.sequence
                               LIMIT p.reclaim) AS d
-         WHERE p.reclaim > 0 AND NOT p.due_known
+         WHERE p.reclaim > 0 AND NOT p.due_known AND NOT v_part
+        UNION ALL
+        -- 'partition': the earliest delivery, whatever its state; picked
+        -- below only if it is still due.
+        SELECT d.tid
+          FROM plan p
+         CROSS JOIN LATERAL (SELECT x.ctid AS tid FROM rheo.deliveries x
+                              WHERE x.group_id = v_group.group_id AND x."partition" = p.part
+                              ORDER BY x.sequence
+                              LIMIT 1) AS d
+         WHERE p.reclaim > 0 AND v_part
     ), picked AS MATERIALIZED (
         -- Locked with SKIP LOCKED, and the conditions checked again on the
         -- row as it is once locked.
@@ -293,8 +585,8 @@ BEGIN
          WHERE p.fresh > 0
     ), inserted AS (
         INSERT INTO rheo.deliveries
-               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
-        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts
+               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts, key)
+        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts, f.key
           FROM fresh f
     ), advanced AS (
         -- Sequences are contiguous and visible in order, so the claimed

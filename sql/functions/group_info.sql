@@ -1,5 +1,9 @@
 -- A summary of a group's state at clock.
 --
+-- An event blocked behind its key ('key' ordering) is not terminal, so it
+-- counts in lag and oldest_unsettled_ts, but it is neither in flight nor
+-- a pending retry: it waits for an earlier event, not for a time.
+--
 -- One pass over the group's deliveries gives the counts and their oldest
 -- event (deliveries carry their event's ts). The oldest event not offered
 -- yet is found per partition from the time marks: the events from the
@@ -27,7 +31,8 @@ BEGIN
     RETURN QUERY
     WITH delivered AS (
         SELECT count(*) FILTER (WHERE d.state = 'leased' AND d.expires_at > v_now) AS inflight,
-               count(*) FILTER (WHERE NOT (d.state = 'leased' AND d.expires_at > v_now)) AS pending_retry,
+               count(*) FILTER (WHERE d.state <> 'blocked'
+                                  AND NOT (d.state = 'leased' AND d.expires_at > v_now)) AS pending_retry,
                min(d.ts) AS oldest
           FROM rheo.deliveries d
          WHERE d.group_id = v_group.group_id

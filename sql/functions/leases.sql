@@ -1,7 +1,9 @@
 -- A group's deliveries in progress, the soonest due first: leases about
 -- to lapse (or lapsed, not yet claimed again) and retries about to come
 -- due. For operators and dashboards, who may not read rheo.deliveries
--- (docs/security.md).
+-- (docs/security.md). Events blocked behind their keys ('key' ordering)
+-- are neither, and are left out: they are due at 'infinity', the end of
+-- the index range read.
 --
 -- Each partition gives at most max_count of its deliveries through the
 -- index of their due time, and the soonest max_count of those are
@@ -33,6 +35,7 @@ BEGIN
                                     x.expires_at, x.reason
                                FROM rheo.deliveries x
                               WHERE x.group_id = c.group_id AND x."partition" = c."partition"
+                                AND x.expires_at < 'infinity'
                               ORDER BY x.expires_at
                               LIMIT p_max_count) AS d
          CROSS JOIN LATERAL (SELECT ev.id FROM rheo.events ev

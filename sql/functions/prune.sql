@@ -102,8 +102,16 @@ BEGIN
               WHERE g.stream = p_stream AND d."partition" = v_p AND d.sequence <= v_end
               ORDER BY d.group_id, d.sequence
                 FOR UPDATE OF d;
-            DELETE FROM rheo.deliveries AS d USING rheo.groups g
-             WHERE g.group_id = d.group_id AND g.stream = p_stream AND d."partition" = v_p AND d.sequence <= v_end;
+            -- A delivery deleted with events of its key blocked behind it
+            -- (beyond the run) leaves a wakeup of the key, as a settle does.
+            WITH gone AS (
+                DELETE FROM rheo.deliveries AS d USING rheo.groups g
+                 WHERE g.group_id = d.group_id AND g.stream = p_stream AND d."partition" = v_p
+                   AND d.sequence <= v_end
+                RETURNING d.group_id, d.key, d.has_waiters
+            )
+            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
+            SELECT x.group_id, v_p, x.key FROM gone x WHERE x.has_waiters;
             UPDATE rheo.cursors AS c SET next_sequence = v_end + 1
               FROM rheo.groups g
              WHERE g.group_id = c.group_id AND g.stream = p_stream AND c."partition" = v_p

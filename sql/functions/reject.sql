@@ -1,4 +1,6 @@
--- Dead-letters the event of a held lease now.
+-- Dead-letters the event of a held lease now. A dead letter is terminal:
+-- when later events of its key are blocked behind it ('key' ordering), it
+-- leaves a wakeup of the key.
 CREATE OR REPLACE FUNCTION rheo.reject(lease_id uuid, reason text DEFAULT NULL, clock timestamptz DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql
@@ -20,7 +22,10 @@ BEGIN
     WITH gone AS (
         DELETE FROM rheo.deliveries AS d
          WHERE d.lease_id = p_lease_id AND d.state = 'leased'
-        RETURNING d.group_id, d."partition", d.sequence, d.attempt
+        RETURNING d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters
+    ), woken AS (
+        INSERT INTO rheo.key_wakeups (group_id, "partition", key)
+        SELECT g.group_id, g."partition", g.key FROM gone g WHERE g.has_waiters
     )
     INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
     SELECT g.group_id, g."partition", g.sequence, g.attempt, coalesce(p_reason, 'rejected'), coalesce(p_clock, now())

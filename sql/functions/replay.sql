@@ -46,11 +46,14 @@ BEGIN
 
     IF p_event_ids IS NOT NULL THEN
         -- Terminal events only: below the cursor with no delivery in
-        -- progress (acked), or dead-lettered.
+        -- progress (acked), or dead-lettered. An event blocked behind its
+        -- key has a delivery, so it is not among them. In 'key' mode the
+        -- next fetch blocks a reopened event behind an earlier one of its
+        -- key that is not terminal.
         WITH target AS (
-            SELECT DISTINCT e."partition", e.sequence, e.ts
+            SELECT DISTINCT e."partition", e.sequence, e.ts, e.key
               FROM unnest(p_event_ids) AS u(id)
-             CROSS JOIN LATERAL (SELECT ev."partition", ev.sequence, ev.ts FROM rheo.events ev
+             CROSS JOIN LATERAL (SELECT ev."partition", ev.sequence, ev.ts, ev.key FROM rheo.events ev
                                   WHERE ev.id = u.id AND ev.stream = p_stream LIMIT 1) AS e
               JOIN rheo.cursors c ON c.group_id = v_group.group_id AND c."partition" = e."partition"
              WHERE e."partition" = ANY (v_scope)
@@ -64,8 +67,8 @@ BEGIN
              WHERE dl.group_id = v_group.group_id AND dl."partition" = t."partition" AND dl.sequence = t.sequence
         )
         -- attempt 0: the next lease is attempt 1.
-        INSERT INTO rheo.deliveries (group_id, "partition", sequence, state, attempt, expires_at, ts)
-        SELECT v_group.group_id, t."partition", t.sequence, 'pending', 0, coalesce(p_clock, now()), t.ts
+        INSERT INTO rheo.deliveries (group_id, "partition", sequence, state, attempt, expires_at, ts, key)
+        SELECT v_group.group_id, t."partition", t.sequence, 'pending', 0, coalesce(p_clock, now()), t.ts, t.key
           FROM target t;
         GET DIAGNOSTICS v_total = ROW_COUNT;
         RETURN v_total;

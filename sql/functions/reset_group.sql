@@ -1,6 +1,6 @@
--- Drops a group's leases, pending retries and dead letters in the listed
--- partitions and places its cursors as create_group would. The log is
--- untouched.
+-- Drops a group's leases, pending retries, blocked events and dead
+-- letters in the listed partitions and places its cursors as
+-- create_group would. The log is untouched.
 CREATE OR REPLACE FUNCTION rheo.reset_group(stream text, group_name text, confirm boolean DEFAULT false,
                                             start_after bigint DEFAULT NULL, start_at timestamptz DEFAULT NULL,
                                             partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL)
@@ -43,6 +43,8 @@ BEGIN
      WHERE d.group_id = v_group.group_id AND d."partition" = ANY (v_scope);
     DELETE FROM rheo.dead_letters AS dl
      WHERE dl.group_id = v_group.group_id AND dl."partition" = ANY (v_scope);
+    DELETE FROM rheo.key_wakeups AS w
+     WHERE w.group_id = v_group.group_id AND w."partition" = ANY (v_scope);
     PERFORM rheo._place_cursors(v_group.group_id, p_stream, v_scope, p_start_after, p_start_at);
 END
 $$;

@@ -1,5 +1,7 @@
 -- Gives a held lease back: claimable again after delay_ms, or
--- dead-lettered when the attempt limit is reached.
+-- dead-lettered when the attempt limit is reached. A retry keeps the
+-- delivery, so later events of its key stay blocked ('key' ordering); a
+-- dead letter leaves a wakeup of the key when some are.
 CREATE OR REPLACE FUNCTION rheo.retry(lease_id uuid, reason text DEFAULT NULL, delay_ms int DEFAULT 0,
                                       clock timestamptz DEFAULT NULL)
 RETURNS text
@@ -26,7 +28,7 @@ BEGIN
     IF p_clock IS NOT NULL THEN
         PERFORM rheo._check_time('clock', p_clock);
     END IF;
-    SELECT d.group_id, d."partition", d.sequence, d.attempt, g.max_attempts INTO v_row
+    SELECT d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters, g.max_attempts INTO v_row
       FROM rheo.deliveries d
       JOIN rheo.groups g ON g.group_id = d.group_id
      WHERE d.lease_id = p_lease_id AND d.state = 'leased'
@@ -42,6 +44,10 @@ BEGIN
         INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
         VALUES (v_row.group_id, v_row."partition", v_row.sequence, v_row.attempt,
                 coalesce(p_reason, 'max_attempts'), v_now);
+        IF v_row.has_waiters THEN
+            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
+            VALUES (v_row.group_id, v_row."partition", v_row.key);
+        END IF;
         RETURN 'dead_lettered';
     END IF;
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -257,7 +258,7 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 			if len(got) != 2 || got[0].Name != "audit" || got[0].MaxAttempts != 5 || got[1].Name != "billing" || got[1].MaxAttempts != 3 {
 				t.Fatalf("groups = %+v, want audit (5 attempts) and billing (3)", got)
 			}
-			if table := b.ok(t, "groups", "orders"); !strings.HasPrefix(table, "GROUP    MAX_ATTEMPTS  CREATED_AT\naudit    5  ") {
+			if table := b.ok(t, "groups", "orders"); !strings.HasPrefix(table, "GROUP    MAX_ATTEMPTS  ORDERING  CREATED_AT\naudit    5             none      ") {
 				t.Fatalf("groups table:\n%s", table)
 			}
 		})
@@ -282,6 +283,82 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 			want := `stream "nope" not found; list streams with: rheo streams`
 			b.fails(t, cli.ExitFailure, want, "groups", "nope")
 			b.fails(t, cli.ExitFailure, want, "create-group", "nope", "billing")
+		})
+	})
+}
+
+func TestCLIOrdering(t *testing.T) {
+	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
+		ctx := context.Background()
+		if err := b.drv.CreateStream(ctx, "orders", 1); err != nil {
+			t.Fatal(err)
+		}
+		orderings := func(t *testing.T) map[string]rheo.Ordering {
+			t.Helper()
+			got := map[string]rheo.Ordering{}
+			for _, g := range cliJSON[[]rheo.GroupSummary](t, b.ok(t, "groups", "orders", "--output", "json")) {
+				got[g.Name] = g.Ordering
+			}
+			return got
+		}
+		t.Run("create-group takes an ordering, none by default, and groups shows it", func(t *testing.T) {
+			out := b.ok(t, "create-group", "orders", "billing", "--ordering", "key")
+			if !strings.Contains(out, `created group "billing" on stream "orders" (at most 5 attempts per event, ordering key)`) {
+				t.Fatalf("create-group printed %q", out)
+			}
+			created := cliJSON[map[string]any](t, b.ok(t, "create-group", "orders", "audit", "--output", "json"))
+			if created["ordering"] != "none" {
+				t.Fatalf("create-group without --ordering printed %v", created)
+			}
+			b.ok(t, "create-group", "orders", "ledger", "--ordering", "partition")
+			want := map[string]rheo.Ordering{"audit": rheo.OrderingNone, "billing": rheo.OrderingKey, "ledger": rheo.OrderingPartition}
+			if got := orderings(t); !maps.Equal(got, want) {
+				t.Fatalf("groups = %v, want %v", got, want)
+			}
+			table := b.ok(t, "groups", "orders")
+			if !strings.Contains(table, "\nbilling  5             key       ") {
+				t.Fatalf("groups table:\n%s", table)
+			}
+		})
+		t.Run("a key group hands out one event of a key at a time", func(t *testing.T) {
+			for _, k := range []string{"a", "a", "b"} {
+				b.ok(t, "append", "orders", "--key", k, `{"type":"placed"}`)
+			}
+			leases, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 10})
+			if err != nil || len(leases) != 2 || leases[0].Event.Sequence != 1 || leases[1].Event.Sequence != 3 {
+				t.Fatalf("fetch of the key group: %+v, %v; want events 1 and 3", leases, err)
+			}
+			info := cliJSON[rheo.GroupInfo](t, b.ok(t, "info", "orders", "billing", "--output", "json"))
+			if info.Lag != 3 || info.Inflight != 2 || info.PendingRetry != 0 {
+				t.Fatalf("info = %+v, want lag 3 with 2 in flight and the blocked event in neither count", info)
+			}
+		})
+		t.Run("set-ordering changes a group's ordering", func(t *testing.T) {
+			out := b.ok(t, "set-ordering", "orders", "audit", "partition")
+			if !strings.Contains(out, `group "audit" of stream "orders" now has ordering partition`) {
+				t.Fatalf("set-ordering printed %q", out)
+			}
+			got := cliJSON[map[string]any](t, b.ok(t, "set-ordering", "orders", "billing", "none", "--output", "json"))
+			if got["ordering"] != "none" || got["group"] != "billing" {
+				t.Fatalf("set-ordering printed %v", got)
+			}
+			want := map[string]rheo.Ordering{"audit": rheo.OrderingPartition, "billing": rheo.OrderingNone, "ledger": rheo.OrderingPartition}
+			if got := orderings(t); !maps.Equal(got, want) {
+				t.Fatalf("groups = %v, want %v", got, want)
+			}
+		})
+		t.Run("an unknown mode is a bad command line and changes nothing", func(t *testing.T) {
+			b.fails(t, cli.ExitUsage, "invalid_argument: ordering must be none, key or partition", "set-ordering", "orders", "audit", "fifo")
+			b.fails(t, cli.ExitUsage, "invalid_argument: ordering must be none, key or partition",
+				"create-group", "orders", "x", "--ordering", "strict")
+			b.fails(t, cli.ExitUsage, "missing MODE", "set-ordering", "orders", "audit")
+			if got := orderings(t); got["audit"] != rheo.OrderingPartition || len(got) != 3 {
+				t.Fatalf("groups = %v, want audit unchanged and no group x", got)
+			}
+		})
+		t.Run("set-ordering of a missing group names it", func(t *testing.T) {
+			b.fails(t, cli.ExitFailure, `group "nope" not found on stream "orders"`, "set-ordering", "orders", "nope", "key")
+			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "set-ordering", "nope", "audit", "key")
 		})
 	})
 }

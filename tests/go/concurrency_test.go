@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -1606,5 +1608,363 @@ func concOneWinsOneStale(t *testing.T, lease string, a, b error) {
 	t.Helper()
 	if !(a == nil && concIsStale(b)) && !(b == nil && concIsStale(a)) {
 		t.Errorf("two acks of lease %s: got %v and %v, want one success and one stale_lease", lease, a, b)
+	}
+}
+
+// TestConcurrentKeyOrdering drains a 'key' group with 8 competing
+// consumers, each on a connection of its own, over 8 partitions and 1,000
+// keys, with random failures: a retry, a reject, or a handler that hangs
+// until its lease expires, up to the attempt limit. Each consumer logs
+// when it starts and ends handling a lease, on one logical clock that
+// every step moves on (start after the fetch returns, end before the
+// settle is sent); from that log alone, the events of every key are
+// handled one at a time, in sequence order, and every event ends acked
+// once or dead-lettered, never both.
+func TestConcurrentKeyOrdering(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 9)
+	defer pool.Close()
+
+	const (
+		partitions = 8
+		keys       = 1000
+		events     = 6000
+		consumers  = 8
+		leaseMS    = 1 << 30 // leases outlive the test but for the hung ones
+	)
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('ordered', $1)`, partitions)
+	rng := rand.New(rand.NewPCG(15, 8))
+	keyOf := make([]string, events)
+	for i := range keyOf {
+		keyOf[i] = fmt.Sprintf("key-%d", rng.IntN(keys))
+	}
+	concExec(ctx, t, pool, `
+		SELECT count(*) FROM rheo.append_batch('ordered',
+			(SELECT jsonb_agg(jsonb_build_object('n', n) ORDER BY n) FROM generate_series(1, $1::int) n),
+			keys => $2::text[])`, events, keyOf)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('ordered', 'g', max_attempts => 3, ordering => 'key')`)
+
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ticks atomic.Int64
+	tick := func() (int64, time.Time) {
+		n := ticks.Add(1)
+		return n, start.Add(time.Duration(n) * time.Millisecond)
+	}
+
+	// handling is one lease as its consumer saw it.
+	type handling struct {
+		key        string
+		event      concEvent
+		attempt    int
+		start, end int64
+		outcome    string // acked, retrying, dead_lettered, rejected, hung
+		consumer   string
+	}
+	var (
+		mu  sync.Mutex
+		log []handling
+	)
+	record := func(h handling) {
+		mu.Lock()
+		defer mu.Unlock()
+		log = append(log, h)
+	}
+	done := func() (bool, error) {
+		var lag int64
+		err := pool.QueryRow(ctx, `SELECT sum(lag)::bigint FROM rheo.lag('ordered', 'g')`).Scan(&lag)
+		return lag == 0, err
+	}
+
+	consume := func(name string, seed uint64) error {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		for {
+			_, clock := tick()
+			rows, _ := pool.Query(ctx, `
+				SELECT lease_id::text, "partition", sequence, attempt, key
+				  FROM rheo.fetch('ordered', 'g', max_count => 10, consumer_id => $1, lease_ms => $2, clock => $3)`,
+				name, leaseMS, clock)
+			type keyedLease struct {
+				concLease
+				Key string
+			}
+			leases, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (keyedLease, error) {
+				var l keyedLease
+				err := row.Scan(&l.LeaseID, &l.Partition, &l.Sequence, &l.Attempt, &l.Key)
+				return l, err
+			})
+			if err != nil {
+				return fmt.Errorf("%s: fetch: %w", name, err)
+			}
+			if len(leases) == 0 {
+				if finished, err := done(); err != nil || finished {
+					return err
+				}
+				continue
+			}
+			for _, l := range leases {
+				began, _ := tick()
+				h := handling{key: l.Key, event: l.event(), attempt: l.Attempt, start: began, consumer: name}
+				// The handler's work: time for another consumer to be
+				// handed the same key, were that possible.
+				runtime.Gosched()
+				h.end, clock = tick()
+				switch r := rng.IntN(100); {
+				case r < 5:
+					if err := pool.QueryRow(ctx, `SELECT rheo.retry($1, clock => $2)`, l.LeaseID, clock).Scan(&h.outcome); err != nil {
+						return fmt.Errorf("%s: retry %v: %w", name, l.event(), err)
+					}
+				case r < 7:
+					h.outcome = "rejected"
+					if _, err := pool.Exec(ctx, `SELECT rheo.reject($1, clock => $2)`, l.LeaseID, clock); err != nil {
+						return fmt.Errorf("%s: reject %v: %w", name, l.event(), err)
+					}
+				case r < 10:
+					// The handler hangs: its lease runs out a millisecond
+					// from now, and a later fetch takes it back or
+					// dead-letters it.
+					h.outcome = "hung"
+					if _, err := pool.Exec(ctx, `SELECT rheo.renew($1, lease_ms => 1, clock => $2)`, l.LeaseID, clock); err != nil {
+						return fmt.Errorf("%s: renew %v: %w", name, l.event(), err)
+					}
+				default:
+					h.outcome = "acked"
+					if _, err := pool.Exec(ctx, `SELECT rheo.ack($1, clock => $2)`, l.LeaseID, clock); err != nil {
+						return fmt.Errorf("%s: ack %v: %w", name, l.event(), err)
+					}
+				}
+				record(h)
+			}
+		}
+	}
+	concRun(cancel, t, consumers, func(i int) error {
+		return consume(fmt.Sprintf("consumer-%d", i), uint64(i))
+	})
+	if t.Failed() {
+		return
+	}
+
+	// Per key, in the order handling started: no handling starts before
+	// the one before it ended, and sequences never go back.
+	byKey := map[string][]handling{}
+	for _, h := range log {
+		byKey[h.key] = append(byKey[h.key], h)
+	}
+	for key, hs := range byKey {
+		slices.SortFunc(hs, func(a, b handling) int { return int(a.start - b.start) })
+		for i := 1; i < len(hs); i++ {
+			prev, h := hs[i-1], hs[i]
+			if h.start < prev.end {
+				t.Errorf("key %s: %v (attempt %d, %s) started at %d, before %v (attempt %d, %s) ended at %d",
+					key, h.event, h.attempt, h.consumer, h.start, prev.event, prev.attempt, prev.consumer, prev.end)
+			}
+			if h.event.Partition != prev.event.Partition || h.event.Sequence < prev.event.Sequence {
+				t.Errorf("key %s: %v handled after %v", key, h.event, prev.event)
+			}
+			if h.event == prev.event && h.attempt != prev.attempt+1 {
+				t.Errorf("key %s: %v at attempt %d after attempt %d", key, h.event, h.attempt, prev.attempt)
+			}
+		}
+	}
+
+	// Nothing lost: every event acked once, or dead-lettered, never both.
+	acked := map[concEvent]int{}
+	for _, h := range log {
+		if h.outcome == "acked" {
+			acked[h.event]++
+		}
+	}
+	rows, _ := pool.Query(ctx, `SELECT "partition", sequence FROM rheo.dead_letters('ordered', 'g', max_count => $1)`, events)
+	dead, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concEvent])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range dead {
+		if acked[e] > 0 {
+			t.Errorf("%v both acked and dead-lettered", e)
+		}
+	}
+	for e, n := range acked {
+		if n != 1 {
+			t.Errorf("%v acked %d times", e, n)
+		}
+	}
+	if len(acked)+len(dead) != events {
+		t.Errorf("%d events acked and %d dead-lettered, want %d in all", len(acked), len(dead), events)
+	}
+	var remaining int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.deliveries`).Scan(&remaining); err != nil {
+		t.Fatal(err)
+	}
+	if remaining != 0 {
+		t.Errorf("%d deliveries left, want none", remaining)
+	}
+	t.Logf("%d handlings of %d events over %d keys; %d dead letters", len(log), events, len(byKey), len(dead))
+}
+
+// TestConcurrentKeyExpiryUnblocks races the settle of a key's earliest
+// lease, expired at its last attempt, against the fetch that
+// dead-letters it, with the key's next event blocked behind it. Whichever
+// takes the delivery first, the next event is handed out exactly once:
+// within the dead-lettering fetch, or, after the settle, by the next fetch.
+func TestConcurrentKeyExpiryUnblocks(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+
+	for _, first := range []string{"fetch", "ack"} {
+		t.Run(first+" first", func(t *testing.T) {
+			stream := "expiry-" + first
+			concExec(ctx, t, pool, `SELECT rheo.create_stream($1)`, stream)
+			concExec(ctx, t, pool, `SELECT rheo.create_group($1, 'g', max_attempts => 1, ordering => 'key')`, stream)
+			concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch($1, '[{"n": 1}, {"n": 2}]', keys => '{k,k}')`, stream)
+			var lease string
+			if err := pool.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch($1, 'g', max_count => 10, lease_ms => 1000,
+				clock => '2030-01-01 00:00Z')`, stream).Scan(&lease); err != nil {
+				t.Fatal(err)
+			}
+			fetchNext := func(q interface {
+				Query(context.Context, string, ...any) (pgx.Rows, error)
+			}) ([]int64, error) {
+				rows, _ := q.Query(ctx, `SELECT sequence FROM rheo.fetch($1, 'g', max_count => 10,
+					clock => '2030-01-01 00:01Z')`, stream)
+				return pgx.CollectRows(rows, pgx.RowTo[int64])
+			}
+
+			// 1. The first holds the delivery of sequence 1 in a transaction.
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(context.WithoutCancel(ctx))
+			var inTx []int64
+			if first == "fetch" {
+				if inTx, err = fetchNext(tx); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(inTx, []int64{2}) {
+					t.Fatalf("the fetch that dead-letters sequence 1 returned %v, want [2]", inTx)
+				}
+			} else if _, err := tx.Exec(ctx, `SELECT rheo.ack($1)`, lease); err != nil {
+				t.Fatal(err)
+			}
+
+			// 2. The other runs meanwhile: an ack waits for the fetch and
+			// then finds its lease gone; a fetch skips the delivery the ack
+			// holds and hands out nothing of k.
+			other := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+				if first == "fetch" {
+					_, err := conn.Exec(ctx, `SELECT rheo.ack($1)`, lease)
+					if !concIsStale(err) {
+						return fmt.Errorf("ack after the fetch dead-lettered its lease: %v, want stale_lease", err)
+					}
+					return nil
+				}
+				got, err := fetchNext(conn)
+				if err == nil && len(got) != 0 {
+					err = fmt.Errorf("fetch while the ack of sequence 1 is in progress returned %v, want nothing", got)
+				}
+				return err
+			})
+			if first == "fetch" {
+				concWaitForLock(ctx, t, pool, other.pid)
+			} else if err := other.wait(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.wait(); err != nil {
+				t.Fatal(err)
+			}
+
+			// 3. Sequence 2 has been handed out once: by the dead-lettering
+			// fetch, or now, after the ack.
+			after, err := fetchNext(pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := append(inTx, after...); !slices.Equal(got, []int64{2}) {
+				t.Errorf("sequence 2 handed out by %v, want once: [2]", got)
+			}
+		})
+	}
+}
+
+// TestConcurrentSetOrderingDuringLeases switches a group from 'none' to
+// 'key' while a fetch of it is in progress and two leases of one key are
+// in flight: set_ordering waits for the fetch, the leases already handed
+// out are kept and settle, and the key's next event comes only once every
+// earlier one is acked.
+func TestConcurrentSetOrderingDuringLeases(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 4)
+	defer pool.Close()
+
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('switch')`)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('switch', 'g')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('switch', '[{}, {}, {}, {}]', keys => '{k,k,k,k}')`)
+	fetch := func(q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}, n int) []concLease {
+		t.Helper()
+		rows, _ := q.Query(ctx, `SELECT lease_id::text, "partition", sequence, attempt
+			FROM rheo.fetch('switch', 'g', max_count => $1, clock => '2030-01-01Z')`, n)
+		leases, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leases
+	}
+	seqs := func(leases []concLease) []int64 {
+		out := make([]int64, len(leases))
+		for i, l := range leases {
+			out[i] = l.Sequence
+		}
+		return out
+	}
+
+	first := fetch(pool, 1)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	second := fetch(tx, 1)
+	if got := seqs(append(first, second...)); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("'none' handed out %v, want [1 2]", got)
+	}
+	set := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		_, err := conn.Exec(ctx, `SELECT rheo.set_ordering('switch', 'g', 'key')`)
+		return err
+	})
+	concWaitForLock(ctx, t, pool, set.pid)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := set.wait(); err != nil {
+		t.Fatalf("set_ordering: %v", err)
+	}
+
+	if got := fetch(pool, 10); len(got) != 0 {
+		t.Fatalf("'key' with two leases of k in flight handed out %v, want nothing", seqs(got))
+	}
+	concExec(ctx, t, pool, `SELECT rheo.ack($1)`, second[0].LeaseID)
+	if got := fetch(pool, 10); len(got) != 0 {
+		t.Fatalf("'key' with sequence 1 of k in flight handed out %v, want nothing", seqs(got))
+	}
+	concExec(ctx, t, pool, `SELECT rheo.ack($1)`, first[0].LeaseID)
+	third := fetch(pool, 10)
+	if got := seqs(third); !slices.Equal(got, []int64{3}) {
+		t.Fatalf("'key' after both acks handed out %v, want [3]", got)
+	}
+	concExec(ctx, t, pool, `SELECT rheo.ack($1)`, third[0].LeaseID)
+	if got := seqs(fetch(pool, 10)); !slices.Equal(got, []int64{4}) {
+		t.Fatalf("'key' after the ack of 3 handed out %v, want [4]", got)
 	}
 }

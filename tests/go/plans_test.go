@@ -182,3 +182,136 @@ func (l *planLog) text() string {
 	defer l.mu.Unlock()
 	return strings.Join(l.plans, "\n")
 }
+
+// TestOrderingIndexPaths checks that a 'key' fetch costs what it
+// returns, not the events blocked behind a key: with 100,000 events of one
+// hot key blocked behind its lease in flight, a fetch of the other keys,
+// and the fetch that releases the hot key's next event once its earliest
+// is acked, read by index a number of rows bounded by max_count, and
+// never the blocked backlog nor the log.
+func TestOrderingIndexPaths(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	url := pgtapInstalledDatabase(t)
+	var plans planLog
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnNotice = plans.record
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+
+	const (
+		blocked  = 100_000
+		cold     = 2_000 // per partition, each of its own key
+		maxCount = 10
+	)
+	exec(`SET rheo.notify = 'off'`)
+	exec(`SELECT rheo.create_stream('keyed', 2)`)
+	exec(`SELECT rheo.create_group('keyed', 'ordered', ordering => 'key')`)
+	for first := 0; first <= blocked; first += 10_000 {
+		exec(`SELECT count(*) FROM rheo.append_batch('keyed',
+			(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(0, 9999) n),
+			keys => array_fill('hot'::text, ARRAY[10000]), "partition" => 0)`)
+	}
+	// The hot key's first event is leased, and the cursor passes the
+	// rest, which are stored as blocked.
+	var hotLease string
+	if err := conn.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch('keyed', 'ordered', max_count => 1,
+		partitions => '{0}', lease_ms => 3600000, clock => '2030-01-01 00:00Z')`).Scan(&hotLease); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var behind int64
+		if err := conn.QueryRow(ctx, `SELECT high_watermark - next_sequence + 1 FROM rheo.cursors c
+			JOIN rheo.partitions pt ON pt.stream = 'keyed' AND pt."partition" = c."partition"
+			WHERE c."partition" = 0`).Scan(&behind); err != nil {
+			t.Fatal(err)
+		}
+		if behind == 0 {
+			break
+		}
+		exec(`SELECT count(*) FROM rheo.fetch('keyed', 'ordered', max_count => 10000, partitions => '{0}',
+			clock => '2030-01-01 00:00Z')`)
+	}
+	var nBlocked int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM rheo.deliveries WHERE state = 'blocked'`).Scan(&nBlocked); err != nil {
+		t.Fatal(err)
+	}
+	if nBlocked < blocked {
+		t.Fatalf("%d events blocked, want at least %d", nBlocked, blocked)
+	}
+	for p := range 2 {
+		exec(`SELECT count(*) FROM rheo.append_batch('keyed',
+			(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, $1::int) n),
+			keys => (SELECT array_agg('cold-' || $2::int || '-' || n) FROM generate_series(1, $1::int) n),
+			"partition" => $2)`, cold, p)
+	}
+	exec(`LOAD 'auto_explain'`)
+	exec(`SET auto_explain.log_min_duration = 0`)
+	exec(`SET auto_explain.log_nested_statements = on`)
+	exec(`SET client_min_messages = log`)
+
+	fetch := fmt.Sprintf(`SELECT count(*) FROM rheo.fetch('keyed', 'ordered', max_count => %d,
+		clock => '2030-01-01 00:01Z')`, maxCount)
+	for round, stats := range []string{"without statistics", "with statistics"} {
+		if round == 1 {
+			exec(`VACUUM ANALYZE rheo.events, rheo.deliveries, rheo.key_wakeups`)
+		}
+		for _, tc := range []struct {
+			name   string
+			ackHot bool // ack the hot key's lease first, outside the measured transaction
+		}{
+			{"fetch of other keys with the hot key's backlog blocked", false},
+			{"fetch that releases the hot key's next event", true},
+		} {
+			t.Run(stats+"/"+tc.name, func(t *testing.T) {
+				if tc.ackHot {
+					exec(`SELECT rheo.ack($1)`, hotLease)
+				}
+				plans.reset()
+				read, err := rowsRead(ctx, conn, fetch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Per partition: the events up to twice max_count, each
+				// probing its key's deliveries once, and the due ones.
+				for table, limit := range map[string]int64{"events": 2 * 2 * maxCount, "deliveries": 2*2*maxCount + 16} {
+					if read[table] > limit {
+						t.Errorf("read %d rows of rheo.%s, want at most %d; plans:\n%s", read[table], table, limit, plans.text())
+					}
+				}
+				text := plans.text()
+				if scans := seqScan.FindAllString(text, -1); len(scans) > 0 {
+					t.Errorf("sequential scans %q in the plans:\n%s", scans, text)
+				}
+				if !strings.Contains(text, "deliveries_key_idx") {
+					t.Errorf("no use of deliveries_key_idx in the plans:\n%s", text)
+				}
+			})
+		}
+		// The released event is leased for good, to be acked in the
+		// second round.
+		if round == 0 {
+			var key string
+			var seq int64
+			if err := conn.QueryRow(ctx, `SELECT lease_id::text, key, sequence FROM rheo.fetch('keyed', 'ordered', max_count => 1,
+				partitions => '{0}', lease_ms => 3600000, clock => '2030-01-01 00:01Z')`).Scan(&hotLease, &key, &seq); err != nil {
+				t.Fatal(err)
+			}
+			if key != "hot" || seq != 2 {
+				t.Fatalf("after the ack of the hot key's first event, fetch leased %s %d, want hot 2", key, seq)
+			}
+		}
+	}
+}

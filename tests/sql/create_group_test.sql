@@ -1,9 +1,12 @@
 BEGIN;
-SELECT plan(43);
+SELECT plan(50);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'create_group', ARRAY['text', 'text', 'integer', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'rheo.create_group has the SPEC''s argument types');
-SELECT function_returns('rheo', 'create_group', ARRAY['text', 'text', 'integer', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'void', 'rheo.create_group returns void');
+-- The signature SPEC §3 and §8 pin: ordering after clock, and no
+-- overload left of the signature without it.
+SELECT has_function('rheo', 'create_group', ARRAY['text', 'text', 'integer', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone', 'text']::name[], 'rheo.create_group has the SPEC''s argument types');
+SELECT function_returns('rheo', 'create_group', ARRAY['text', 'text', 'integer', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone', 'text']::name[], 'void', 'rheo.create_group returns void');
+SELECT is((SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace AND p.proname = 'create_group'),
+    1::bigint, 'one rheo.create_group, with the ordering');
 
 SELECT rheo.create_stream('s', 3, clock => '2030-01-01 00:00:00Z');
 -- Partition 0 has an event (sequence 3) with an earlier explicit ts than
@@ -142,9 +145,23 @@ SELECT lives_ok(
     $$SELECT rheo.create_group(stream => 's', group_name => 'by-name', max_attempts => 2, start_after => 1, start_at => NULL,
                                partitions => '{0}', clock => '2030-01-01Z')$$,
     'create_group called with every argument by name');
+
+-- Ordering (SPEC §8).
+SELECT is((SELECT g.ordering FROM rheo.groups g WHERE g.stream = 's' AND g.group_name = 'g'), 'none',
+    'the ordering defaults to none');
+SELECT lives_ok($$SELECT rheo.create_group('s', 'ordered', ordering => 'key')$$, 'create_group with ordering key');
+SELECT lives_ok($$SELECT rheo.create_group('s', 'serial', 5, NULL, NULL, NULL, NULL, 'partition')$$,
+    'create_group with the ordering as its eighth positional argument');
+SELECT results_eq($$SELECT group_name, ordering FROM rheo.list_groups('s') WHERE group_name IN ('ordered', 'serial')$$,
+    $$VALUES ('ordered'::text, 'key'::text), ('serial', 'partition')$$,
+    'the ordering is stored');
+SELECT throws_ok($$SELECT rheo.create_group('s', 'bad', ordering => 'Key')$$, 'RH011', 'invalid_argument',
+    'an ordering other than the three words');
+SELECT throws_ok($$SELECT rheo.create_group('s', 'bad', ordering => NULL)$$, 'RH011', 'invalid_argument',
+    'an explicit NULL ordering');
 SELECT set_eq(
     $$SELECT group_name FROM rheo.list_groups('s')$$,
-    $$VALUES ('by-name'::text), ('after1-none'), ('after1-p1'), ('after2'), ('at-future'), ('at-p0'), ('at0230'), ('g'), ('now-clock'), ('once')$$,
+    $$VALUES ('by-name'::text), ('after1-none'), ('after1-p1'), ('after2'), ('at-future'), ('at-p0'), ('at0230'), ('g'), ('now-clock'), ('once'), ('ordered'), ('serial')$$,
     'every created group is listed');
 
 SELECT * FROM finish();

@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(52);
+SELECT plan(65);
 
 -- The signature SPEC §3 pins.
 SELECT has_function('rheo', 'fetch', ARRAY['text', 'text', 'integer', 'text', 'integer', 'integer[]', 'timestamp with time zone']::name[], 'rheo.fetch has the SPEC''s argument types');
@@ -206,6 +206,65 @@ SELECT throws_ok($$SELECT * FROM rheo.fetch('m', 'g', partitions => '{3}')$$,
     'RH007', 'invalid_partition', 'a partition past the last one');
 SELECT throws_ok($$SELECT * FROM rheo.fetch('m', 'g', partitions => '{0,-1}')$$,
     'RH007', 'invalid_partition', 'a negative partition');
+
+-- Ordering 'key' (SPEC §8): an event reopened by replay(event_ids) is
+-- claimable while a later event of its key is leased; a retry of that
+-- later one is then blocked again behind it, keeping its attempt, and
+-- comes back once it is acked.
+SELECT rheo.create_stream('r', clock => '2030-01-01Z');
+SELECT rheo.append('r', jsonb_build_object('n', n), key => 'k', id => 'r' || n, clock => '2030-01-01Z')
+  FROM generate_series(1, 3) n;
+SELECT rheo.create_group('r', 'k', ordering => 'key');
+SELECT rheo.ack(lease_id, clock => '2030-01-01Z') FROM rheo.fetch('r', 'k', clock => '2030-01-01Z');
+CREATE TEMP TABLE r2 AS SELECT * FROM rheo.fetch('r', 'k', clock => '2030-01-01Z');
+SELECT results_eq($$SELECT sequence FROM r2$$, $$VALUES (2::bigint)$$, 'key: 2 once 1 is acked');
+SELECT is(rheo.replay('r', 'k', event_ids => '{r1}', clock => '2030-01-01Z'), 1::bigint, 'key: replay of 1');
+CREATE TEMP TABLE r1 AS SELECT * FROM rheo.fetch('r', 'k', clock => '2030-01-01Z');
+SELECT results_eq($$SELECT sequence, attempt FROM r1$$, $$VALUES (1::bigint, 1)$$,
+    'key: a reopened event is claimable while a later one of its key is leased');
+SELECT is(rheo.retry((SELECT lease_id FROM r2), clock => '2030-01-01Z'), 'retrying', 'key: retry of 2');
+SELECT is_empty($$SELECT * FROM rheo.fetch('r', 'k', clock => '2030-01-01Z')$$,
+    'key: the retry of 2 waits behind the reopened 1');
+SELECT results_eq(
+    $$SELECT d.sequence, d.state, d.attempt FROM rheo.deliveries d JOIN rheo.groups g USING (group_id)
+       WHERE g.stream = 'r' ORDER BY d.sequence$$,
+    $$VALUES (1::bigint, 'leased'::text, 1), (2, 'blocked', 1), (3, 'blocked', 0)$$,
+    'key: blocked again with its attempt kept, behind 1');
+SELECT rheo.ack((SELECT lease_id FROM r1), clock => '2030-01-01Z');
+CREATE TEMP TABLE r3 AS SELECT * FROM rheo.fetch('r', 'k', clock => '2030-01-01Z');
+SELECT results_eq($$SELECT sequence, attempt FROM r3$$, $$VALUES (2::bigint, 2)$$,
+    'key: once 1 is acked, the retry of 2 comes back at its next attempt');
+SELECT rheo.ack((SELECT lease_id FROM r3), clock => '2030-01-01Z');
+SELECT results_eq($$SELECT sequence FROM rheo.fetch('r', 'k', clock => '2030-01-01Z')$$, $$VALUES (3::bigint)$$,
+    'key: then 3');
+
+-- Ordering 'key' over two partitions: a key blocked in one partition
+-- takes no share of max_count, and each partition with claimable work
+-- gets a lease.
+SELECT rheo.create_stream('rr', 2, clock => '2030-01-01Z');
+SELECT rheo.append_batch('rr', (SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 50) n),
+                         keys => array_fill('hot'::text, ARRAY[50]), "partition" => 0, clock => '2030-01-01Z');
+SELECT rheo.append_batch('rr', '[{"n": 51}, {"n": 52}]', keys => '{a,b}', "partition" => 0, clock => '2030-01-01Z');
+SELECT rheo.append_batch('rr', '[{"n": 53}, {"n": 54}]', keys => '{c,d}', "partition" => 1, clock => '2030-01-01Z');
+SELECT rheo.create_group('rr', 'k', ordering => 'key');
+SELECT results_eq($$SELECT "partition", sequence FROM rheo.fetch('rr', 'k', max_count => 1, partitions => '{0}', clock => '2030-01-01Z')$$,
+    $$VALUES (0, 1::bigint)$$, 'key: the hot key''s first event');
+SELECT results_eq($$SELECT "partition", sequence FROM rheo.fetch('rr', 'k', max_count => 2, clock => '2030-01-01Z')$$,
+    $$VALUES (0, 51::bigint), (1, 1)$$,
+    'key: past the 49 blocked events, one lease per partition with claimable work');
+
+-- A key's backlog longer than any window: the fetch reads on to the first
+-- event it may lease, so it returns nothing only when nothing is claimable.
+SELECT rheo.append_batch('rr', (SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 3000) n),
+                         keys => array_fill('hot'::text, ARRAY[3000]), "partition" => 1, clock => '2030-01-01Z');
+SELECT rheo.append('rr', '{"n": 0}', key => 'e', "partition" => 1, clock => '2030-01-01Z');
+SELECT results_eq($$SELECT "partition", sequence FROM rheo.fetch('rr', 'k', max_count => 2, partitions => '{1}', clock => '2030-01-01Z')$$,
+    $$VALUES (1, 2::bigint), (1, 3)$$, 'key: d, then the first hot event of partition 1');
+SELECT results_eq($$SELECT "partition", sequence, key FROM rheo.fetch('rr', 'k', max_count => 1, partitions => '{1}', clock => '2030-01-01Z')$$,
+    $$VALUES (1, 3003::bigint, 'e'::text)$$, 'key: one fetch passes the 2,999 blocked events to the next claimable one');
+SELECT is((SELECT count(*) FROM rheo.deliveries d JOIN rheo.groups g USING (group_id)
+            WHERE g.stream = 'rr' AND d."partition" = 1 AND d.state = 'blocked'),
+    2999::bigint, 'key: each stored once, blocked');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,7 +1,7 @@
 BEGIN;
-SELECT plan(8);
+SELECT plan(9);
 
--- The signature SPEC §3 pins.
+-- The signature SPEC §3 and §8 pin.
 SELECT has_function('rheo', 'list_groups', ARRAY['text']::name[], 'rheo.list_groups has the SPEC''s argument types');
 SELECT function_returns('rheo', 'list_groups', ARRAY['text']::name[], 'setof record', 'rheo.list_groups returns setof record');
 
@@ -11,13 +11,16 @@ SELECT is_empty($$SELECT * FROM rheo.list_groups('s')$$, 'a stream without group
 
 SELECT rheo.create_group('s', 'billing', max_attempts => 3, clock => '2030-01-02Z');
 SELECT rheo.create_group('s', 'audit', clock => '2030-01-03Z');
-SELECT rheo.create_group('s', 'mailer', max_attempts => 1, clock => '2030-01-01Z');
+SELECT rheo.create_group('s', 'mailer', max_attempts => 1, clock => '2030-01-01Z', ordering => 'key');
 SELECT rheo.create_group('t', 'other', clock => '2030-01-01Z');
 
 SELECT results_eq(
     $$SELECT group_name, max_attempts, created_at FROM rheo.list_groups('s')$$,
     $$VALUES ('audit'::text, 5, '2030-01-03Z'::timestamptz), ('billing', 3, '2030-01-02Z'), ('mailer', 1, '2030-01-01Z')$$,
     'the stream''s groups with max_attempts and creation time, ordered by name');
+SELECT results_eq($$SELECT group_name, ordering FROM rheo.list_groups('s')$$,
+    $$VALUES ('audit'::text, 'none'::text), ('billing', 'none'), ('mailer', 'key')$$,
+    'the ordering is the last column');
 SELECT results_eq($$SELECT group_name FROM rheo.list_groups('t')$$, $$VALUES ('other'::text)$$,
     'only the groups of the stream asked for');
 SELECT throws_ok($$SELECT * FROM rheo.list_groups('missing')$$, 'RH001', 'stream_not_found', 'a missing stream');

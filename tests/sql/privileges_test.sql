@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(44);
+SELECT plan(46);
 
 -- Runs statement as role and returns the first column of its first row
 -- as text. SET LOCAL ROLE is undone when the statement fails, with the
@@ -35,7 +35,7 @@ INSERT INTO api VALUES
     ('rheo.retry(uuid, text, int, timestamptz)', 'rheo_consumer'),
     ('rheo.reject(uuid, text, timestamptz)', 'rheo_consumer'),
     ('rheo.create_stream(text, int, timestamptz)', 'rheo_admin'),
-    ('rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz)', 'rheo_admin'),
+    ('rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz, text)', 'rheo_admin'),
     ('rheo.replay(text, text, bigint, text[], timestamptz, int[], timestamptz)', 'rheo_admin'),
     ('rheo.reset_group(text, text, boolean, bigint, timestamptz, int[], timestamptz)', 'rheo_admin'),
     ('rheo.stream_info(text)', 'rheo_reader'),
@@ -43,6 +43,7 @@ INSERT INTO api VALUES
     ('rheo.drop_group(text, text, boolean)', 'rheo_admin'),
     ('rheo.drop_stream(text, boolean)', 'rheo_admin'),
     ('rheo.set_retention(text, interval)', 'rheo_admin'),
+    ('rheo.set_ordering(text, text, text)', 'rheo_admin'),
     ('rheo.prune(text, int, boolean, timestamptz)', 'rheo_admin');
 -- Which roles hold each role's privileges.
 CREATE TEMP TABLE holds (role text, least_role text);
@@ -170,9 +171,13 @@ SELECT throws_ok($$SELECT pg_temp.as_role('rheo_consumer', 'SELECT rheo.append('
     '42501', NULL, 'rheo_consumer may not append');
 SELECT throws_ok($$SELECT pg_temp.as_role('rheo_consumer', 'SELECT rheo.replay(''s'', ''g'', from_sequence => 0)')$$,
     '42501', NULL, 'rheo_consumer may not replay');
+SELECT throws_ok($$SELECT pg_temp.as_role('rheo_consumer', 'SELECT rheo.set_ordering(''s'', ''g'', ''key'')')$$,
+    '42501', NULL, 'rheo_consumer may not set the ordering');
 
 SELECT lives_ok($$SELECT pg_temp.as_role('rheo_admin', 'SELECT rheo.create_stream(''t'', clock => ''2030-01-01Z'')')$$,
     'rheo_admin creates streams');
+SELECT lives_ok($$SELECT pg_temp.as_role('rheo_admin', 'SELECT rheo.set_ordering(''s'', ''g'', ''none'')')$$,
+    'rheo_admin sets the ordering');
 SELECT is(pg_temp.as_role('rheo_admin', $$SELECT rheo.replay('s', 'g', from_sequence => 0, clock => '2030-01-01Z')$$), '1',
     'rheo_admin replays');
 SELECT is(pg_temp.as_role('rheo_admin', $$SELECT count(*) FROM rheo.fetch('s', 'g', clock => '2030-01-01Z')$$), '2',

@@ -69,7 +69,7 @@ func commands() []*command {
 		demoCommand(),
 		streamsCommand(), groupsCommand(), lagCommand(), infoCommand(), leasesCommand(), deadLettersCommand(),
 		replayCommand(), resetCommand(),
-		retentionCommand(), pruneCommand(),
+		retentionCommand(), pruneCommand(), setOrderingCommand(),
 		appendCommand(), queryCommand(), tailCommand(),
 		createStreamCommand(), createGroupCommand(), dropGroupCommand(), dropStreamCommand(),
 		serveCommand(),

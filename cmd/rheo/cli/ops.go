@@ -67,9 +67,9 @@ func groupsCommand() *command {
 						return err
 					}
 					return c.emit(nonNil(groups), func(w io.Writer) error {
-						t := newTable("GROUP", "MAX_ATTEMPTS", "CREATED_AT")
+						t := newTable("GROUP", "MAX_ATTEMPTS", "ORDERING", "CREATED_AT")
 						for _, g := range groups {
-							t.add(g.Name, g.MaxAttempts, g.CreatedAt)
+							t.add(g.Name, g.MaxAttempts, string(g.Ordering), g.CreatedAt)
 						}
 						return t.write(w)
 					})
@@ -124,7 +124,9 @@ func infoCommand() *command {
 		details: `INFLIGHT counts leases that have not expired. PENDING_RETRY counts events
 waiting for a retry delay, whose lease expired, or reopened by a replay.
 OLDEST_UNSETTLED is the ts of the oldest event the group has not acked or
-dead-lettered, including events it was not offered yet.`,
+dead-lettered, including events it was not offered yet. In a group ordered
+by key, events waiting behind an earlier event of their key count in LAG
+only.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
@@ -229,14 +231,17 @@ and partitions are consumed in parallel. The count cannot change later.`,
 func createGroupCommand() *command {
 	return &command{
 		name:     "create-group",
-		synopsis: "STREAM GROUP [--max-attempts N] [--start-after N | --start-at TIME] [--partition P]...",
+		synopsis: "STREAM GROUP [--max-attempts N] [--ordering MODE] [--start-after N | --start-at TIME] [--partition P]...",
 		summary:  "create a consumer group on a stream",
 		args:     []string{"STREAM", "GROUP"},
 		details: `A new group starts at the beginning of every partition, unless --start-after
 or --start-at places it later (in the partitions given by --partition, or
-all). TIME is RFC 3339, such as 2026-01-02T15:04:05Z.`,
+all). TIME is RFC 3339, such as 2026-01-02T15:04:05Z.
+
+` + orderingModes,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			maxAttempts := fs.Int("max-attempts", 5, "leases an event gets before it is dead-lettered")
+			ordering := fs.String("ordering", string(rheo.OrderingNone), "hand out events in `MODE` order: none, key or partition")
 			var startAfter optionalInt64
 			var startAt optionalTime
 			var partitions intList
@@ -257,6 +262,7 @@ all). TIME is RFC 3339, such as 2026-01-02T15:04:05Z.`,
 						StartAfter:  startAfter.value,
 						StartAt:     startAt.value,
 						Partitions:  partitions.sorted(),
+						Ordering:    rheo.Ordering(*ordering),
 					})
 					if errors.Is(err, rheo.ErrAlreadyExists) {
 						return failf("group %q already exists on stream %q; list groups with: rheo groups %s", c.group, c.stream, c.stream)
@@ -265,12 +271,61 @@ all). TIME is RFC 3339, such as 2026-01-02T15:04:05Z.`,
 						return err
 					}
 					out := struct {
-						Stream      string `json:"stream"`
-						Group       string `json:"group"`
-						MaxAttempts int    `json:"max_attempts"`
-					}{c.stream, c.group, *maxAttempts}
+						Stream      string        `json:"stream"`
+						Group       string        `json:"group"`
+						MaxAttempts int           `json:"max_attempts"`
+						Ordering    rheo.Ordering `json:"ordering"`
+					}{c.stream, c.group, *maxAttempts, rheo.Ordering(*ordering)}
 					return c.emit(out, func(w io.Writer) error {
-						_, err := fmt.Fprintf(w, "created group %q on stream %q (at most %d attempts per event)\n", c.group, c.stream, *maxAttempts)
+						_, err := fmt.Fprintf(w, "created group %q on stream %q (at most %d attempts per event, ordering %s)\n",
+							c.group, c.stream, *maxAttempts, *ordering)
+						return err
+					})
+				})
+			}
+		},
+	}
+}
+
+// orderingModes is what create-group and set-ordering say of the modes.
+const orderingModes = `MODE is how strictly the group hands out events:
+  none       the default: whatever is claimable, several leases of one
+             partition at once; a retried event comes back after later ones
+  key        an event waits until every earlier event of its partition with
+             the same key is acked or dead-lettered: each key's events one at
+             a time, in order, retries included; other keys go on meanwhile,
+             and events without a key are not ordered
+  partition  an event waits until every earlier event of its partition is
+             acked or dead-lettered: one lease per partition at a time`
+
+func setOrderingCommand() *command {
+	return &command{
+		name:     "set-ordering",
+		synopsis: "STREAM GROUP MODE",
+		summary:  "change how strictly a group hands out the events of a key or a partition: none, key or partition",
+		args:     []string{"STREAM", "GROUP", "MODE"},
+		details: orderingModes + `
+
+The change takes effect from the group's next fetch and changes nothing
+else: leases already handed out are not taken back, so events of one key
+leased before a change to key may still be in progress together. Events
+that waited under key become claimable at once under none.`,
+		define: func(fs *flag.FlagSet) func(c *call) error {
+			return func(c *call) error {
+				c.stream, c.group = c.args[0], c.args[1]
+				ordering := rheo.Ordering(c.args[2])
+				return c.withDriver(func(drv driver.Driver) error {
+					if err := drv.SetOrdering(c.ctx, c.stream, c.group, ordering); err != nil {
+						return err
+					}
+					out := struct {
+						Stream   string        `json:"stream"`
+						Group    string        `json:"group"`
+						Ordering rheo.Ordering `json:"ordering"`
+					}{c.stream, c.group, ordering}
+					return c.emit(out, func(w io.Writer) error {
+						_, err := fmt.Fprintf(w, "group %q of stream %q now has ordering %s (from its next fetch)\n",
+							c.group, c.stream, ordering)
 						return err
 					})
 				})

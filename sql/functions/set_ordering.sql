@@ -1,0 +1,48 @@
+-- Sets a group's ordering (SPEC §8): 'none', 'key' or 'partition'. It
+-- takes effect from the group's next fetch; leases already handed out are
+-- not taken back.
+--
+-- Leaving 'key', the events blocked behind their keys become pending and
+-- due as of now() (the signature has no clock), attempt unchanged: that
+-- is what the other modes would have made of them, and it keeps their
+-- claim path free of blocked rows. Their wakeups go with them. Entering
+-- 'key' writes nothing: the next fetch blocks what must wait.
+--
+-- Locks, in the order every function takes them (docs/design.md,
+-- "Locks"): the group's cursors in partition order, so that fetches in
+-- progress finish first and none sees half of the change, then the
+-- blocked deliveries in primary key order.
+CREATE OR REPLACE FUNCTION rheo.set_ordering(stream text, group_name text, ordering text)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    p_stream     ALIAS FOR $1;
+    p_group_name ALIAS FOR $2;
+    p_ordering   ALIAS FOR $3;
+    v_group      record;
+BEGIN
+    v_group := rheo._group(p_stream, p_group_name);
+    PERFORM rheo._check_ordering(p_ordering);
+
+    PERFORM 1 FROM rheo.cursors c
+      WHERE c.group_id = v_group.group_id
+      ORDER BY c."partition"
+        FOR UPDATE;
+    UPDATE rheo.groups AS g SET ordering = p_ordering WHERE g.group_id = v_group.group_id;
+    IF p_ordering <> 'key' THEN
+        PERFORM 1 FROM rheo.deliveries d
+          WHERE d.group_id = v_group.group_id AND d.state = 'blocked'
+          ORDER BY d."partition", d.sequence
+            FOR UPDATE;
+        UPDATE rheo.deliveries AS d
+           SET state = 'pending', expires_at = now()
+         WHERE d.group_id = v_group.group_id AND d.state = 'blocked';
+        DELETE FROM rheo.key_wakeups AS w WHERE w.group_id = v_group.group_id;
+    END IF;
+END
+$$;
+
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo.set_ordering(text, text, text)', 'rheo_admin');

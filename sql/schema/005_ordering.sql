@@ -1,0 +1,70 @@
+-- Ordering (SPEC §8): a group hands out its events in any order ('none',
+-- the default), one at a time per key ('key'), or one at a time per
+-- partition ('partition'). See docs/design.md, "Ordering".
+
+ALTER TABLE rheo.groups ADD COLUMN ordering text NOT NULL DEFAULT 'none'
+    CHECK (ordering IN ('none', 'key', 'partition'));
+
+-- The event's key, copied when the delivery row is made (NULL for keyless
+-- events), so that a key's deliveries are found without the log.
+ALTER TABLE rheo.deliveries ADD COLUMN key text;
+UPDATE rheo.deliveries AS d
+   SET key = e.key
+  FROM rheo.groups g, rheo.events e
+ WHERE g.group_id = d.group_id
+   AND e.stream = g.stream AND e."partition" = d."partition" AND e.sequence = d.sequence
+   AND e.key IS NOT NULL;
+
+-- 'blocked': an event the cursor passed in 'key' mode while an earlier
+-- event of its key was not terminal. It is stored once, with expires_at
+-- 'infinity', so that the index of due times never reaches it, and it
+-- becomes 'pending' when its turn comes.
+ALTER TABLE rheo.deliveries DROP CONSTRAINT deliveries_state_check,
+    ADD CONSTRAINT deliveries_state_check CHECK (state IN ('leased', 'pending', 'blocked'));
+
+-- Set on a delivery that later events of its key are blocked behind: its
+-- settle leaves a wakeup for its key. Not indexed, so setting it is HOT.
+ALTER TABLE rheo.deliveries ADD COLUMN has_waiters boolean NOT NULL DEFAULT false;
+
+-- A key's deliveries in sequence order: its earliest one not terminal,
+-- the one just before a new event, and the next blocked one. The group
+-- and the partition are indexed as group_id::bigint and
+-- "partition"::bigint, and the probes name them so: the primary key,
+-- which leads with (group_id, partition) too, cannot serve them then, so
+-- no plan (generic plans may be made on an empty table, where both look
+-- alike) takes it and filters on the key, reading every event blocked
+-- behind a key to probe it.
+CREATE INDEX deliveries_key_idx ON rheo.deliveries ((group_id::bigint), ("partition"::bigint), key, sequence)
+    WHERE key IS NOT NULL;
+
+-- The probes of that index run in generic plans, for a key the planner
+-- does not know. When one hot key holds most deliveries, the statistics
+-- would say that a key matches most rows, and the planner would take the
+-- primary key and filter on the key instead, reading every event blocked
+-- behind the hot key to probe any other. Keys are many by design: tell
+-- the planner so (half as many keys as rows), whatever ANALYZE samples.
+ALTER TABLE rheo.deliveries ALTER COLUMN key SET (n_distinct = -0.5);
+
+-- Keys whose blocked events may be due for release: a settle of a
+-- delivery with waiters writes one, and so does a fetch that blocks an
+-- event behind a delivery not yet marked as having waiters. The next
+-- 'key' fetch of the partition takes them and releases or marks the key's
+-- earliest delivery. Rows live for a fetch or so; duplicates are allowed,
+-- so that writing one never waits.
+CREATE TABLE rheo.key_wakeups (
+    group_id    int  NOT NULL,
+    "partition" int  NOT NULL,
+    key         text NOT NULL
+);
+
+CREATE INDEX key_wakeups_group_id_partition_idx ON rheo.key_wakeups (group_id, "partition");
+
+ALTER TABLE rheo.key_wakeups SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000);
+
+-- The new signatures replace the old ones, which leaves no overloads:
+-- create_group gains a trailing ordering argument, list_groups an
+-- ordering column, and the group lookup returns the ordering. The
+-- functions are installed again after the migrations.
+DROP FUNCTION IF EXISTS rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz);
+DROP FUNCTION IF EXISTS rheo.list_groups(text);
+DROP FUNCTION IF EXISTS rheo._group(text, text);
