@@ -45,11 +45,10 @@ type core struct {
 	changed   chan struct{} // demand may have grown, or claimable is set
 	claimable atomic.Bool   // an event was retried without delay
 	unblocked atomic.Bool   // a settle in an ordered group may have made events claimable
-	// ordered: the group's ordering, as begin found it, is key or
-	// partition, so a settle can make later events claimable (SPEC §8),
-	// which no wakeup announces. A change of ordering is seen at the next
-	// Start; until then the poll finds what a settle unblocked.
-	ordered   bool
+	// ordering is the group's, as begin found it and refreshOrdering
+	// re-reads it every PollInterval. Under key or partition a settle can
+	// make later events claimable (SPEC §8), which no wakeup announces.
+	ordering  atomic.Value  // rheo.Ordering
 	renewKick chan struct{} // the renewal schedule changed
 	emptied   chan struct{} // the last held lease was released
 
@@ -58,6 +57,10 @@ type core struct {
 
 	// maxAttempts is the group's, as begin found it; 0 if unknown.
 	maxAttempts int
+
+	// released, when set, is told of every lease released (Worker: to
+	// free its ordering key).
+	released func(*held)
 
 	// fetchTime is the recent time of a fetch call, which the worker's
 	// fetch sizing reads.
@@ -77,6 +80,14 @@ type held struct {
 	active   bool // renewed: queued, its handler runs, or its Consumer lease is unsettled
 	renewing bool // a renewal is in flight
 	lost     bool // a renewal found it stale
+
+	// holdFor is how long the lease's ordering key stays held after its
+	// release: its retry's delay. Written before the release, by the
+	// goroutine that releases it.
+	holdFor time.Duration
+	// orderKey is the ordering key the lease holds while it runs, "" for
+	// none. Guarded by Worker.mu.
+	orderKey string
 }
 
 func newCore(drv driver.Driver, s *settings) *core {
@@ -124,7 +135,7 @@ func (c *core) begin(ctx context.Context) (func(), error) {
 	for _, g := range groups {
 		if g.Name == c.s.Group {
 			c.maxAttempts = g.MaxAttempts
-			c.ordered = g.Ordering == rheo.OrderingKey || g.Ordering == rheo.OrderingPartition
+			c.ordering.Store(g.Ordering)
 		}
 	}
 	c.bg = context.WithoutCancel(ctx)
@@ -172,6 +183,9 @@ func (c *core) release(h *held) {
 	empty := len(c.leases) == 0
 	c.mu.Unlock()
 	h.cancel(nil)
+	if c.released != nil {
+		c.released(h)
+	}
 	if ok {
 		notify(c.changed)
 		if empty {
@@ -224,6 +238,8 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, want func() 
 	defer func() { releasePoll() }()
 	refill := time.NewTimer(refillWindow)
 	refill.Stop()
+	refresh, releaseRefresh := c.s.Clock.At(c.s.Clock.Now().Add(c.s.PollInterval))
+	defer func() { releaseRefresh() }()
 	refilling := false // a full batch came back less than refillWindow ago
 	var backoff time.Duration
 	ready := true // fetch as soon as there is demand
@@ -301,6 +317,10 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, want func() 
 			ready = true
 		case <-refill.C:
 			refilling = false
+		case <-refresh:
+			c.refreshOrdering(ctx)
+			releaseRefresh()
+			refresh, releaseRefresh = c.s.Clock.At(c.s.Clock.Now().Add(c.s.PollInterval))
 		}
 	}
 }
@@ -496,6 +516,10 @@ func (c *core) settle(h *held, o outcome) {
 // the attempt limit. A failure leaves the lease to expire.
 func (c *core) retry(ctx context.Context, h *held, delay time.Duration, reason string) (rheo.RetryOutcome, error) {
 	out, err := c.drv.Retry(ctx, h.lease.LeaseID, &rheo.RetryOptions{Reason: reason, Delay: delay})
+	if err == nil && out != rheo.DeadLettered {
+		// The event comes back after delay: its key waits for it.
+		h.holdFor = delay
+	}
 	c.release(h)
 	if err != nil {
 		c.settleFailed(h, "retry", err, failedSettleAction(err))
@@ -579,10 +603,32 @@ func (c *core) acked(h *held) {
 	}
 }
 
+// currentOrdering is the group's ordering as last read.
+func (c *core) currentOrdering() rheo.Ordering {
+	o, _ := c.ordering.Load().(rheo.Ordering)
+	return o
+}
+
+// refreshOrdering reads the group's ordering again; on failure the last
+// one read stays.
+func (c *core) refreshOrdering(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, c.s.callTimeout)
+	defer cancel()
+	groups, err := c.drv.ListGroups(ctx, c.s.Stream)
+	if err != nil {
+		return
+	}
+	for _, g := range groups {
+		if g.Name == c.s.Group {
+			c.ordering.Store(g.Ordering)
+		}
+	}
+}
+
 // settled tells the fetch loop of a settle that may have made later
 // events of an ordered group claimable.
 func (c *core) settled() {
-	if c.ordered {
+	if o := c.currentOrdering(); o == rheo.OrderingKey || o == rheo.OrderingPartition {
 		c.unblocked.Store(true)
 		notify(c.changed)
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,5 +42,63 @@ func TestWorkerOrderedGroup(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestWorkerOrderedInProcess: under key and partition ordering a
+// re-delivery of an event whose lost lease's handler still runs waits for
+// that handler, while the database no longer holds the key for it.
+func TestWorkerOrderedInProcess(t *testing.T) {
+	for _, b := range backends(t) {
+		for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
+			t.Run(b.name+": "+string(o)+": a lost lease's handler keeps its key until it returns", func(t *testing.T) {
+				ctx := context.Background()
+				bd := setup(t, b, 5)
+				bd.group = "ordered-" + string(o)
+				require.NoError(t, bd.drv.CreateGroup(ctx, bd.stream, bd.group, &rheo.CreateGroupOptions{Ordering: o}))
+				_, err := bd.drv.Append(ctx, bd.stream, json.RawMessage(`{"n": 0}`), &rheo.AppendOptions{Key: "k"})
+				require.NoError(t, err)
+
+				var mu sync.Mutex
+				running, most := 0, 0
+				h := newBlocking()
+				cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+					mu.Lock()
+					running++
+					most = max(most, running)
+					mu.Unlock()
+					defer func() {
+						mu.Lock()
+						running--
+						mu.Unlock()
+					}()
+					return h.handle(ctx, l)
+				})
+				cfg.Concurrency = 2
+				startWorker(t, bd.drv, cfg)
+				first := receive(t, "the first handler", h.started)
+
+				// A replay makes the lease stale; renewal finds out, and the
+				// handler, which ignores its context, goes on.
+				from := int64(0)
+				_, err = bd.drv.Replay(ctx, bd.stream, bd.group, rheo.ReplayOptions{FromSequence: &from})
+				require.NoError(t, err)
+				bd.clock.Advance(leaseDuration/2 + time.Second)
+				bd.rec.waitFor(t, "the lease lost", func(s recorded) bool { return len(s.leaseLost) == 1 })
+				// The poll fetches the event again, for the idle slot.
+				bd.clock.Advance(cfg.PollInterval)
+				bd.rec.waitFor(t, "the event fetched again", func(s recorded) bool { return fetchedCount(s) == 2 })
+				assert.Empty(t, h.started, "the second lease waits for the first one's handler")
+
+				close(h.release)
+				second := receive(t, "the second handler", h.started)
+				assert.Equal(t, first.Event.ID, second.Event.ID)
+				assert.NotEqual(t, first.LeaseID, second.LeaseID)
+				bd.rec.waitFor(t, "the second lease acked", func(s recorded) bool { return len(s.acked) == 1 })
+				mu.Lock()
+				defer mu.Unlock()
+				assert.Equal(t, 1, most, "never two handlers of the key at once")
+			})
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,6 +31,10 @@ type Worker struct {
 	queue  []*held // fetched leases waiting for a slot, oldest first
 	closed bool    // the fetch loop ended: the slots end once the queue is empty
 	ready  *sync.Cond
+	// holds are the ordering keys in use (key or partition ordering): by
+	// a lease whose handler runs or whose outcome is not written yet
+	// (zero time), or by a retry until its delay has passed.
+	holds map[string]time.Time
 
 	handlerTime average // recent time of a handler run
 
@@ -59,6 +65,8 @@ func New(drv driver.Driver, cfg *Config) (*Worker, error) {
 	}
 	w := &Worker{c: newCore(drv, s), stopFetch: make(chan struct{}), done: make(chan struct{})}
 	w.ready = sync.NewCond(&w.mu)
+	w.holds = map[string]time.Time{}
+	w.c.released = w.releaseKey
 	if s.TxHandler != nil {
 		w.transactor = drv.(driver.Transactor)
 	}
@@ -235,24 +243,33 @@ func (w *Worker) slot() {
 	}
 }
 
-// next takes the oldest queued lease and marks the slot busy, waiting for
-// one if the queue is empty; nil means the queue is closed and empty. It
-// wakes the fetch loop when the queue falls to its low-water mark. A lease
-// whose context ended while it was queued is not returned: one that
-// renewal found lost is dropped, one a hard stop cancelled is given back.
+// next takes the oldest queued lease whose ordering key is free and
+// marks the slot busy, waiting for one if there is none; nil means the
+// queue is closed and empty. Leases behind a key in use keep their place,
+// so a key's leases run in the order they were fetched, and other keys
+// are not held up. It wakes the fetch loop when the queue falls to its
+// low-water mark. A lease whose context ended while it was queued is not
+// returned: one that renewal found lost is dropped, one a hard stop
+// cancelled is given back.
 func (w *Worker) next() *held {
 	for {
 		w.mu.Lock()
-		for len(w.queue) == 0 && !w.closed {
+		i := -1
+		for {
+			if i = w.runnable(); i >= 0 || (w.closed && len(w.queue) == 0) {
+				break
+			}
 			w.ready.Wait()
 		}
-		if len(w.queue) == 0 {
+		if i < 0 {
 			w.mu.Unlock()
 			return nil
 		}
-		h := w.queue[0]
-		w.queue[0] = nil
-		w.queue = w.queue[1:]
+		h := w.queue[i]
+		w.queue = slices.Delete(w.queue, i, i+1)
+		if h.orderKey != "" {
+			w.holds[h.orderKey] = time.Time{}
+		}
 		w.busy++
 		low := w.pipeline().lowWater()
 		w.mu.Unlock()
@@ -271,6 +288,72 @@ func (w *Worker) next() *held {
 	}
 }
 
+// runnable is the index of the oldest queued lease whose ordering key is
+// free (setting its orderKey), or -1. w.mu must be held.
+func (w *Worker) runnable() int {
+	ordering := w.c.currentOrdering()
+	now := w.c.s.Clock.Now()
+	for i, h := range w.queue {
+		key := orderKey(ordering, h.lease)
+		if key == "" {
+			return i
+		}
+		if until, held := w.holds[key]; held && (until.IsZero() || until.After(now)) {
+			continue
+		}
+		h.orderKey = key
+		return i
+	}
+	return -1
+}
+
+// orderKey is what ordering serializes l under: its partition, or its
+// partition and key (none for an event without a key); "" for none.
+func orderKey(ordering rheo.Ordering, l rheo.Lease) string {
+	switch {
+	case ordering == rheo.OrderingPartition:
+		return strconv.Itoa(l.Event.Partition)
+	case ordering == rheo.OrderingKey && l.Event.Key != "":
+		return strconv.Itoa(l.Event.Partition) + "/" + l.Event.Key
+	}
+	return ""
+}
+
+// releaseKey frees the ordering key of a released lease, at once or,
+// after a retry with a delay, once the clock has passed it.
+func (w *Worker) releaseKey(h *held) {
+	w.mu.Lock()
+	key := h.orderKey
+	h.orderKey = ""
+	if key == "" {
+		w.mu.Unlock()
+		return
+	}
+	if h.holdFor > 0 {
+		until := w.c.s.Clock.Now().Add(h.holdFor)
+		w.holds[key] = until
+		w.mu.Unlock()
+		at, release := w.c.s.Clock.At(until)
+		go func() {
+			defer release()
+			select {
+			case <-at:
+			case <-w.done:
+			}
+			w.mu.Lock()
+			if w.holds[key] == until {
+				delete(w.holds, key)
+			}
+			w.mu.Unlock()
+			w.ready.Broadcast()
+		}()
+		return
+	}
+	delete(w.holds, key)
+	w.mu.Unlock()
+	w.ready.Broadcast()
+}
+
 // closeQueue ends the slots' wait for leases and gives back the leases
 // still queued: they are made claimable again at once. Those at their
 // event's last attempt, which a give-back would dead-letter, stay queued
@@ -279,7 +362,7 @@ func (w *Worker) closeQueue() {
 	var back, kept []*held
 	w.mu.Lock()
 	for _, h := range w.queue {
-		if w.c.lastAttempt(h) {
+		if w.c.lastAttempt(h) && !w.heldLater(h) {
 			kept = append(kept, h)
 		} else {
 			back = append(back, h)
@@ -289,6 +372,13 @@ func (w *Worker) closeQueue() {
 	w.mu.Unlock()
 	w.ready.Broadcast()
 	w.c.giveBack(back, givenBack)
+}
+
+// heldLater reports whether a retry's delay holds h's ordering key: a
+// stop does not wait for it. w.mu must be held.
+func (w *Worker) heldLater(h *held) bool {
+	until, held := w.holds[orderKey(w.c.currentOrdering(), h.lease)]
+	return held && !until.IsZero()
 }
 
 // givenBack is the retry reason of a lease that was queued when the
