@@ -85,9 +85,10 @@ type held struct {
 	// release: its retry's delay. Written before the release, by the
 	// goroutine that releases it.
 	holdFor time.Duration
-	// orderKey is the ordering key the lease holds while it runs, "" for
-	// none. Guarded by Worker.mu.
-	orderKey string
+	// orderKeys are the keys the lease holds from the start of its
+	// handler to its release, under either ordering (see orderKeys).
+	// Guarded by Worker.mu.
+	orderKeys []string
 }
 
 func newCore(drv driver.Driver, s *settings) *core {
@@ -619,8 +620,9 @@ func (c *core) refreshOrdering(ctx context.Context) {
 		return
 	}
 	for _, g := range groups {
-		if g.Name == c.s.Group {
+		if g.Name == c.s.Group && g.Ordering != c.currentOrdering() {
 			c.ordering.Store(g.Ordering)
+			c.log.LogAttrs(c.bg, slog.LevelInfo, "group ordering changed", slog.String(LogKeyOrdering, string(g.Ordering)))
 		}
 	}
 }

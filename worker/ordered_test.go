@@ -3,7 +3,9 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/testlog"
+	"github.com/rheo-go/rheo/worker"
 )
 
 // TestWorkerOrderedGroup drains groups ordered by key and by partition
@@ -100,5 +104,56 @@ func TestWorkerOrderedInProcess(t *testing.T) {
 				assert.Equal(t, 1, most, "never two handlers of the key at once")
 			})
 		}
+	}
+}
+
+// TestWorkerOrderedRetryDelay: a lease handed out before a set_ordering
+// waits, in the worker's queue, for the delay of an earlier event of its
+// key that was retried.
+func TestWorkerOrderedRetryDelay(t *testing.T) {
+	const delay = 10 * time.Second
+	for _, b := range backends(t) {
+		t.Run(b.name+": a retry's delay holds its key", func(t *testing.T) {
+			ctx := context.Background()
+			bd := setup(t, b, 5)
+			for i := range 2 {
+				_, err := bd.drv.Append(ctx, bd.stream, json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), &rheo.AppendOptions{Key: "k"})
+				require.NoError(t, err)
+			}
+			logs := testlog.New()
+			starts := make(chan rheo.Lease, 10)
+			retry := make(chan struct{})
+			cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+				starts <- l
+				if payloadN(t, l) == 0 && l.Attempt == 1 {
+					<-retry
+					return worker.Retry(delay, errors.New("later"))
+				}
+				return nil
+			})
+			cfg.Concurrency, cfg.MaxDemand, cfg.Logger = 1, 2, logs.Logger()
+			startWorker(t, bd.drv, cfg)
+			// Under 'none' both events are fetched: 0 runs, 1 is queued.
+			first := receive(t, "event 0's handler", starts)
+			require.Equal(t, 0, payloadN(t, first))
+			bd.rec.waitFor(t, "both events fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
+
+			require.NoError(t, bd.drv.SetOrdering(ctx, bd.stream, bd.group, rheo.OrderingKey))
+			bd.clock.Advance(cfg.PollInterval)
+			logs.WaitCount(t, waitTimeout, 1, slog.LevelInfo, "group ordering changed")
+
+			close(retry)
+			bd.rec.waitFor(t, "event 0 retried", func(s recorded) bool { return len(s.retried) == 1 })
+			bd.clock.Advance(delay - time.Second)
+			assert.Empty(t, starts, "event 1 waits for event 0's delay")
+
+			// Past the delay event 0 is claimable again, and its key free in
+			// the worker: event 1 runs (it was leased first), then event 0.
+			bd.clock.Advance(2 * time.Second)
+			assert.Equal(t, 1, payloadN(t, receive(t, "event 1's handler", starts)))
+			again := receive(t, "event 0's second handler", starts)
+			assert.Equal(t, 0, payloadN(t, again))
+			assert.Equal(t, 2, again.Attempt)
+		})
 	}
 }

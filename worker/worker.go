@@ -31,10 +31,9 @@ type Worker struct {
 	queue  []*held // fetched leases waiting for a slot, oldest first
 	closed bool    // the fetch loop ended: the slots end once the queue is empty
 	ready  *sync.Cond
-	// holds are the ordering keys in use (key or partition ordering): by
-	// a lease whose handler runs or whose outcome is not written yet
-	// (zero time), or by a retry until its delay has passed.
-	holds map[string]time.Time
+	// holds are the ordering keys in use, by partition and by event key
+	// whatever the ordering, so that a change of ordering finds them.
+	holds map[string]*hold
 
 	handlerTime average // recent time of a handler run
 
@@ -65,7 +64,7 @@ func New(drv driver.Driver, cfg *Config) (*Worker, error) {
 	}
 	w := &Worker{c: newCore(drv, s), stopFetch: make(chan struct{}), done: make(chan struct{})}
 	w.ready = sync.NewCond(&w.mu)
-	w.holds = map[string]time.Time{}
+	w.holds = map[string]*hold{}
 	w.c.released = w.releaseKey
 	if s.TxHandler != nil {
 		w.transactor = drv.(driver.Transactor)
@@ -267,8 +266,14 @@ func (w *Worker) next() *held {
 		}
 		h := w.queue[i]
 		w.queue = slices.Delete(w.queue, i, i+1)
-		if h.orderKey != "" {
-			w.holds[h.orderKey] = time.Time{}
+		h.orderKeys = orderKeys(h.lease)
+		for _, k := range h.orderKeys {
+			x := w.holds[k]
+			if x == nil {
+				x = &hold{}
+				w.holds[k] = x
+			}
+			x.leases++
 		}
 		w.busy++
 		low := w.pipeline().lowWater()
@@ -288,21 +293,25 @@ func (w *Worker) next() *held {
 	}
 }
 
+// hold is an ordering key in use.
+type hold struct {
+	leases int       // leases holding it: their handler runs or their outcome is not written yet
+	until  time.Time // a retry holds it until then
+}
+
+// busy reports whether the key is in use at now.
+func (x *hold) busy(now time.Time) bool { return x.leases > 0 || x.until.After(now) }
+
 // runnable is the index of the oldest queued lease whose ordering key is
-// free (setting its orderKey), or -1. w.mu must be held.
+// free under the group's current ordering, or -1. w.mu must be held.
 func (w *Worker) runnable() int {
 	ordering := w.c.currentOrdering()
 	now := w.c.s.Clock.Now()
 	for i, h := range w.queue {
 		key := orderKey(ordering, h.lease)
-		if key == "" {
+		if x := w.holds[key]; key == "" || x == nil || !x.busy(now) {
 			return i
 		}
-		if until, held := w.holds[key]; held && (until.IsZero() || until.After(now)) {
-			continue
-		}
-		h.orderKey = key
-		return i
 	}
 	return -1
 }
@@ -312,46 +321,65 @@ func (w *Worker) runnable() int {
 func orderKey(ordering rheo.Ordering, l rheo.Lease) string {
 	switch {
 	case ordering == rheo.OrderingPartition:
-		return strconv.Itoa(l.Event.Partition)
+		return "p" + strconv.Itoa(l.Event.Partition)
 	case ordering == rheo.OrderingKey && l.Event.Key != "":
-		return strconv.Itoa(l.Event.Partition) + "/" + l.Event.Key
+		return "k" + strconv.Itoa(l.Event.Partition) + "/" + l.Event.Key
 	}
 	return ""
 }
 
-// releaseKey frees the ordering key of a released lease, at once or,
+// orderKeys are the keys l holds while it runs: those of both orderings.
+func orderKeys(l rheo.Lease) []string {
+	keys := []string{orderKey(rheo.OrderingPartition, l)}
+	if k := orderKey(rheo.OrderingKey, l); k != "" {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// releaseKey frees the ordering keys of a released lease, at once or,
 // after a retry with a delay, once the clock has passed it.
 func (w *Worker) releaseKey(h *held) {
 	w.mu.Lock()
-	key := h.orderKey
-	h.orderKey = ""
-	if key == "" {
+	keys := h.orderKeys
+	h.orderKeys = nil
+	if len(keys) == 0 {
 		w.mu.Unlock()
 		return
 	}
-	if h.holdFor > 0 {
-		until := w.c.s.Clock.Now().Add(h.holdFor)
-		w.holds[key] = until
-		w.mu.Unlock()
-		at, release := w.c.s.Clock.At(until)
-		go func() {
-			defer release()
-			select {
-			case <-at:
-			case <-w.done:
-			}
-			w.mu.Lock()
-			if w.holds[key] == until {
-				delete(w.holds, key)
-			}
-			w.mu.Unlock()
-			w.ready.Broadcast()
-		}()
-		return
+	until := w.c.s.Clock.Now().Add(h.holdFor)
+	for _, k := range keys {
+		x := w.holds[k]
+		x.leases--
+		if h.holdFor > 0 && until.After(x.until) {
+			x.until = until
+		}
+		if !x.busy(w.c.s.Clock.Now()) {
+			delete(w.holds, k)
+		}
 	}
-	delete(w.holds, key)
 	w.mu.Unlock()
 	w.ready.Broadcast()
+	if h.holdFor <= 0 {
+		return
+	}
+	at, release := w.c.s.Clock.At(until)
+	go func() {
+		defer release()
+		select {
+		case <-at:
+		case <-w.done:
+			return
+		}
+		w.mu.Lock()
+		for _, k := range keys {
+			if x := w.holds[k]; x != nil && !x.busy(w.c.s.Clock.Now()) {
+				delete(w.holds, k)
+			}
+		}
+		w.mu.Unlock()
+		w.ready.Broadcast()
+	}()
 }
 
 // closeQueue ends the slots' wait for leases and gives back the leases
@@ -377,8 +405,8 @@ func (w *Worker) closeQueue() {
 // heldLater reports whether a retry's delay holds h's ordering key: a
 // stop does not wait for it. w.mu must be held.
 func (w *Worker) heldLater(h *held) bool {
-	until, held := w.holds[orderKey(w.c.currentOrdering(), h.lease)]
-	return held && !until.IsZero()
+	x := w.holds[orderKey(w.c.currentOrdering(), h.lease)]
+	return x != nil && x.until.After(w.c.s.Clock.Now())
 }
 
 // givenBack is the retry reason of a lease that was queued when the
