@@ -64,6 +64,7 @@ type config struct {
 	orderingConc       int
 	orderingBacklogs   []int
 	orderingFetched    int
+	workerSizes        // slow and competing
 	workloads          []string
 
 	srv *server
@@ -71,7 +72,7 @@ type config struct {
 }
 
 // workloadNames are the workloads, in the order they run.
-var workloadNames = []string{"append", "drain", "latency", "fanout", "cost", "scale", "ops", "ordering"}
+var workloadNames = []string{"append", "drain", "slow", "competing", "latency", "fanout", "cost", "scale", "ops", "ordering"}
 
 func (c *config) runs(workload string) bool { return contains(c.workloads, workload) }
 
@@ -162,6 +163,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.Var((*intList)(&c.orderingBacklogs), "ordering-backlogs", "hot key backlogs of the ordering workload's fetch figure; it runs once, not per round")
 	fs.IntVar(&c.orderingFetched, "ordering-fetched", 10_000, "events of other keys fetched behind each hot key backlog")
 	c.retention.flags(fs)
+	c.workerFlags(fs)
 	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ",")+
 		" by default; also, only when named: "+strings.Join(optInWorkloads, ","))
 	if err := fs.Parse(args); err != nil {
@@ -179,6 +181,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"scale": "1000,5000", "scale-fetched": "1000",
 			"ops-events": "5000", "ops-behind": "500", "ops-inflight": "1000", "ops-calls": "3",
 			"ordering-n": "2000", "ordering-backlogs": "1000,5000", "ordering-fetched": "500",
+			"slow-n": "500", "competing-n": "2000",
 		}
 		maps.Copy(quick, retentionQuick)
 		for name, v := range quick {
@@ -201,6 +204,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	// Each lease of the ops workload's busy group takes an event.
 	if c.opsInflight+c.opsCalls > c.opsEvents {
 		return nil, errors.New("--ops-inflight plus --ops-calls must not exceed --ops-events")
+	}
+	if err := c.workerSizes.check(); err != nil {
+		return nil, err
 	}
 	if c.latencyDuration <= 0 {
 		return nil, errors.New("--latency-duration must be positive")

@@ -86,6 +86,12 @@ func (c *config) plan(report *textReport) []measurement {
 			})
 		}
 	}
+	if c.runs("slow") {
+		plan = append(plan, c.slowMeasurement())
+	}
+	if c.runs("competing") {
+		plan = append(plan, c.competingMeasurement())
+	}
 	if c.runs("latency") {
 		for _, rate := range c.rates {
 			plan = append(plan, c.latencyMeasurement(rate))

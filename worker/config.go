@@ -32,7 +32,8 @@ const (
 )
 
 // refillWindow is how long the fetch loop waits, after a full batch, for
-// all of its room to be free before it fetches what is free.
+// MaxDemand to leave room for the batch it wants before it fetches what
+// room there is.
 const refillWindow = 2 * time.Millisecond
 
 // maxCallTimeout bounds every database call of the worker.
@@ -70,11 +71,14 @@ type Config struct {
 	// to DefaultRetryPolicy: 1s doubling to 5 minutes, ±20% jitter.
 	RetryPolicy func(lease rheo.Lease, err error) time.Duration
 
-	// MaxDemand is the most leases held at once: leases whose handler
-	// runs, or that wait for their ack to be written, or (Consumer) that
-	// were handed out and not settled yet. Fetches never ask for more.
-	// For a Worker it must be at least Concurrency and defaults to twice
-	// Concurrency; for a Consumer it defaults to 100.
+	// MaxDemand is the most leases held at once: leases queued for a
+	// handler slot, whose handler runs, or that wait for their ack to be
+	// written, or (Consumer) that were handed out and not settled yet.
+	// Fetches never ask for more. For a Worker it must be at least
+	// Concurrency and defaults to 2 × Concurrency + 2 × AckBatchSize:
+	// every slot busy with a lease queued behind each, while one batch of
+	// acks is written and the next one fills. For a Consumer it defaults
+	// to 100.
 	MaxDemand int
 	// LeaseDuration is how long a lease lasts; the worker renews held
 	// leases at about half of it. It is rounded down to whole
@@ -218,6 +222,9 @@ func (cfg *Config) settle(drv driver.Driver, forWorker bool) (*settings, error) 
 	if s.AckFlushInterval == 0 {
 		s.AckFlushInterval = DefaultAckFlushInterval
 	}
+	if forWorker && s.MaxDemand == 0 {
+		s.MaxDemand = 2*s.Concurrency + 2*s.AckBatchSize
+	}
 
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
@@ -252,10 +259,7 @@ func (s *settings) settleWorker(drv driver.Driver) error {
 	if s.Concurrency == 0 {
 		s.Concurrency = DefaultConcurrency
 	}
-	if s.MaxDemand == 0 {
-		s.MaxDemand = 2 * s.Concurrency
-	}
-	if s.MaxDemand < s.Concurrency {
+	if s.MaxDemand != 0 && s.MaxDemand < s.Concurrency {
 		return configError("MaxDemand (%d) must be at least Concurrency (%d)", s.MaxDemand, s.Concurrency)
 	}
 	if s.RetryPolicy == nil {

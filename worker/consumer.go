@@ -127,8 +127,8 @@ func (cs *Consumer) Leases(ctx context.Context) iter.Seq2[*Lease, error] {
 			cs.iterating = false
 			cs.mu.Unlock()
 		}()
-		cs.c.fetchLoop(ctx, cs.stopFetch, cs.c.s.MaxDemand,
-			func() int { return cs.c.s.MaxDemand },
+		cs.c.fetchLoop(ctx, cs.stopFetch,
+			func() (int, int) { return cs.c.s.MaxDemand, cs.c.s.MaxDemand },
 			func(h *held) bool { return yield(&Lease{Lease: h.lease, c: cs.c, h: h}, nil) },
 			func(err error) bool { return yield(nil, err) })
 	}

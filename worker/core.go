@@ -34,8 +34,9 @@ type core struct {
 	bg          context.Context
 	leaseParent context.Context
 
-	mu     sync.Mutex
-	leases map[string]*held // every lease held, by lease id
+	mu       sync.Mutex
+	leases   map[string]*held // every lease held, by lease id
+	schedule renewals         // the active leases not being renewed, by renewAt
 
 	// fetchMu is held from the check for a stop to the tracking of the
 	// fetched leases, so that a stop can wait out a fetch in flight.
@@ -44,16 +45,26 @@ type core struct {
 	changed   chan struct{} // demand may have grown, or claimable is set
 	claimable atomic.Bool   // an event was retried without delay
 	unblocked atomic.Bool   // a settle in an ordered group may have made events claimable
-	// ordered: the group's ordering, as begin found it, is key or
-	// partition, so a settle can make later events claimable (SPEC §8),
-	// which no wakeup announces. A change of ordering is seen at the next
-	// Start; until then the poll finds what a settle unblocked.
-	ordered   bool
+	// ordering is the group's, as begin found it and refreshOrdering
+	// re-reads it every PollInterval. Under key or partition a settle can
+	// make later events claimable (SPEC §8), which no wakeup announces.
+	ordering  atomic.Value  // rheo.Ordering
 	renewKick chan struct{} // the renewal schedule changed
 	emptied   chan struct{} // the last held lease was released
 
 	acks  *acker
 	calls sync.WaitGroup // renewals in flight
+
+	// maxAttempts is the group's, as begin found it; 0 if unknown.
+	maxAttempts int
+
+	// released, when set, is told of every lease released (Worker: to
+	// free its ordering key).
+	released func(*held)
+
+	// fetchTime is the recent time of a fetch call, which the worker's
+	// fetch sizing reads.
+	fetchTime average
 }
 
 // held is one lease the worker holds, from fetch until its settle is
@@ -65,9 +76,19 @@ type held struct {
 
 	// Guarded by core.mu.
 	renewAt  time.Time
-	active   bool // renewed: its handler runs, or its Consumer lease is unsettled
+	index    int  // its place in core.schedule, or notScheduled
+	active   bool // renewed: queued, its handler runs, or its Consumer lease is unsettled
 	renewing bool // a renewal is in flight
 	lost     bool // a renewal found it stale
+
+	// holdFor is how long the lease's ordering key stays held after its
+	// release: its retry's delay. Written before the release, by the
+	// goroutine that releases it.
+	holdFor time.Duration
+	// orderKeys are the keys the lease holds from the start of its
+	// handler to its release, under either ordering (see orderKeys).
+	// Guarded by Worker.mu.
+	orderKeys []string
 }
 
 func newCore(drv driver.Driver, s *settings) *core {
@@ -92,9 +113,10 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// begin claims the (driver, stream, group) registry entry and checks that
-// the stream, group and partitions exist. It returns the function that
-// releases the registry entry.
+// begin claims the (driver, stream, group) registry entry, checks that
+// the stream, group and partitions exist and reads the group's
+// max_attempts and ordering. It returns the function that releases the
+// registry entry.
 func (c *core) begin(ctx context.Context) (func(), error) {
 	release, err := register(c.drv, c.s.Stream, c.s.Group)
 	if err != nil {
@@ -113,7 +135,8 @@ func (c *core) begin(ctx context.Context) (func(), error) {
 	}
 	for _, g := range groups {
 		if g.Name == c.s.Group {
-			c.ordered = g.Ordering == rheo.OrderingKey || g.Ordering == rheo.OrderingPartition
+			c.maxAttempts = g.MaxAttempts
+			c.ordering.Store(g.Ordering)
 		}
 	}
 	c.bg = context.WithoutCancel(ctx)
@@ -123,12 +146,17 @@ func (c *core) begin(ctx context.Context) (func(), error) {
 // track adds a fetched lease to the table and schedules its renewal.
 func (c *core) track(l rheo.Lease) *held {
 	ctx, cancel := context.WithCancelCause(c.leaseParent)
-	h := &held{lease: l, ctx: ctx, cancel: cancel, active: true,
+	h := &held{lease: l, ctx: ctx, cancel: cancel, active: true, index: notScheduled,
 		renewAt: c.s.Clock.Now().Add(c.s.LeaseDuration / 2)}
 	c.mu.Lock()
 	c.leases[l.LeaseID] = h
+	first := c.schedule.schedule(h)
 	c.mu.Unlock()
-	notify(c.renewKick)
+	if first {
+		// Leases fetched later are due later: the renew loop needs to
+		// hear only of a new first.
+		notify(c.renewKick)
+	}
 	if l.Attempt > 1 {
 		for _, x := range c.s.hooks.redelivered {
 			x.Redelivered(c.bg, RedeliveryInfo{Lease: l})
@@ -143,6 +171,7 @@ func (c *core) deactivate(h *held) (lost bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h.active = false
+	c.schedule.cancel(h)
 	return h.lost
 }
 
@@ -151,9 +180,13 @@ func (c *core) release(h *held) {
 	c.mu.Lock()
 	_, ok := c.leases[h.lease.LeaseID]
 	delete(c.leases, h.lease.LeaseID)
+	c.schedule.cancel(h)
 	empty := len(c.leases) == 0
 	c.mu.Unlock()
 	h.cancel(nil)
+	if c.released != nil {
+		c.released(h)
+	}
 	if ok {
 		notify(c.changed)
 		if empty {
@@ -169,12 +202,12 @@ func (c *core) heldCount() int {
 	return len(c.leases)
 }
 
-// demand is how many leases to fetch now, given room for capacity more:
-// capacity bounded by MaxDemand. starved reports that MaxDemand, that is
-// leases waiting for their settle, holds the fetch below capacity.
-func (c *core) demand(capacity int) (n int, starved bool) {
+// demand bounds want, the leases the caller would like fetched now, by
+// the room MaxDemand leaves. starved reports that leases held, most of
+// them waiting for their settle, keep the fetch below want.
+func (c *core) demand(want int) (n int, starved bool) {
 	free := c.s.MaxDemand - c.heldCount()
-	return max(min(capacity, free), 0), free < capacity
+	return max(min(want, free), 0), free < want
 }
 
 // wants reports whether a wakeup concerns the configured partitions.
@@ -184,19 +217,21 @@ func (c *core) wants(partition int) bool {
 
 // fetchLoop fetches leases while there is demand and hands each to
 // deliver, until stop is closed, ctx ends (which also aborts a fetch in
-// flight) or deliver or failed returns false. capacity is how many more
-// leases the caller can take now, at most maxFetch. failed, when not nil,
-// is told of each fetch error.
+// flight) or deliver or failed returns false. want tells how many leases
+// the caller would like fetched now (before the bound of MaxDemand) and
+// full the size of a batch worth waiting for, at least 1. failed, when not
+// nil, is told of each fetch error.
 //
 // It fetches again at once after a full batch or when demand grows after
 // one; after a short batch it waits for a wakeup of its partitions, an
 // event retried without delay, or the poll interval. Fetch errors back
 // off from 100ms, doubling to 5s, each wait jittered by ±20%.
 //
-// After a full batch, the next fetch waits up to refillWindow for room for
-// a whole maxFetch: quick handlers free their slots within it, and one
-// large fetch costs about what a small one does.
-func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, maxFetch int, capacity func() int, deliver func(*held) bool, failed func(error) bool) {
+// After a full batch, when MaxDemand leaves room for less than full, the
+// next fetch waits up to refillWindow for that room: the acks in flight
+// free theirs within it, and one large fetch costs about what a small one
+// does.
+func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, want func() (n, full int), deliver func(*held) bool, failed func(error) bool) {
 	wake, unsubscribe := c.drv.Wakeups(c.s.Stream)
 	defer unsubscribe()
 	var poll <-chan time.Time
@@ -204,13 +239,16 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, maxFetch int
 	defer func() { releasePoll() }()
 	refill := time.NewTimer(refillWindow)
 	refill.Stop()
+	refresh, releaseRefresh := c.s.Clock.At(c.s.Clock.Now().Add(c.s.PollInterval))
+	defer func() { releaseRefresh() }()
 	refilling := false // a full batch came back less than refillWindow ago
 	var backoff time.Duration
 	ready := true // fetch as soon as there is demand
 	for {
 		if ready {
-			n, starved := c.demand(capacity())
-			if n > 0 && (!refilling || n >= maxFetch) {
+			wanted, full := want()
+			n, starved := c.demand(wanted)
+			if n > 0 && (!refilling || n >= full) {
 				hs, stopped, err := c.fetchAndTrack(ctx, stop, n)
 				if stopped {
 					return
@@ -243,7 +281,7 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, maxFetch int
 				poll, releasePoll = c.s.Clock.At(c.s.Clock.Now().Add(c.s.PollInterval))
 				for i, h := range hs {
 					if !deliver(h) {
-						c.giveBack(hs[i+1:])
+						c.giveBack(hs[i+1:], "not processed: the consumer stopped iterating")
 						return
 					}
 				}
@@ -280,6 +318,10 @@ func (c *core) fetchLoop(ctx context.Context, stop <-chan struct{}, maxFetch int
 			ready = true
 		case <-refill.C:
 			refilling = false
+		case <-refresh:
+			c.refreshOrdering(ctx)
+			releaseRefresh()
+			refresh, releaseRefresh = c.s.Clock.At(c.s.Clock.Now().Add(c.s.PollInterval))
 		}
 	}
 }
@@ -306,8 +348,10 @@ func (c *core) fetchAndTrack(ctx context.Context, stop <-chan struct{}, n int) (
 	if err != nil {
 		return nil, false, err
 	}
+	took := time.Since(start)
+	c.fetchTime.observe(took)
 	for _, x := range c.s.hooks.fetched {
-		x.Fetched(c.bg, FetchInfo{Requested: n, Count: len(leases), Duration: time.Since(start)})
+		x.Fetched(c.bg, FetchInfo{Requested: n, Count: len(leases), Duration: took})
 	}
 	hs = make([]*held, len(leases))
 	for i, l := range leases {
@@ -338,13 +382,19 @@ func (c *core) fetchFailed(err error, backoff time.Duration) {
 	}
 }
 
+// lastAttempt reports whether h is its event's last attempt: a retry
+// would dead-letter it.
+func (c *core) lastAttempt(h *held) bool {
+	return c.maxAttempts > 0 && h.lease.Attempt >= c.maxAttempts
+}
+
 // giveBack returns fetched leases that will not be delivered: they are
-// made claimable again at once.
-func (c *core) giveBack(hs []*held) {
+// made claimable again at once, with reason as the retry's.
+func (c *core) giveBack(hs []*held, reason string) {
 	for _, h := range hs {
 		c.deactivate(h)
 		ctx, cancel := context.WithTimeout(c.bg, c.s.callTimeout)
-		_, _ = c.retry(ctx, h, 0, "not processed: the consumer stopped iterating")
+		_, _ = c.retry(ctx, h, 0, reason)
 		cancel()
 	}
 }
@@ -376,21 +426,12 @@ func (c *core) startDueRenewals() (next time.Time) {
 	now := c.s.Clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, h := range c.leases {
-		if !h.active || h.renewing {
-			continue
-		}
-		if !h.renewAt.After(now) {
-			h.renewing = true
-			c.calls.Add(1)
-			go c.renew(h)
-			continue
-		}
-		if next.IsZero() || h.renewAt.Before(next) {
-			next = h.renewAt
-		}
+	for h := c.schedule.due(now); h != nil; h = c.schedule.due(now) {
+		h.renewing = true
+		c.calls.Add(1)
+		go c.renew(h)
 	}
-	return next
+	return c.schedule.next()
 }
 
 // renew renews h once. A lease found stale is dropped and its context
@@ -431,8 +472,11 @@ func (c *core) renew(h *held) {
 	} else {
 		h.renewAt = now.Add(c.s.LeaseDuration / 10)
 	}
+	first := c.schedule.schedule(h)
 	c.mu.Unlock()
-	notify(c.renewKick)
+	if first {
+		notify(c.renewKick)
+	}
 
 	if err != nil {
 		c.log.LogAttrs(c.bg, slog.LevelWarn, "renew failed", append(leaseAttrs(h.lease), slog.Any(LogKeyError, err))...)
@@ -473,6 +517,10 @@ func (c *core) settle(h *held, o outcome) {
 // the attempt limit. A failure leaves the lease to expire.
 func (c *core) retry(ctx context.Context, h *held, delay time.Duration, reason string) (rheo.RetryOutcome, error) {
 	out, err := c.drv.Retry(ctx, h.lease.LeaseID, &rheo.RetryOptions{Reason: reason, Delay: delay})
+	if err == nil && out != rheo.DeadLettered {
+		// The event comes back after delay: its key waits for it.
+		h.holdFor = delay
+	}
 	c.release(h)
 	if err != nil {
 		c.settleFailed(h, "retry", err, failedSettleAction(err))
@@ -556,10 +604,33 @@ func (c *core) acked(h *held) {
 	}
 }
 
+// currentOrdering is the group's ordering as last read.
+func (c *core) currentOrdering() rheo.Ordering {
+	o, _ := c.ordering.Load().(rheo.Ordering)
+	return o
+}
+
+// refreshOrdering reads the group's ordering again; on failure the last
+// one read stays.
+func (c *core) refreshOrdering(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, c.s.callTimeout)
+	defer cancel()
+	groups, err := c.drv.ListGroups(ctx, c.s.Stream)
+	if err != nil {
+		return
+	}
+	for _, g := range groups {
+		if g.Name == c.s.Group && g.Ordering != c.currentOrdering() {
+			c.ordering.Store(g.Ordering)
+			c.log.LogAttrs(c.bg, slog.LevelInfo, "group ordering changed", slog.String(LogKeyOrdering, string(g.Ordering)))
+		}
+	}
+}
+
 // settled tells the fetch loop of a settle that may have made later
 // events of an ordered group claimable.
 func (c *core) settled() {
-	if c.ordered {
+	if o := c.currentOrdering(); o == rheo.OrderingKey || o == rheo.OrderingPartition {
 		c.unblocked.Store(true)
 		notify(c.changed)
 	}

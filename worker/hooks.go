@@ -218,6 +218,7 @@ const (
 	LogKeyOp         = "op"
 	LogKeyAction     = "action"
 	LogKeyStack      = "stack"
+	LogKeyOrdering   = "ordering"
 )
 
 // hookSet holds the configured hooks by interface.

@@ -3,13 +3,19 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/testlog"
+	"github.com/rheo-go/rheo/worker"
 )
 
 // TestWorkerOrderedGroup drains groups ordered by key and by partition
@@ -39,6 +45,115 @@ func TestWorkerOrderedGroup(t *testing.T) {
 					}
 				})
 			}
+		})
+	}
+}
+
+// TestWorkerOrderedInProcess: under key and partition ordering a
+// re-delivery of an event whose lost lease's handler still runs waits for
+// that handler, while the database no longer holds the key for it.
+func TestWorkerOrderedInProcess(t *testing.T) {
+	for _, b := range backends(t) {
+		for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
+			t.Run(b.name+": "+string(o)+": a lost lease's handler keeps its key until it returns", func(t *testing.T) {
+				ctx := context.Background()
+				bd := setup(t, b, 5)
+				bd.group = "ordered-" + string(o)
+				require.NoError(t, bd.drv.CreateGroup(ctx, bd.stream, bd.group, &rheo.CreateGroupOptions{Ordering: o}))
+				_, err := bd.drv.Append(ctx, bd.stream, json.RawMessage(`{"n": 0}`), &rheo.AppendOptions{Key: "k"})
+				require.NoError(t, err)
+
+				var mu sync.Mutex
+				running, most := 0, 0
+				h := newBlocking()
+				cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+					mu.Lock()
+					running++
+					most = max(most, running)
+					mu.Unlock()
+					defer func() {
+						mu.Lock()
+						running--
+						mu.Unlock()
+					}()
+					return h.handle(ctx, l)
+				})
+				cfg.Concurrency = 2
+				startWorker(t, bd.drv, cfg)
+				first := receive(t, "the first handler", h.started)
+
+				// A replay makes the lease stale; renewal finds out, and the
+				// handler, which ignores its context, goes on.
+				from := int64(0)
+				_, err = bd.drv.Replay(ctx, bd.stream, bd.group, rheo.ReplayOptions{FromSequence: &from})
+				require.NoError(t, err)
+				bd.clock.Advance(leaseDuration/2 + time.Second)
+				bd.rec.waitFor(t, "the lease lost", func(s recorded) bool { return len(s.leaseLost) == 1 })
+				// The poll fetches the event again, for the idle slot.
+				bd.clock.Advance(cfg.PollInterval)
+				bd.rec.waitFor(t, "the event fetched again", func(s recorded) bool { return fetchedCount(s) == 2 })
+				assert.Empty(t, h.started, "the second lease waits for the first one's handler")
+
+				close(h.release)
+				second := receive(t, "the second handler", h.started)
+				assert.Equal(t, first.Event.ID, second.Event.ID)
+				assert.NotEqual(t, first.LeaseID, second.LeaseID)
+				bd.rec.waitFor(t, "the second lease acked", func(s recorded) bool { return len(s.acked) == 1 })
+				mu.Lock()
+				defer mu.Unlock()
+				assert.Equal(t, 1, most, "never two handlers of the key at once")
+			})
+		}
+	}
+}
+
+// TestWorkerOrderedRetryDelay: a lease handed out before a set_ordering
+// waits, in the worker's queue, for the delay of an earlier event of its
+// key that was retried.
+func TestWorkerOrderedRetryDelay(t *testing.T) {
+	const delay = 10 * time.Second
+	for _, b := range backends(t) {
+		t.Run(b.name+": a retry's delay holds its key", func(t *testing.T) {
+			ctx := context.Background()
+			bd := setup(t, b, 5)
+			for i := range 2 {
+				_, err := bd.drv.Append(ctx, bd.stream, json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), &rheo.AppendOptions{Key: "k"})
+				require.NoError(t, err)
+			}
+			logs := testlog.New()
+			starts := make(chan rheo.Lease, 10)
+			retry := make(chan struct{})
+			cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+				starts <- l
+				if payloadN(t, l) == 0 && l.Attempt == 1 {
+					<-retry
+					return worker.Retry(delay, errors.New("later"))
+				}
+				return nil
+			})
+			cfg.Concurrency, cfg.MaxDemand, cfg.Logger = 1, 2, logs.Logger()
+			startWorker(t, bd.drv, cfg)
+			// Under 'none' both events are fetched: 0 runs, 1 is queued.
+			first := receive(t, "event 0's handler", starts)
+			require.Equal(t, 0, payloadN(t, first))
+			bd.rec.waitFor(t, "both events fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
+
+			require.NoError(t, bd.drv.SetOrdering(ctx, bd.stream, bd.group, rheo.OrderingKey))
+			bd.clock.Advance(cfg.PollInterval)
+			logs.WaitCount(t, waitTimeout, 1, slog.LevelInfo, "group ordering changed")
+
+			close(retry)
+			bd.rec.waitFor(t, "event 0 retried", func(s recorded) bool { return len(s.retried) == 1 })
+			bd.clock.Advance(delay - time.Second)
+			assert.Empty(t, starts, "event 1 waits for event 0's delay")
+
+			// Past the delay event 0 is claimable again, and its key free in
+			// the worker: event 1 runs (it was leased first), then event 0.
+			bd.clock.Advance(2 * time.Second)
+			assert.Equal(t, 1, payloadN(t, receive(t, "event 1's handler", starts)))
+			again := receive(t, "event 0's second handler", starts)
+			assert.Equal(t, 0, payloadN(t, again))
+			assert.Equal(t, 2, again.Attempt)
 		})
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,13 +17,25 @@ import (
 // Worker consumes a group by running a handler for every leased event,
 // with at most Config.Concurrency handlers at once. Create it with New,
 // run it with Start, and end it with Stop or StopAndCancel.
+//
+// Concurrency handler slots take leases from a local queue, which the
+// fetch loop keeps filled ahead of them (see pipeline): every lease held
+// counts against MaxDemand and is renewed, queued or not.
 type Worker struct {
 	c          *core
 	transactor driver.Transactor // set for a TxHandler
 
-	mu      sync.Mutex
-	state   runState
-	running int // handlers running
+	mu     sync.Mutex
+	state  runState
+	busy   int     // slots running a handler
+	queue  []*held // fetched leases waiting for a slot, oldest first
+	closed bool    // the fetch loop ended: the slots end once the queue is empty
+	ready  *sync.Cond
+	// holds are the ordering keys in use, by partition and by event key
+	// whatever the ordering, so that a change of ordering finds them.
+	holds map[string]*hold
+
+	handlerTime average // recent time of a handler run
 
 	stopFetch      chan struct{}
 	stopFetchOnce  sync.Once
@@ -49,6 +63,9 @@ func New(drv driver.Driver, cfg *Config) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{c: newCore(drv, s), stopFetch: make(chan struct{}), done: make(chan struct{})}
+	w.ready = sync.NewCond(&w.mu)
+	w.holds = map[string]*hold{}
+	w.c.released = w.releaseKey
 	if s.TxHandler != nil {
 		w.transactor = drv.(driver.Transactor)
 	}
@@ -90,14 +107,20 @@ func (w *Worker) Start(ctx context.Context) error {
 		defer close(acksDone)
 		w.c.acks.run(stopAcks)
 	}()
+	for range w.c.s.Concurrency {
+		w.handlers.Add(1)
+		go w.slot()
+	}
 	go func() {
 		defer close(fetchDone)
-		w.c.fetchLoop(fetchCtx, w.stopFetch, w.c.s.Concurrency, w.capacity, w.deliver, nil)
+		w.c.fetchLoop(fetchCtx, w.stopFetch, w.want, w.deliver, nil)
 	}()
 	go func() {
-		// Shutdown, in order: no more fetches; the handlers finish
-		// (renewed meanwhile); the acks are written; renewal ends.
+		// Shutdown, in order: no more fetches; the queued leases are
+		// given back; the handlers finish (renewed meanwhile); the acks
+		// are written; renewal ends.
 		<-fetchDone
+		w.closeQueue()
 		w.handlers.Wait()
 		close(stopAcks)
 		<-acksDone
@@ -181,34 +204,248 @@ func (w *Worker) StopAndCancel(ctx context.Context) error {
 // Done is closed once the worker has stopped entirely.
 func (w *Worker) Done() <-chan struct{} { return w.done }
 
-// capacity is the number of free handler slots.
-func (w *Worker) capacity() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.c.s.Concurrency - w.running
+// pipeline is the state the fetch sizing reads. w.mu must be held.
+func (w *Worker) pipeline() pipeline {
+	return pipeline{
+		concurrency: w.c.s.Concurrency,
+		idle:        w.c.s.Concurrency - w.busy,
+		queued:      len(w.queue),
+		handlerTime: w.handlerTime.get(),
+		fetchTime:   w.c.fetchTime.get(),
+		maxDemand:   w.c.s.MaxDemand,
+		ackBatch:    w.c.s.AckBatchSize,
+	}
 }
 
-// deliver runs a handler for h in a slot of its own.
+// want is the fetch loop's demand: see pipeline.want.
+func (w *Worker) want() (n, full int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pipeline().want()
+}
+
+// deliver queues h for the next free slot.
 func (w *Worker) deliver(h *held) bool {
 	w.mu.Lock()
-	w.running++
+	w.queue = append(w.queue, h)
 	w.mu.Unlock()
-	w.handlers.Add(1)
-	go w.handle(h)
+	w.ready.Signal()
 	return true
 }
 
-// freeSlot ends a handler's hold on its slot and wakes the fetch loop.
-func (w *Worker) freeSlot() {
+// slot runs handlers, one at a time, for the leases it takes from the
+// queue, until the queue is closed and empty.
+func (w *Worker) slot() {
+	defer w.handlers.Done()
+	for h := w.next(); h != nil; h = w.next() {
+		w.handle(h)
+	}
+}
+
+// next takes the oldest queued lease whose ordering key is free and
+// marks the slot busy, waiting for one if there is none; nil means the
+// queue is closed and empty. Leases behind a key in use keep their place,
+// so a key's leases run in the order they were fetched, and other keys
+// are not held up. It wakes the fetch loop when the queue falls to its
+// low-water mark. A lease whose context ended while it was queued is not
+// returned: one that renewal found lost is dropped, one a hard stop
+// cancelled is given back.
+func (w *Worker) next() *held {
+	for {
+		w.mu.Lock()
+		i := -1
+		for {
+			if i = w.runnable(); i >= 0 || (w.closed && len(w.queue) == 0) {
+				break
+			}
+			w.ready.Wait()
+		}
+		if i < 0 {
+			w.mu.Unlock()
+			return nil
+		}
+		h := w.queue[i]
+		w.queue = slices.Delete(w.queue, i, i+1)
+		h.orderKeys = orderKeys(h.lease)
+		for _, k := range h.orderKeys {
+			x := w.holds[k]
+			if x == nil {
+				x = &hold{}
+				w.holds[k] = x
+			}
+			x.leases++
+		}
+		w.busy++
+		low := w.pipeline().lowWater()
+		w.mu.Unlock()
+		if low {
+			notify(w.c.changed)
+		}
+		if h.ctx.Err() == nil {
+			return h
+		}
+		if w.c.deactivate(h) {
+			w.c.release(h)
+		} else {
+			w.c.giveBack([]*held{h}, givenBack)
+		}
+		w.freeSlot(0)
+	}
+}
+
+// hold is an ordering key in use.
+type hold struct {
+	leases int       // leases holding it: their handler runs or their outcome is not written yet
+	until  time.Time // a retry holds it until then
+}
+
+// busy reports whether the key is in use at now.
+func (x *hold) busy(now time.Time) bool { return x.leases > 0 || x.until.After(now) }
+
+// runnable is the index of the oldest queued lease whose ordering key is
+// free under the group's current ordering, or -1. w.mu must be held.
+func (w *Worker) runnable() int {
+	ordering := w.c.currentOrdering()
+	now := w.c.s.Clock.Now()
+	for i, h := range w.queue {
+		key := orderKey(ordering, h.lease)
+		if x := w.holds[key]; key == "" || x == nil || !x.busy(now) {
+			return i
+		}
+	}
+	return -1
+}
+
+// orderKey is what ordering serializes l under: its partition, or its
+// partition and key (none for an event without a key); "" for none.
+func orderKey(ordering rheo.Ordering, l rheo.Lease) string {
+	switch {
+	case ordering == rheo.OrderingPartition:
+		return "p" + strconv.Itoa(l.Event.Partition)
+	case ordering == rheo.OrderingKey && l.Event.Key != "":
+		return "k" + strconv.Itoa(l.Event.Partition) + "/" + l.Event.Key
+	}
+	return ""
+}
+
+// orderKeys are the keys l holds while it runs: those of both orderings.
+func orderKeys(l rheo.Lease) []string {
+	keys := []string{orderKey(rheo.OrderingPartition, l)}
+	if k := orderKey(rheo.OrderingKey, l); k != "" {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// releaseKey frees the ordering keys of a released lease, at once or,
+// after a retry with a delay, once the clock has passed it.
+func (w *Worker) releaseKey(h *held) {
 	w.mu.Lock()
-	w.running--
+	keys := h.orderKeys
+	h.orderKeys = nil
+	if len(keys) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	until := w.c.s.Clock.Now().Add(h.holdFor)
+	for _, k := range keys {
+		x := w.holds[k]
+		x.leases--
+		if h.holdFor > 0 && until.After(x.until) {
+			x.until = until
+		}
+		if !x.busy(w.c.s.Clock.Now()) {
+			delete(w.holds, k)
+		}
+	}
 	w.mu.Unlock()
-	notify(w.c.changed)
+	w.ready.Broadcast()
+	if h.holdFor <= 0 {
+		return
+	}
+	at, release := w.c.s.Clock.At(until)
+	go func() {
+		defer release()
+		select {
+		case <-at:
+		case <-w.done:
+			return
+		}
+		w.mu.Lock()
+		for _, k := range keys {
+			if x := w.holds[k]; x != nil && !x.busy(w.c.s.Clock.Now()) {
+				delete(w.holds, k)
+			}
+		}
+		w.mu.Unlock()
+		w.ready.Broadcast()
+	}()
+}
+
+// closeQueue ends the slots' wait for leases and gives back the leases
+// still queued: they are made claimable again at once. Those at their
+// event's last attempt, which a give-back would dead-letter, stay queued
+// for the slots to handle; after a hard stop the slots give them back too.
+func (w *Worker) closeQueue() {
+	var back, kept []*held
+	w.mu.Lock()
+	for _, h := range w.queue {
+		if w.c.lastAttempt(h) && !w.heldLater(h) {
+			kept = append(kept, h)
+		} else {
+			back = append(back, h)
+		}
+	}
+	w.queue, w.closed = kept, true
+	w.mu.Unlock()
+	w.ready.Broadcast()
+	w.c.giveBack(back, givenBack)
+}
+
+// heldLater reports whether a retry's delay holds h's ordering key: a
+// stop does not wait for it. w.mu must be held.
+func (w *Worker) heldLater(h *held) bool {
+	x := w.holds[orderKey(w.c.currentOrdering(), h.lease)]
+	return x != nil && x.until.After(w.c.s.Clock.Now())
+}
+
+// givenBack is the retry reason of a lease that was queued when the
+// worker stopped.
+const givenBack = "not processed: the worker stopped"
+
+// freeSlot ends a handler's hold on its slot, after a run of d (0 when
+// no handler ran), and wakes the fetch loop if the queue is at its
+// low-water mark.
+func (w *Worker) freeSlot(d time.Duration) {
+	if d > 0 {
+		w.handlerTime.observe(d)
+	}
+	w.mu.Lock()
+	w.busy--
+	low := w.pipeline().lowWater()
+	w.mu.Unlock()
+	if low {
+		notify(w.c.changed)
+	}
+}
+
+// settle carries out a handler's outcome. Retries and rejects are calls
+// of their own, made beside the slot so that it takes its next lease at
+// once; acks join the ack batch.
+func (w *Worker) settle(h *held, o outcome) {
+	if o.kind == OutcomeAck {
+		w.c.settle(h, o)
+		return
+	}
+	w.handlers.Add(1)
+	go func() {
+		defer w.handlers.Done()
+		w.c.settle(h, o)
+	}()
 }
 
 // handle runs the handler for h and settles its outcome.
 func (w *Worker) handle(h *held) {
-	defer w.handlers.Done()
 	if w.transactor != nil {
 		w.handleTx(h)
 		return
@@ -216,15 +453,16 @@ func (w *Worker) handle(h *held) {
 	ctx := w.c.s.hooks.startHandle(h.ctx, h.lease)
 	start := time.Now()
 	err := callHandler(w.c.s.Handler, ctx, h.lease)
+	took := time.Since(start)
 	lost := w.c.deactivate(h)
-	w.freeSlot()
+	w.freeSlot(took)
 	o := outcomeOf(err)
-	w.handled(h, o, err, lost, time.Since(start))
+	w.handled(h, o, err, lost, took)
 	if lost {
 		w.c.release(h)
 		return
 	}
-	w.c.settle(h, w.backoff(h, o))
+	w.settle(h, w.backoff(h, o))
 }
 
 // backoff chooses the delay of a retry that the handler left to the retry
@@ -284,25 +522,26 @@ func (w *Worker) handleTx(h *held) {
 		return nil
 	})
 	err = bound.explain(err)
-	w.freeSlot()
+	took := time.Since(start)
+	w.freeSlot(took)
 	if !ran {
 		// The transaction did not begin, so the handler did not run.
 		w.c.deactivate(h)
 		if cause := context.Cause(h.ctx); cause != nil {
 			// Stopped or lost before it began: give the event back.
-			w.c.settle(h, outcome{kind: OutcomeRetry, reason: cause.Error()})
+			w.settle(h, outcome{kind: OutcomeRetry, reason: cause.Error()})
 			return
 		}
 		w.c.ackFailed(h, "begin", err)
 		return
 	}
 	o := outcomeOf(handlerErr)
-	w.handled(h, o, handlerErr, lost, time.Since(start))
+	w.handled(h, o, handlerErr, lost, took)
 	switch {
 	case lost:
 		w.c.release(h)
 	case handlerErr != nil:
-		w.c.settle(h, w.backoff(h, o))
+		w.settle(h, w.backoff(h, o))
 	case err != nil:
 		w.c.ackFailed(h, "ack", err)
 	default:
