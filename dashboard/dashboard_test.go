@@ -60,6 +60,9 @@ func TestDashboardPages(t *testing.T) {
 		if err != nil || len(leased) != 1 {
 			t.Fatalf("fetch: %v, %v", leased, err)
 		}
+		if err := b.drv.SetOrdering(ctx, "orders/eu", "billing", rheo.OrderingKey); err != nil {
+			t.Fatal(err)
+		}
 		bn := setup(t, b.drv, &dashboard.Options{Prefix: "/ops/rheo"})
 
 		code, body := bn.get(t, "/")
@@ -80,7 +83,8 @@ func TestDashboardPages(t *testing.T) {
 			t.Fatalf("GET the group: %d\n%s", code, body)
 		}
 		wantContains(t, "the group page", body, `id="total-lag"`, "invalid quantity", dl.ID, "&#34;qty&#34;: -1",
-			`id="leases"`, `data-delivery="`+leased[0].Event.ID+`"`, "worker-7", "leased", `<svg class="chart"`)
+			`id="leases"`, `data-delivery="`+leased[0].Event.ID+`"`, "worker-7", "leased", `<svg class="chart"`,
+			`id="ordering">key<`)
 		if strings.Contains(body, "<form") {
 			t.Errorf("a read-only group page has a form:\n%s", body)
 		}

@@ -120,6 +120,7 @@ type groupRow struct {
 	Name        string
 	URL         string
 	MaxAttempts int
+	Ordering    rheo.Ordering
 	Lag         rheo.Lag
 	Info        rheo.GroupInfo
 	OldestAge   string
@@ -199,7 +200,7 @@ func (h *Handler) groupState(ctx context.Context, stream string, g rheo.GroupSum
 	}
 	row := groupRow{
 		Name: g.Name, URL: h.path("streams", stream, "groups", g.Name), MaxAttempts: g.MaxAttempts,
-		Lag: lag, Info: info, OldestAge: "none",
+		Ordering: g.Ordering, Lag: lag, Info: info, OldestAge: "none",
 	}
 	series := h.samples.groupSeries(stream, g.Name)
 	row.Chart = lagChart(series, h.opts.SampleWindow, h.clock(), "lag of "+g.Name)
