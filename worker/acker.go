@@ -22,7 +22,8 @@ func (r ackRequest) reply(err error) {
 
 // acker writes acks in batches (AckBatch): a batch is written when it is
 // full, when AckFlushInterval has passed since it began to fill, when the
-// fetch loop is starved by unacked leases, and on stop.
+// fetch loop is starved by unacked leases, and on stop; in a group ordered
+// by key or partition, as soon as the previous batch is written.
 type acker struct {
 	c *core
 
@@ -90,7 +91,10 @@ func (a *acker) run(stop <-chan struct{}) {
 			a.drain()
 			return
 		}
-		if a.count() < a.c.s.AckBatchSize {
+		// In an ordered group an unwritten ack holds back its key's next
+		// event in the database, so it is written at once; what comes
+		// in while it is written makes the next batch.
+		if a.count() < a.c.s.AckBatchSize && !a.c.ordered() {
 			t := time.NewTimer(a.c.s.AckFlushInterval)
 			select {
 			case <-t.C:

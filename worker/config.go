@@ -101,7 +101,9 @@ type Config struct {
 	AckBatchSize int
 	// AckFlushInterval is the longest an ack waits for its batch to fill
 	// before it is written anyway. Acks are also written at once when the
-	// worker cannot fetch because of them, and on stop. Defaults to 10ms.
+	// worker cannot fetch because of them, on stop, and always in a group
+	// ordered by key or partition, whose next events wait for them.
+	// Defaults to 10ms.
 	AckFlushInterval time.Duration
 
 	// Logger receives the worker's log records, with the attribute keys

@@ -627,10 +627,17 @@ func (c *core) refreshOrdering(ctx context.Context) {
 	}
 }
 
+// ordered reports whether the group's ordering is key or partition: a
+// settle may then make later events claimable.
+func (c *core) ordered() bool {
+	o := c.currentOrdering()
+	return o == rheo.OrderingKey || o == rheo.OrderingPartition
+}
+
 // settled tells the fetch loop of a settle that may have made later
 // events of an ordered group claimable.
 func (c *core) settled() {
-	if o := c.currentOrdering(); o == rheo.OrderingKey || o == rheo.OrderingPartition {
+	if c.ordered() {
 		c.unblocked.Store(true)
 		notify(c.changed)
 	}

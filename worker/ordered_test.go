@@ -49,6 +49,37 @@ func TestWorkerOrderedGroup(t *testing.T) {
 	}
 }
 
+// TestWorkerOrderedAcksAtOnce: in an ordered group an ack is written
+// without waiting for its batch to fill, since the key's next event is
+// not claimable before it is; with an hour's AckFlushInterval the drain
+// would otherwise stop at the first event.
+func TestWorkerOrderedAcksAtOnce(t *testing.T) {
+	for _, b := range backends(t) {
+		for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
+			t.Run(b.name+": "+string(o), func(t *testing.T) {
+				bd := setup(t, b, 5)
+				bd.group = "ordered-" + string(o)
+				require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, bd.group,
+					&rheo.CreateGroupOptions{Ordering: o}))
+				items := make([]rheo.BatchItem, 3)
+				for i := range items {
+					items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), Key: "k"}
+				}
+				_, err := bd.drv.AppendBatch(context.Background(), bd.stream, items, nil)
+				require.NoError(t, err)
+				cfg := bd.config(func(context.Context, rheo.Lease) error { return nil })
+				cfg.AckFlushInterval = time.Hour
+				startWorker(t, bd.drv, cfg)
+
+				s := bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
+				for i, l := range s.acked {
+					assert.Equal(t, i, payloadN(t, l.Lease), "in sequence order")
+				}
+			})
+		}
+	}
+}
+
 // TestWorkerOrderedInProcess: under key and partition ordering a
 // re-delivery of an event whose lost lease's handler still runs waits for
 // that handler, while the database no longer holds the key for it.
