@@ -23,6 +23,7 @@ import (
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/faultproxy"
+	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -54,7 +55,7 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	clock := &fakeClock{now: at}
+	clock := testclock.At(at)
 	var drv driver.Driver
 	if os.Getenv(childEnv) == "postgres" {
 		drv, err = postgres.Open(ctx, os.Getenv(childDSNEnv), &postgres.Options{Clock: clock.Now})
@@ -122,7 +123,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	const events, childAcks = 200, 50
 	for _, b := range backends(t) {
 		t.Run(b.name+": a worker killed mid-batch loses nothing", func(t *testing.T) {
-			clock := newFakeClock()
+			clock := testclock.New()
 			drv := b.open(t, b.dsn, clock.Now)
 			stream, group := newStream(t, drv, 2, 5)
 			appended := appendSpread(t, drv, stream, events)
@@ -214,7 +215,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	require.NoError(t, err)
 	p := faultproxy.New(t, u.Host)
 
-	clock := newFakeClock()
+	clock := testclock.New()
 	admin := openPostgres(t, b.dsn, clock.Now)
 	drv := openPostgres(t, p.URL(t, b.dsn), clock.Now)
 	stream, group := newStream(t, admin, 4, 5)

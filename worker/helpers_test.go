@@ -178,68 +178,6 @@ func startWorker(t testing.TB, drv driver.Driver, cfg *worker.Config) *worker.Wo
 	return w
 }
 
-// fakeClock is a Clock (and driver.Clock) that moves only when the test
-// advances it.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Now().UTC().Truncate(time.Millisecond)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) At(t time.Time) (<-chan time.Time, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ft := &fakeTimer{at: t, ch: make(chan time.Time, 1)}
-	if !t.After(c.now) {
-		ft.ch <- c.now
-		return ft.ch, func() {}
-	}
-	c.timers = append(c.timers, ft)
-	return ft.ch, func() { c.remove(ft) }
-}
-
-func (c *fakeClock) remove(ft *fakeTimer) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, x := range c.timers {
-		if x == ft {
-			c.timers = append(c.timers[:i], c.timers[i+1:]...)
-			return
-		}
-	}
-}
-
-// Advance moves the clock by d and fires the timers that fall due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.timers[:0]
-	for _, ft := range c.timers {
-		if ft.at.After(c.now) {
-			kept = append(kept, ft)
-			continue
-		}
-		ft.ch <- c.now
-	}
-	c.timers = kept
-}
-
 // recorded is what a recorder was told.
 type recorded struct {
 	fetched      []worker.FetchInfo

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -98,18 +99,6 @@ func TestDefaultRetryPolicy(t *testing.T) {
 	})
 }
 
-// armed reports whether a timer of the clock is set for exactly at.
-func (c *fakeClock) armed(at time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, ft := range c.timers {
-		if ft.at.Equal(at) {
-			return true
-		}
-	}
-	return false
-}
-
 // expectDue checks that the event the worker has just retried is claimable
 // again exactly delay later: a fetch 1ms before then claims nothing, and
 // the fetch at that time hands it to the handler. The worker must poll
@@ -124,7 +113,7 @@ func (bd *bundle) expectDue(t *testing.T, delay time.Duration) {
 	bd.clock.Advance(delay - time.Millisecond)
 	s = bd.rec.waitFor(t, "a fetch 1ms before the event is due", func(s recorded) bool { return len(s.fetched) > fetches })
 	assert.Zero(t, s.fetched[fetches].Count, "1ms before it is due the event is not claimable")
-	eventually(t, "the next poll is set", func() bool { return bd.clock.armed(due) })
+	eventually(t, "the next poll is set", func() bool { return bd.clock.Armed(due) })
 	assert.Len(t, bd.rec.snapshot().handled, handled, "no delivery before the event is due")
 
 	bd.clock.Advance(time.Millisecond)
@@ -313,7 +302,7 @@ func TestWorkerBacksOffThroughFaults(t *testing.T) {
 	const events = 60
 	for _, b := range backends(t) {
 		t.Run(b.name+": flaky handlers and failed settles lose nothing and settle nothing stale", func(t *testing.T) {
-			clock := newFakeClock()
+			clock := testclock.New()
 			drv := b.open(t, b.dsn, clock.Now)
 			stream, group := newStream(t, drv, 2, 5)
 			appended := appendSpread(t, drv, stream, events)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/internal/testskip"
 	"github.com/rheo-go/rheo/worker"
 )
@@ -33,7 +34,7 @@ const leaseDuration = 10 * time.Second
 type bundle struct {
 	backend *backend
 	drv     driver.Driver
-	clock   *fakeClock
+	clock   *testclock.Clock
 	rec     *recorder
 	stream  string
 	group   string
@@ -41,7 +42,7 @@ type bundle struct {
 
 func setup(t *testing.T, b *backend, maxAttempts int) *bundle {
 	t.Helper()
-	clock := newFakeClock()
+	clock := testclock.New()
 	drv := b.open(t, b.dsn, clock.Now)
 	stream, group := newStream(t, drv, 1, maxAttempts)
 	return &bundle{backend: b, drv: drv, clock: clock, rec: &recorder{}, stream: stream, group: group}

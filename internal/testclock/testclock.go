@@ -88,6 +88,18 @@ func (c *Clock) Advance(d time.Duration) {
 	c.timers = kept
 }
 
+// Armed reports whether a timer is set for exactly at.
+func (c *Clock) Armed(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tm := range c.timers {
+		if tm.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
 // WaitTimer waits up to timeout until a timer is set after the previous
 // WaitTimer returned (for example, a loop waiting for its next pass), and
 // fails the test when none is.
