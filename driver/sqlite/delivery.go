@@ -190,7 +190,10 @@ const eventKey = `(SELECT e.key FROM rheo_events AS e
 		        WHERE e.stream = ?1 AND e."partition" = j.value ->> 0 AND e.sequence = j.value ->> 1)`
 
 // leaseFresh leases the events of claims, past their partitions'
-// cursors, at attempt 1.
+// cursors, at attempt 1. Only a group ordered by key stores the events'
+// keys in their deliveries (setOrdering copies them when a group turns
+// to key), which saves the other orderings a probe and an index entry
+// per delivery.
 func (s *session) leaseFresh(ctx context.Context, stream string, g groupRow, l leasing, claims []claim) error {
 	if len(claims) == 0 {
 		return nil
@@ -198,10 +201,14 @@ func (s *session) leaseFresh(ctx context.Context, stream string, g groupRow, l l
 	for i := range claims {
 		claims[i].leaseID = newLeaseID()
 	}
+	key := "NULL"
+	if g.ordering == rheo.OrderingKey {
+		key = eventKey
+	}
 	_, err := s.exec(ctx, `
 		INSERT INTO rheo_deliveries
 		       (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, key)
-		SELECT ?2, j.value ->> 0, j.value ->> 1, 'leased', j.value ->> 2, ?3, 1, ?4, ?5, `+eventKey+`
+		SELECT ?2, j.value ->> 0, j.value ->> 1, 'leased', j.value ->> 2, ?3, 1, ?4, ?5, `+key+`
 		  FROM json_each(?6) AS j`,
 		stream, g.id, l.consumer, l.leasedAt, l.expiresAt, claimsJSON(claims))
 	return err

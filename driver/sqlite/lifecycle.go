@@ -190,7 +190,19 @@ func (s *session) setOrdering(ctx context.Context, stream, group string, orderin
 		return err
 	}
 	if ordering == rheo.OrderingKey {
-		return nil
+		if g.ordering == rheo.OrderingKey {
+			return nil
+		}
+		// The other orderings do not store the events' keys in their
+		// deliveries (leaseFresh): the deliveries in progress get them
+		// now, so that the later events of their keys wait for them.
+		_, err := s.exec(ctx, `
+			UPDATE rheo_deliveries
+			   SET key = (SELECT e.key FROM rheo_events AS e
+			               WHERE e.stream = ?2 AND e."partition" = rheo_deliveries."partition"
+			                 AND e.sequence = rheo_deliveries.sequence)
+			 WHERE group_id = ?1 AND key IS NULL`, g.id, stream)
+		return err
 	}
 	_, err = s.exec(ctx, `
 		UPDATE rheo_deliveries INDEXED BY rheo_deliveries_blocked

@@ -586,9 +586,12 @@ BEGIN
                               LIMIT p.fresh) AS e
          WHERE p.fresh > 0
     ), inserted AS (
+        -- No key: only 'key' fetches read it (set_ordering copies it into
+        -- the deliveries in progress when a group turns to 'key'), and
+        -- without it the delivery skips deliveries_key_idx.
         INSERT INTO rheo.deliveries
-               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts, key)
-        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts, f.key
+               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
+        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts
           FROM fresh f
     ), advanced AS (
         -- Sequences are contiguous and visible in order, so the claimed

@@ -6,12 +6,14 @@
 -- due as of now() (the signature has no clock), attempt unchanged: that
 -- is what the other modes would have made of them, and it keeps their
 -- claim path free of blocked rows. Their wakeups go with them. Entering
--- 'key' writes nothing: the next fetch blocks what must wait.
+-- 'key' copies the events' keys into the group's deliveries in progress
+-- (the other orderings do not store them); the next fetch blocks what
+-- must wait behind them.
 --
 -- Locks, in the order every function takes them (docs/design.md,
 -- "Locks"): the group's cursors in partition order, so that fetches in
 -- progress finish first and none sees half of the change, then the
--- blocked deliveries in primary key order.
+-- deliveries it changes in primary key order.
 CREATE OR REPLACE FUNCTION rheo.set_ordering(stream text, group_name text, ordering text)
 RETURNS void
 LANGUAGE plpgsql
@@ -32,6 +34,21 @@ BEGIN
       ORDER BY c."partition"
         FOR UPDATE;
     UPDATE rheo.groups AS g SET ordering = p_ordering WHERE g.group_id = v_group.group_id;
+    IF p_ordering = 'key' AND v_group.ordering <> 'key' THEN
+        -- Fetches under the other orderings do not copy the event's key
+        -- into its delivery; the deliveries in progress get it now, so
+        -- that the later events of their keys wait for them. Locked in
+        -- primary key order first, as ack_batch locks them.
+        PERFORM 1 FROM rheo.deliveries d
+          WHERE d.group_id = v_group.group_id AND d.key IS NULL
+          ORDER BY d."partition", d.sequence
+            FOR UPDATE;
+        UPDATE rheo.deliveries AS d SET key = e.key
+          FROM rheo.events e
+         WHERE d.group_id = v_group.group_id AND d.key IS NULL
+           AND e.stream = p_stream AND e."partition" = d."partition" AND e.sequence = d.sequence
+           AND e.key IS NOT NULL;
+    END IF;
     IF p_ordering <> 'key' THEN
         PERFORM 1 FROM rheo.deliveries d
           WHERE d.group_id = v_group.group_id AND d.state = 'blocked'

@@ -5,8 +5,10 @@
 ALTER TABLE rheo.groups ADD COLUMN ordering text NOT NULL DEFAULT 'none'
     CHECK (ordering IN ('none', 'key', 'partition'));
 
--- The event's key, copied when the delivery row is made (NULL for keyless
--- events), so that a key's deliveries are found without the log.
+-- The event's key, copied when a 'key' group's delivery row is made (NULL
+-- for keyless events and under the other orderings; set_ordering copies
+-- it when a group turns to 'key'), so that a key's deliveries are found
+-- without the log.
 ALTER TABLE rheo.deliveries ADD COLUMN key text;
 UPDATE rheo.deliveries AS d
    SET key = e.key
