@@ -1102,24 +1102,8 @@ func TestConcurrentFetchDuringPrune(t *testing.T) {
 	defer cancel()
 	pool := concPool(t, 3)
 	defer pool.Close()
-	concExec(ctx, t, pool, `SELECT rheo.create_stream('pruned_while_read')`)
-	concExec(ctx, t, pool, `SELECT rheo.set_retention('pruned_while_read', '1 hour')`)
-	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('pruned_while_read',
-		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
-	concExec(ctx, t, pool, `SELECT rheo.create_group('pruned_while_read', 'g', start_after => 6)`)
-
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := concPruneUncommitted(ctx, t, pool, "pruned_while_read", 6)
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var pruned int64
-	if err := tx.QueryRow(ctx, `SELECT rheo.prune('pruned_while_read', clock => '2030-01-01 02:00Z')`).Scan(&pruned); err != nil {
-		t.Fatal(err)
-	}
-	if pruned != 6 {
-		t.Fatalf("pruned %d, want 6", pruned)
-	}
 
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -1153,24 +1137,8 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 	defer cancel()
 	pool := concPool(t, 4)
 	defer pool.Close()
-	concExec(ctx, t, pool, `SELECT rheo.create_stream('aging')`)
-	concExec(ctx, t, pool, `SELECT rheo.set_retention('aging', '1 hour')`)
-	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('aging',
-		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
-	concExec(ctx, t, pool, `SELECT rheo.create_group('aging', 'g', start_after => 10)`)
-
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := concPruneUncommitted(ctx, t, pool, "aging", 10)
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var pruned int64
-	if err := tx.QueryRow(ctx, `SELECT rheo.prune('aging', clock => '2030-01-01 02:00Z')`).Scan(&pruned); err != nil {
-		t.Fatal(err)
-	}
-	if pruned != 10 {
-		t.Fatalf("pruned %d, want 10", pruned)
-	}
 
 	var reopened int64
 	replay := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
@@ -1192,9 +1160,8 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 		t.Errorf("after the replay the cursor is at %d and %d events were reopened, want 11 and 0: it went below the low watermark", next, reopened)
 	}
 	concExec(ctx, t, pool, `SELECT rheo.append('aging', '{}')`)
-	var got []int64
 	rows, _ := pool.Query(ctx, `SELECT sequence FROM rheo.fetch('aging', 'g')`)
-	got, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1563,6 +1530,33 @@ func concPool(t *testing.T, size int32) *pgxpool.Pool {
 		t.Fatal(err)
 	}
 	return pool
+}
+
+// concPruneUncommitted makes a stream of ten events aged by an hour's
+// retention, and a group g that starts after startAfter of them, then
+// prunes them in a transaction it returns uncommitted: the prune has
+// deleted those startAfter events and holds its locks.
+func concPruneUncommitted(ctx context.Context, t *testing.T, pool *pgxpool.Pool, stream string, startAfter int64) pgx.Tx {
+	t.Helper()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream($1)`, stream)
+	concExec(ctx, t, pool, `SELECT rheo.set_retention($1, '1 hour')`, stream)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch($1,
+		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`, stream)
+	concExec(ctx, t, pool, `SELECT rheo.create_group($1, 'g', start_after => $2)`, stream, startAfter)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pruned int64
+	if err := tx.QueryRow(ctx, `SELECT rheo.prune($1, clock => '2030-01-01 02:00Z')`, stream).Scan(&pruned); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		t.Fatal(err)
+	}
+	if pruned != startAfter {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		t.Fatalf("pruned %d, want %d", pruned, startAfter)
+	}
+	return tx
 }
 
 // concExec runs one statement and fails the test on error.
