@@ -19,9 +19,11 @@ import (
 )
 
 // TestWorkerOrderedGroup drains groups ordered by key and by partition
-// on a clock that never moves, so that no poll ever fires: each settle
-// makes the next event claimable, which no wakeup announces, and the
-// worker must fetch again on its own.
+// on a clock that never moves, so that no poll ever fires, and with an
+// hour's AckFlushInterval: each ack must be written at once, since the
+// key's next event is not claimable before it is, and each settle makes
+// that event claimable, which no wakeup announces, so the worker must
+// fetch again on its own.
 func TestWorkerOrderedGroup(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
@@ -37,7 +39,9 @@ func TestWorkerOrderedGroup(t *testing.T) {
 					}
 					_, err := bd.drv.AppendBatch(context.Background(), bd.stream, items, nil)
 					require.NoError(t, err)
-					startWorker(t, bd.drv, bd.config(func(context.Context, rheo.Lease) error { return nil }))
+					cfg := bd.config(func(context.Context, rheo.Lease) error { return nil })
+					cfg.AckFlushInterval = time.Hour
+					startWorker(t, bd.drv, cfg)
 
 					s := bd.rec.waitFor(t, "4 acks", func(s recorded) bool { return len(s.acked) == 4 })
 					for i, l := range s.acked {
@@ -46,37 +50,6 @@ func TestWorkerOrderedGroup(t *testing.T) {
 				})
 			}
 		})
-	}
-}
-
-// TestWorkerOrderedAcksAtOnce: in an ordered group an ack is written
-// without waiting for its batch to fill, since the key's next event is
-// not claimable before it is; with an hour's AckFlushInterval the drain
-// would otherwise stop at the first event.
-func TestWorkerOrderedAcksAtOnce(t *testing.T) {
-	for _, b := range backends(t) {
-		for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
-			t.Run(b.name+": "+string(o), func(t *testing.T) {
-				bd := setup(t, b, 5)
-				bd.group = "ordered-" + string(o)
-				require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, bd.group,
-					&rheo.CreateGroupOptions{Ordering: o}))
-				items := make([]rheo.BatchItem, 3)
-				for i := range items {
-					items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), Key: "k"}
-				}
-				_, err := bd.drv.AppendBatch(context.Background(), bd.stream, items, nil)
-				require.NoError(t, err)
-				cfg := bd.config(func(context.Context, rheo.Lease) error { return nil })
-				cfg.AckFlushInterval = time.Hour
-				startWorker(t, bd.drv, cfg)
-
-				s := bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
-				for i, l := range s.acked {
-					assert.Equal(t, i, payloadN(t, l.Lease), "in sequence order")
-				}
-			})
-		}
 	}
 }
 
