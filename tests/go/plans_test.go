@@ -23,18 +23,7 @@ import (
 func TestIndexPaths(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
-	url := pgtapInstalledDatabase(t)
-	var plans planLog
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.OnNotice = plans.record
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	conn, plans := planConn(ctx, t)
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, sql, args...); err != nil {
@@ -159,6 +148,25 @@ func rowsRead(ctx context.Context, conn *pgx.Conn, sql string) (map[string]int64
 	return after, nil
 }
 
+// planConn connects to the installed test database with a notice
+// handler that records the plans auto_explain reports; the connection
+// closes with the test.
+func planConn(ctx context.Context, t *testing.T) (*pgx.Conn, *planLog) {
+	t.Helper()
+	plans := &planLog{}
+	cfg, err := pgx.ParseConfig(pgtapInstalledDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnNotice = plans.record
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.WithoutCancel(ctx)) })
+	return conn, plans
+}
+
 // planLog keeps the plans auto_explain sends as LOG messages.
 type planLog struct {
 	mu    sync.Mutex
@@ -192,18 +200,7 @@ func (l *planLog) text() string {
 func TestOrderingIndexPaths(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
-	url := pgtapInstalledDatabase(t)
-	var plans planLog
-	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.OnNotice = plans.record
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	conn, plans := planConn(ctx, t)
 	exec := func(sql string, args ...any) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, sql, args...); err != nil {
