@@ -49,6 +49,7 @@ var (
 	refGranted   = regexp.MustCompile("(?m)^Granted to: (.*)$")
 	refRole      = regexp.MustCompile("`(rheo_[a-z]+)`")
 	refGoMethod  = regexp.MustCompile("`Driver\\.([A-Za-z]+)`")
+	refExitRow   = regexp.MustCompile(`(?m)^\| ([0-9]+) \|`)
 	refErrorRow  = regexp.MustCompile("(?m)^\\| (RH[0-9]{3})? ?\\| `([a-z_]+)` \\| `(Err[A-Za-z]+)` \\|")
 )
 
@@ -201,6 +202,24 @@ func TestReference(t *testing.T) {
 		}
 	})
 
+	t.Run("the exit statuses are those the commands declare", func(t *testing.T) {
+		sections := referenceSections(t)
+		for section, source := range map[string]string{
+			"11.1 rheo":         filepath.Join("..", "..", "cmd", "rheo", "cli", "cli.go"),
+			"11.2 rheo-migrate": filepath.Join("..", "..", "cmd", "rheo-migrate", "main.go"),
+		} {
+			body, ok := sections[section]
+			require.True(t, ok, "docs/reference.md has no section %s", section)
+			var documented []int
+			for _, m := range refExitRow.FindAllStringSubmatch(body, -1) {
+				n, err := strconv.Atoi(m[1])
+				require.NoError(t, err)
+				documented = append(documented, n)
+			}
+			require.Equal(t, documented, referenceExitStatuses(t, source), "the statuses of §%s against the constants of %s", section, source)
+		}
+	})
+
 	t.Run("the error table names the sentinels of errors.go", func(t *testing.T) {
 		sections := referenceSections(t)
 		var table string
@@ -285,6 +304,38 @@ func referenceCanonical(ctx context.Context, t *testing.T, conn *pgx.Conn, funcs
 		canonical[key] = c
 	}
 	return canonical
+}
+
+// referenceExitStatuses lists the values of the exit status constants
+// (ExitX or exitX = N) declared in a Go file, sorted.
+func referenceExitStatuses(t *testing.T, path string) []int {
+	t.Helper()
+	file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	require.NoError(t, err)
+	name := regexp.MustCompile(`^[Ee]xit[A-Z]`)
+	var statuses []int
+	ast.Inspect(file, func(n ast.Node) bool {
+		spec, ok := n.(*ast.ValueSpec)
+		if !ok {
+			return true
+		}
+		for i, id := range spec.Names {
+			if !name.MatchString(id.Name) || i >= len(spec.Values) {
+				continue
+			}
+			lit, ok := spec.Values[i].(*ast.BasicLit)
+			if !ok || lit.Kind != token.INT {
+				continue
+			}
+			v, err := strconv.Atoi(lit.Value)
+			require.NoError(t, err)
+			statuses = append(statuses, v)
+		}
+		return true
+	})
+	require.NotEmpty(t, statuses, "%s declares no exit status", path)
+	slices.Sort(statuses)
+	return statuses
 }
 
 // referenceSentinels lists the sentinel errors declared in errors.go
