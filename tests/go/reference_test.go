@@ -306,33 +306,47 @@ func referenceCanonical(ctx context.Context, t *testing.T, conn *pgx.Conn, funcs
 	return canonical
 }
 
+// referenceGoValues returns the named values a Go file declares at any
+// level (const and var specs), in the order they appear.
+func referenceGoValues(t *testing.T, path string) []referenceGoValue {
+	t.Helper()
+	file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	require.NoError(t, err)
+	var values []referenceGoValue
+	ast.Inspect(file, func(n ast.Node) bool {
+		if spec, ok := n.(*ast.ValueSpec); ok {
+			for i, id := range spec.Names {
+				if i < len(spec.Values) {
+					values = append(values, referenceGoValue{id.Name, spec.Values[i]})
+				}
+			}
+		}
+		return true
+	})
+	return values
+}
+
+// referenceGoValue is one name = value of a Go declaration.
+type referenceGoValue struct {
+	Name  string
+	Value ast.Expr
+}
+
 // referenceExitStatuses lists the values of the exit status constants
 // (ExitX or exitX = N) declared in a Go file, sorted.
 func referenceExitStatuses(t *testing.T, path string) []int {
 	t.Helper()
-	file, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-	require.NoError(t, err)
 	name := regexp.MustCompile(`^[Ee]xit[A-Z]`)
 	var statuses []int
-	ast.Inspect(file, func(n ast.Node) bool {
-		spec, ok := n.(*ast.ValueSpec)
-		if !ok {
-			return true
+	for _, v := range referenceGoValues(t, path) {
+		lit, ok := v.Value.(*ast.BasicLit)
+		if !name.MatchString(v.Name) || !ok || lit.Kind != token.INT {
+			continue
 		}
-		for i, id := range spec.Names {
-			if !name.MatchString(id.Name) || i >= len(spec.Values) {
-				continue
-			}
-			lit, ok := spec.Values[i].(*ast.BasicLit)
-			if !ok || lit.Kind != token.INT {
-				continue
-			}
-			v, err := strconv.Atoi(lit.Value)
-			require.NoError(t, err)
-			statuses = append(statuses, v)
-		}
-		return true
-	})
+		n, err := strconv.Atoi(lit.Value)
+		require.NoError(t, err)
+		statuses = append(statuses, n)
+	}
 	require.NotEmpty(t, statuses, "%s declares no exit status", path)
 	slices.Sort(statuses)
 	return statuses
@@ -342,37 +356,25 @@ func referenceExitStatuses(t *testing.T, path string) []int {
 // (var ErrX = &Error{Code: …, Reason: …}) as "ErrX CODE word", sorted.
 func referenceSentinels(t *testing.T) []string {
 	t.Helper()
-	file, err := parser.ParseFile(token.NewFileSet(), filepath.Join("..", "..", "errors.go"), nil, 0)
-	require.NoError(t, err)
 	var sentinels []string
-	ast.Inspect(file, func(n ast.Node) bool {
-		spec, ok := n.(*ast.ValueSpec)
-		if !ok {
-			return true
+	for _, v := range referenceGoValues(t, filepath.Join("..", "..", "errors.go")) {
+		addr, ok := v.Value.(*ast.UnaryExpr)
+		if !ok || addr.Op != token.AND {
+			continue
 		}
-		for i, name := range spec.Names {
-			if i >= len(spec.Values) {
-				break
-			}
-			addr, ok := spec.Values[i].(*ast.UnaryExpr)
-			if !ok || addr.Op != token.AND {
-				continue
-			}
-			lit, ok := addr.X.(*ast.CompositeLit)
-			if typ, isIdent := lit.Type.(*ast.Ident); !ok || !isIdent || typ.Name != "Error" {
-				continue
-			}
-			fields := map[string]string{}
-			for _, elt := range lit.Elts {
-				kv := elt.(*ast.KeyValueExpr)
-				value, err := strconv.Unquote(kv.Value.(*ast.BasicLit).Value)
-				require.NoError(t, err)
-				fields[kv.Key.(*ast.Ident).Name] = value
-			}
-			sentinels = append(sentinels, strings.TrimSpace(fmt.Sprintf("%s %s %s", name.Name, fields["Code"], fields["Reason"])))
+		lit, ok := addr.X.(*ast.CompositeLit)
+		if typ, isIdent := lit.Type.(*ast.Ident); !ok || !isIdent || typ.Name != "Error" {
+			continue
 		}
-		return true
-	})
+		fields := map[string]string{}
+		for _, elt := range lit.Elts {
+			kv := elt.(*ast.KeyValueExpr)
+			value, err := strconv.Unquote(kv.Value.(*ast.BasicLit).Value)
+			require.NoError(t, err)
+			fields[kv.Key.(*ast.Ident).Name] = value
+		}
+		sentinels = append(sentinels, strings.TrimSpace(fmt.Sprintf("%s %s %s", v.Name, fields["Code"], fields["Reason"])))
+	}
 	require.NotEmpty(t, sentinels, "errors.go declares no sentinel")
 	slices.Sort(sentinels)
 	return sentinels
