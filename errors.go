@@ -17,7 +17,7 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Reason }
 
-// The error vocabulary of the SPEC. Drivers return errors that wrap these.
+// The error vocabulary of docs/reference.md §10. Drivers return errors that wrap these.
 var (
 	ErrStreamNotFound        = &Error{Code: "RH001", Reason: "stream_not_found"}
 	ErrGroupNotFound         = &Error{Code: "RH002", Reason: "group_not_found"}
@@ -98,7 +98,7 @@ func (e *AmbiguousError) Unwrap() error { return e.Err }
 func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
 
 // FailedError reports an operation that definitely did not take effect for
-// a reason outside the SPEC vocabulary. errors.Is(err, ErrFailed) holds.
+// a reason outside Rheo's vocabulary. errors.Is(err, ErrFailed) holds.
 type FailedError struct {
 	// Op names the operation, such as "fetch".
 	Op string
@@ -114,7 +114,7 @@ func (e *FailedError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrFailed) true.
 func (e *FailedError) Is(target error) bool { return target == ErrFailed }
 
-// IsVocabulary reports whether err carries one of the SPEC's words: a
+// IsVocabulary reports whether err carries one of Rheo's words: a
 // sentinel of this package, an *AmbiguousError or a *FailedError.
 func IsVocabulary(err error) bool {
 	var e *Error

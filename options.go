@@ -27,7 +27,7 @@ type CreateGroupOptions struct {
 }
 
 // Ordering is how strictly a group hands out the events of one key or
-// one partition (SPEC §8). A group's ordering is set when it is created
+// one partition (reference §3.3). A group's ordering is set when it is created
 // and changed with SetOrdering; the change takes effect from the group's
 // next fetch and takes back no lease already handed out.
 type Ordering string

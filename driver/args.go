@@ -8,8 +8,8 @@ import (
 )
 
 // The limits of Rheo's arguments, the same in SQL and on every driver
-// (see docs/decisions.md). The SQL functions check them in the SPEC's
-// order; the checks here are the drivers' share: the SQLite driver's
+// (see docs/decisions.md). The SQL functions check them in the
+// reference's order; the checks here are the drivers' share: the SQLite driver's
 // checks, and what a driver must check before the database is asked
 // because it could not send the value (a time pgx cannot encode).
 const (

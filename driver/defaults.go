@@ -7,7 +7,7 @@ import (
 	"github.com/rheo-go/rheo"
 )
 
-// The SPEC's defaults, which every driver applies to Go zero values in the
+// The SQL functions' defaults, which every driver applies to Go zero values in the
 // option structs of package rheo.
 const (
 	// DefaultMaxAttempts is a new group's max_attempts.

@@ -1,5 +1,5 @@
 // Package driver defines the interface every Rheo database driver
-// implements: the whole contract of the SPEC, one method per operation.
+// implements: the whole contract of docs/reference.md, one method per operation.
 //
 // Two drivers ship: driver/postgres (pgx/v5, calling the rheo.* SQL
 // functions) and driver/sqlite (database/sql with mattn/go-sqlite3 under

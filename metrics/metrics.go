@@ -91,7 +91,7 @@ type Options struct {
 //   - rheo_stream_high_watermark{stream,partition}: the last sequence
 //     allocated;
 //   - rheo_stream_low_watermark{stream,partition}: the lowest sequence
-//     retained (SPEC §7);
+//     retained (reference §7.3);
 //   - rheo_scrape_success: 1 when the scrape read everything, else 0;
 //   - rheo_scrape_duration_seconds: how long the scrape took.
 //

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Rheo's roles (SPEC §6). OwnerRole owns the schema, its tables and its
+// Rheo's roles (reference §9). OwnerRole owns the schema, its tables and its
 // functions, which are SECURITY DEFINER and so run with its privileges;
 // it cannot log in and is granted to no application. Hosts grant one of
 // the other four to their login roles (GRANT rheo_consumer TO app).

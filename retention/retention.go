@@ -1,7 +1,7 @@
 // Package retention prunes Rheo streams in the background: a Pruner
 // visits every stream that has a retention (driver.Ops.SetRetention) once
 // per Config.Interval and deletes, in bounded batches, the events that
-// are older than it and that every group has passed (SPEC §7, prune
+// are older than it and that every group has passed (reference §7.2, prune
 // without force). Streams without a retention are never touched.
 //
 // One Pruner per database is enough; several are harmless (each batch is

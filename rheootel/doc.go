@@ -23,7 +23,7 @@
 // stream, messaging.consumer.group.name the group,
 // messaging.destination.partition.id the partition, messaging.message.id
 // the event id, messaging.batch.message_count the size of a batch, and
-// error.type the SPEC's word for a failure (stale_lease,
+// error.type Rheo's word for a failure (stale_lease,
 // backend_unavailable, …). Rheo's own attributes are in the
 // messaging.rheo namespace (KeySequence, KeyAttempt, …).
 //

@@ -183,7 +183,7 @@ func (h *Hooks) Handled(ctx context.Context, info worker.HandleInfo) {
 }
 
 // handlerErrorType is the error.type of a handler's error: "panic", the
-// SPEC's word the reason carries, or the reason's Go type.
+// Rheo word the reason carries, or the reason's Go type.
 func handlerErrorType(err error) string {
 	var p *worker.PanicError
 	if errors.As(err, &p) {

@@ -83,7 +83,7 @@ func partitionAttr(p int) attribute.KeyValue {
 	return semconv.MessagingDestinationPartitionID(strconv.Itoa(p))
 }
 
-// errorType is the error.type of err: the SPEC's word for it where it has
+// errorType is the error.type of err: Rheo's word for it where it has
 // one (stale_lease, backend_unavailable, ambiguous, …), "timeout" or
 // "canceled" for a context's end, "_OTHER" otherwise.
 func errorType(err error) string {

@@ -47,7 +47,7 @@ type core struct {
 	unblocked atomic.Bool   // a settle in an ordered group may have made events claimable
 	// ordering is the group's, as begin found it and refreshOrdering
 	// re-reads it every PollInterval. Under key or partition a settle can
-	// make later events claimable (SPEC §8), which no wakeup announces.
+	// make later events claimable (reference §3.3), which no wakeup announces.
 	ordering  atomic.Value  // rheo.Ordering
 	renewKick chan struct{} // the renewal schedule changed
 	emptied   chan struct{} // the last held lease was released

@@ -96,7 +96,7 @@ type FetchInfo struct {
 
 // FetchErrorInfo describes a failed fetch.
 type FetchErrorInfo struct {
-	// Err is the error, in the SPEC vocabulary.
+	// Err is the error, in Rheo's vocabulary (reference §10).
 	Err error
 	// Backoff is how long the worker waits before fetching again: 100ms
 	// doubling to 5s over successive failures, each jittered by ±20%.
@@ -196,7 +196,7 @@ type SettleErrorInfo struct {
 	// Op is "ack", "retry", "reject" or "begin" (a transactional
 	// handler's transaction could not start).
 	Op string
-	// Err is the error, in the SPEC vocabulary.
+	// Err is the error, in Rheo's vocabulary (reference §10).
 	Err error
 	// Action is what the worker did about it.
 	Action SettleAction

@@ -16,7 +16,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 )
 
-// badInputCases check SPEC §4's rule for bad input: the SPEC word, a
+// badInputCases check reference §1.5's rule for bad input: the word, a
 // detail naming the argument, and nothing changed; and that the values
 // at the edge of each limit still work (see docs/decisions.md).
 func badInputCases(t *testing.T, h Harness) {

@@ -1,5 +1,5 @@
-// Package drivertest is the conformance suite of Rheo drivers: the SPEC's
-// semantics as Go tests, run unchanged against every driver.
+// Package drivertest is the conformance suite of Rheo drivers: the
+// reference's semantics as Go tests, run unchanged against every driver.
 //
 // A driver's test calls Exercise with a Harness that makes fresh drivers
 // on a migrated database; every case is a subtest named as a sentence,
@@ -38,7 +38,7 @@ type Harness struct {
 	NewDriver func(tb testing.TB, clock driver.Clock) driver.Driver
 	// RawWrites, when set, tries to change the logged events of stream
 	// (appended through d) in plain SQL, bypassing the API, and returns
-	// each attempt's error in the SPEC vocabulary keyed by statement:
+	// each attempt's error in Rheo's vocabulary keyed by statement:
 	// "update" and "delete", plus "insert" and "truncate" where the
 	// database refuses them too. Every one must be immutable_event. When
 	// nil, the case that needs it is skipped.

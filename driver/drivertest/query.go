@@ -108,7 +108,7 @@ func QueryCases(t *testing.T, h Harness) {
 		}
 	})
 
-	t.Run("bad arguments report the SPEC's words", func(t *testing.T) {
+	t.Run("bad arguments report the reference's words", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(2)
 		b.appendTo(s, 0, 1)

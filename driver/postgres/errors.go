@@ -32,7 +32,7 @@ const (
 	commits
 )
 
-// interpretError translates an error of operation op into the SPEC
+// interpretError translates an error of operation op into Rheo's
 // vocabulary; it is the only place where pgx errors are looked at.
 //
 //   - An error from before anything was sent (no connection, a closed

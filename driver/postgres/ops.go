@@ -688,7 +688,7 @@ func deref(s *string) string {
 	return *s
 }
 
-// textArg maps "" to NULL, the SPEC default of the optional text
+// textArg maps "" to NULL, the SQL default of the optional text
 // arguments (key, id, consumer_id, reason, after).
 func textArg(s string) pgtype.Text {
 	return pgtype.Text{String: s, Valid: s != ""}
@@ -709,7 +709,7 @@ func partitionArray(partitions []int) []int32 {
 
 // clampInt32 fits v into an int argument. Values beyond int32 are out of
 // range either way, and clamping lets the SQL function report them in the
-// SPEC's order of checks.
+// order of checks of reference §1.4.
 func clampInt32(v int) int32 {
 	return int32(max(math.MinInt32, min(math.MaxInt32, v)))
 }

@@ -6,7 +6,7 @@
 // transaction of the host's (WithTx, InTx), so that an append or an ack
 // commits or rolls back with the host's own writes.
 //
-// Go zero values of the option structs stand for the SPEC defaults (see
+// Go zero values of the option structs stand for the SQL defaults (see
 // package rheo); other values, negative ones included, are passed to SQL
 // as they are, so the functions report invalid_argument in their order of
 // checks. Counts beyond int32 are clamped (still out of range), and

@@ -16,7 +16,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 )
 
-// validName is the SPEC's pattern for stream and group names.
+// validName is the pattern of reference §1.2 for stream and group names.
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
 
 const nameRule = "1 to 128 characters of A-Z a-z 0-9 . _ : / -, starting with a letter or digit"
@@ -25,7 +25,7 @@ const nameRule = "1 to 128 characters of A-Z a-z 0-9 . _ : / -, starting with a 
 // jsonb or SQLite's JSON functions cannot take (driver.CheckJSON), before
 // anything else, as PostgreSQL does when it receives the argument.
 // Whether the value is an object is checked with the operation's other
-// arguments, in the SPEC's order.
+// arguments, in the order of reference §1.4.
 func checkJSON(what string, v json.RawMessage) error {
 	return driver.CheckJSON(what, v)
 }

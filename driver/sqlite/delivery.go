@@ -48,7 +48,7 @@ type claim struct {
 //
 // Claimable in a partition: deliveries whose retry delay has passed or
 // whose lease expired (below the attempt limit), then events past the
-// cursor, as the group's ordering allows (SPEC §8). Every step reads an
+// cursor, as the group's ordering allows (reference §3.3). Every step reads an
 // index range, so the cost is O(leases returned + deliveries claimable
 // again), never O(history) nor O(events blocked behind a key). The
 // transaction holds SQLite's write lock, so no other fetch can claim the

@@ -13,7 +13,7 @@ import (
 // a call on a closed *sql.DB.
 const errDBClosedText = "sql: database is closed"
 
-// interpretError translates an error of operation op into the SPEC
+// interpretError translates an error of operation op into Rheo's
 // vocabulary; it is the only place where SQLite errors are looked at.
 // Errors that already carry a word of the vocabulary pass unchanged.
 //

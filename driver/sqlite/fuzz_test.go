@@ -17,7 +17,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 )
 
-// sqlRoute is the SPEC's routing written as the SQL does it, on the text
+// sqlRoute is the routing of reference §4.1 written as the SQL does it, on the text
 // of the md5: ('x' || substr(md5(key), 1, 8))::bit(32)::bigint % count.
 func sqlRoute(key string, count int) int {
 	sum := md5.Sum([]byte(key))

@@ -139,7 +139,7 @@ func (s *session) rewind(ctx context.Context, stream string, g groupRow, partiti
 		return 0, nil
 	}
 	// Blocked events were passed by the cursor but never leased: not
-	// offered (SPEC §8), so not counted.
+	// offered (reference §1.1), so not counted.
 	var unoffered int64
 	if err := s.queryRow(ctx, `
 		SELECT count(*) FROM rheo_deliveries AS d INDEXED BY rheo_deliveries_blocked

@@ -1,4 +1,4 @@
--- Validates an ordering word (SPEC §8): 'none', 'key' or 'partition'.
+-- Validates an ordering word (reference §3.3): 'none', 'key' or 'partition'.
 CREATE OR REPLACE FUNCTION rheo._check_ordering(ordering text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE

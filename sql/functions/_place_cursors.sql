@@ -1,7 +1,7 @@
 -- Places a group's cursors in the given partitions: after start_after, at
 -- the first event with ts >= start_at (or past the high watermark when
 -- there is none), or at the beginning. Never below the low watermark:
--- pruned events count as terminal for every group (SPEC §7).
+-- pruned events count as terminal for every group (reference §7).
 CREATE OR REPLACE FUNCTION rheo._place_cursors(group_id int, stream text, partitions int[],
                                                start_after bigint, start_at timestamptz)
 RETURNS void

@@ -36,7 +36,7 @@ BEGIN
       ORDER BY d.sequence
         FOR UPDATE;
     -- Events blocked behind their keys ('key' ordering) and never leased
-    -- were passed by the cursor but not offered (SPEC §8).
+    -- were passed by the cursor but not offered (reference §1.1).
     SELECT count(*) INTO v_unoffered FROM rheo.deliveries d
      WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n
        AND d.state = 'blocked' AND d.attempt = 0;

@@ -1,4 +1,4 @@
--- Whether a stream or group name is well formed (SPEC §1).
+-- Whether a stream or group name is well formed (reference §1.2).
 CREATE OR REPLACE FUNCTION rheo._valid_name(name text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE

@@ -14,7 +14,7 @@
 -- keep fetches out of it; replay, reset_group and drop lock them FOR
 -- UPDATE and do. The locks last until the calling transaction ends.
 --
--- The group's ordering (SPEC §8) changes what is claimable: under 'key'
+-- The group's ordering (reference §3.3) changes what is claimable: under 'key'
 -- an event waits, stored once as a blocked delivery, while an earlier
 -- one of its key is not terminal, and settles leave wakeups that release
 -- it; under 'partition' a partition offers its earliest delivery in

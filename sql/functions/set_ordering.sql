@@ -1,4 +1,4 @@
--- Sets a group's ordering (SPEC §8): 'none', 'key' or 'partition'. It
+-- Sets a group's ordering (reference §3.3): 'none', 'key' or 'partition'. It
 -- takes effect from the group's next fetch; leases already handed out are
 -- not taken back.
 --

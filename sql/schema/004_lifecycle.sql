@@ -1,4 +1,4 @@
--- Lifecycle and retention (SPEC §7): how long a stream keeps its events,
+-- Lifecycle and retention (reference §7): how long a stream keeps its events,
 -- and where each partition's retained log begins.
 
 -- The stream's retention: prune deletes events older than this, once

@@ -1,4 +1,4 @@
--- Ordering (SPEC §8): a group hands out its events in any order ('none',
+-- Ordering (reference §3.3): a group hands out its events in any order ('none',
 -- the default), one at a time per key ('key'), or one at a time per
 -- partition ('partition'). See docs/design.md, "Ordering".
 

@@ -52,7 +52,7 @@ CREATE TABLE rheo_events (
 ) STRICT;
 
 -- Events are immutable. Appends are the driver's INSERTs; anything that
--- would change or remove an event fails with the SPEC's word.
+-- would change or remove an event fails with the reference's word.
 CREATE TRIGGER rheo_events_no_update BEFORE UPDATE ON rheo_events
 BEGIN
     SELECT RAISE(ABORT, 'immutable_event');

@@ -1,4 +1,4 @@
--- The twin of sql/schema/004_lifecycle.sql (SPEC §7): retention, low
+-- The twin of sql/schema/004_lifecycle.sql (reference §7): retention, low
 -- watermarks, and the one way events may leave the log (prune and
 -- drop_stream).
 

@@ -1,4 +1,4 @@
--- The twin of sql/schema/005_ordering.sql (SPEC §8): a group's ordering,
+-- The twin of sql/schema/005_ordering.sql (reference §3.3): a group's ordering,
 -- the key of each delivery, and the 'blocked' state of an event that a
 -- group ordered by key passed while an earlier event of its key was still
 -- in progress.

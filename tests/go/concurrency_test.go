@@ -1293,7 +1293,7 @@ func concFinishedOrWaiting(ctx context.Context, t *testing.T, pool *pgxpool.Pool
 }
 
 // TestSQLNotify listens on rheo_events while appending: one notification per
-// partition written, at commit, with the SPEC's JSON payload; none with
+// partition written, at commit, with the JSON payload of reference §8; none with
 // rheo.notify off, for an idempotent repeat, or for a rollback.
 //
 // A notification on a separate stream, sent last, marks the end of what

@@ -88,7 +88,7 @@ func postgresHarness(tb testing.TB) drivertest.Harness {
 	}
 }
 
-// postgresVocabulary maps a raw statement's error to its SPEC word, as the
+// postgresVocabulary maps a raw statement's error to its Rheo word, as the
 // driver does for the rheo functions.
 func postgresVocabulary(err error) error {
 	var pgErr *pgconn.PgError

@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(15);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'ack_batch', ARRAY['uuid[]', 'timestamp with time zone']::name[], 'rheo.ack_batch has the SPEC''s argument types');
+-- The signature reference §5.4 pins.
+SELECT has_function('rheo', 'ack_batch', ARRAY['uuid[]', 'timestamp with time zone']::name[], 'rheo.ack_batch has the reference''s argument types');
 SELECT function_returns('rheo', 'ack_batch', ARRAY['uuid[]', 'timestamp with time zone']::name[], 'setof record', 'rheo.ack_batch returns setof record');
 
 SELECT rheo.create_stream('s');

@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(20);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'ack', ARRAY['uuid', 'timestamp with time zone']::name[], 'rheo.ack has the SPEC''s argument types');
+-- The signature reference §5.3 pins.
+SELECT has_function('rheo', 'ack', ARRAY['uuid', 'timestamp with time zone']::name[], 'rheo.ack has the reference''s argument types');
 SELECT function_returns('rheo', 'ack', ARRAY['uuid', 'timestamp with time zone']::name[], 'void', 'rheo.ack returns void');
 
 SELECT rheo.create_stream('s');

@@ -1,11 +1,11 @@
 BEGIN;
 SELECT plan(39);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'append_batch', ARRAY['text', 'jsonb', 'text[]', 'text[]', 'integer', 'jsonb', 'timestamp with time zone']::name[], 'rheo.append_batch has the SPEC''s argument types');
+-- The signature reference §4.2 pins.
+SELECT has_function('rheo', 'append_batch', ARRAY['text', 'jsonb', 'text[]', 'text[]', 'integer', 'jsonb', 'timestamp with time zone']::name[], 'rheo.append_batch has the reference''s argument types');
 SELECT function_returns('rheo', 'append_batch', ARRAY['text', 'jsonb', 'text[]', 'text[]', 'integer', 'jsonb', 'timestamp with time zone']::name[], 'setof rheo.events', 'rheo.append_batch returns setof rheo.events');
 
--- The partition SPEC §1 routes a key to, written out independently of Rheo.
+-- The partition reference §4.1 routes a key to, written out independently of Rheo.
 CREATE FUNCTION pg_temp.route(key text, partition_count int) RETURNS int LANGUAGE sql AS $fn$
     SELECT (('x' || substr(md5(key), 1, 8))::bit(32)::bigint % partition_count)::int
 $fn$;

@@ -4,8 +4,8 @@ SELECT plan(208);
 -- limit, create_stream('pmax', 2147483647) inserted two billion rows.
 SET LOCAL statement_timeout = '20s';
 
--- Bad input never reaches a raw PostgreSQL error (SPEC §4): each case is
--- the SPEC word, with a DETAIL naming the argument, and changes nothing.
+-- Bad input never reaches a raw PostgreSQL error (reference §1.5): each
+-- case is the reference's word, with a DETAIL naming the argument, and changes nothing.
 
 -- The DETAIL of the error a statement raises; NULL when it succeeds.
 CREATE FUNCTION pg_temp.detail_of(q text) RETURNS text LANGUAGE plpgsql AS $fn$

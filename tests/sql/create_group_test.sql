@@ -1,9 +1,9 @@
 BEGIN;
 SELECT plan(50);
 
--- The signature SPEC §3 and §8 pin: ordering after clock, and no
+-- The signature reference §3.2 pins: ordering after clock, and no
 -- overload left of the signature without it.
-SELECT has_function('rheo', 'create_group', ARRAY['text', 'text', 'integer', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone', 'text']::name[], 'rheo.create_group has the SPEC''s argument types');
+SELECT has_function('rheo', 'create_group', ARRAY['text', 'text', 'integer', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone', 'text']::name[], 'rheo.create_group has the reference''s argument types');
 SELECT function_returns('rheo', 'create_group', ARRAY['text', 'text', 'integer', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone', 'text']::name[], 'void', 'rheo.create_group returns void');
 SELECT is((SELECT count(*) FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace AND p.proname = 'create_group'),
     1::bigint, 'one rheo.create_group, with the ordering');
@@ -146,7 +146,7 @@ SELECT lives_ok(
                                partitions => '{0}', clock => '2030-01-01Z')$$,
     'create_group called with every argument by name');
 
--- Ordering (SPEC §8).
+-- Ordering (reference §3.3).
 SELECT is((SELECT g.ordering FROM rheo.groups g WHERE g.stream = 's' AND g.group_name = 'g'), 'none',
     'the ordering defaults to none');
 SELECT lives_ok($$SELECT rheo.create_group('s', 'ordered', ordering => 'key')$$, 'create_group with ordering key');

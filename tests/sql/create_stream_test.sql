@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(24);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'create_stream', ARRAY['text', 'integer', 'timestamp with time zone']::name[], 'rheo.create_stream has the SPEC''s argument types');
+-- The signature reference §3.1 pins.
+SELECT has_function('rheo', 'create_stream', ARRAY['text', 'integer', 'timestamp with time zone']::name[], 'rheo.create_stream has the reference''s argument types');
 SELECT function_returns('rheo', 'create_stream', ARRAY['text', 'integer', 'timestamp with time zone']::name[], 'void', 'rheo.create_stream returns void');
 
 -- The DETAIL of the error a statement raises, or NULL when it succeeds.

@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(19);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'dead_letters', ARRAY['text', 'text', 'integer', 'text']::name[], 'rheo.dead_letters has the SPEC''s argument types');
+-- The signature reference §6.5 pins.
+SELECT has_function('rheo', 'dead_letters', ARRAY['text', 'text', 'integer', 'text']::name[], 'rheo.dead_letters has the reference''s argument types');
 SELECT function_returns('rheo', 'dead_letters', ARRAY['text', 'text', 'integer', 'text']::name[], 'setof record', 'rheo.dead_letters returns setof record');
 
 SELECT rheo.create_stream('s', 2);

@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(65);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'fetch', ARRAY['text', 'text', 'integer', 'text', 'integer', 'integer[]', 'timestamp with time zone']::name[], 'rheo.fetch has the SPEC''s argument types');
+-- The signature reference §5.1 pins.
+SELECT has_function('rheo', 'fetch', ARRAY['text', 'text', 'integer', 'text', 'integer', 'integer[]', 'timestamp with time zone']::name[], 'rheo.fetch has the reference''s argument types');
 SELECT function_returns('rheo', 'fetch', ARRAY['text', 'text', 'integer', 'text', 'integer', 'integer[]', 'timestamp with time zone']::name[], 'setof rheo.lease', 'rheo.fetch returns setof rheo.lease');
 
 -- Stream s: one partition, six events. Group g allows three attempts.
@@ -158,7 +158,7 @@ SELECT results_eq(
 SELECT is_empty($$SELECT * FROM rheo.fetch('m', 'scoped', max_count => 0, clock => '2030-01-01Z')$$,
     'max_count 0 claims nothing');
 
--- The call as SPEC writes it.
+-- The call as reference §5.1 writes it.
 SELECT rheo.create_group('m', 'named');
 SELECT results_eq(
     $$SELECT count(*), min(leased_at), max(expires_at) FROM rheo.fetch('m', 'named', max_count => 5, clock => '2030-01-01Z')$$,
@@ -207,7 +207,7 @@ SELECT throws_ok($$SELECT * FROM rheo.fetch('m', 'g', partitions => '{3}')$$,
 SELECT throws_ok($$SELECT * FROM rheo.fetch('m', 'g', partitions => '{0,-1}')$$,
     'RH007', 'invalid_partition', 'a negative partition');
 
--- Ordering 'key' (SPEC §8): an event reopened by replay(event_ids) is
+-- Ordering 'key' (reference §3.3): an event reopened by replay(event_ids) is
 -- claimable while a later event of its key is leased; a retry of that
 -- later one is then blocked again behind it, keeping its attempt, and
 -- comes back once it is acked.

@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(13);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'group_info', ARRAY['text', 'text', 'timestamp with time zone']::name[], 'rheo.group_info has the SPEC''s argument types');
+-- The signature reference §6.4 pins.
+SELECT has_function('rheo', 'group_info', ARRAY['text', 'text', 'timestamp with time zone']::name[], 'rheo.group_info has the reference''s argument types');
 SELECT function_returns('rheo', 'group_info', ARRAY['text', 'text', 'timestamp with time zone']::name[], 'setof record', 'rheo.group_info returns setof record');
 
 SELECT rheo.create_stream('s', 2);

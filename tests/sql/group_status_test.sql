@@ -5,7 +5,7 @@ SELECT has_view('rheo', 'group_status', 'the view rheo.group_status exists');
 SELECT results_eq(
     $$SELECT attname::text COLLATE "default" FROM pg_attribute WHERE attrelid = 'rheo.group_status'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum$$,
     $$VALUES ('stream'), ('group_name'), ('partition'), ('frontier'), ('high_watermark'), ('lag'), ('inflight'), ('dead_letters')$$,
-    'its columns, in the SPEC''s order');
+    'its columns, in the reference''s order');
 
 SELECT rheo.create_stream('s', 2);
 SELECT rheo.create_stream('t');

@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(22);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'lag', ARRAY['text', 'text', 'integer[]']::name[], 'rheo.lag has the SPEC''s argument types');
+-- The signature reference §6.3 pins.
+SELECT has_function('rheo', 'lag', ARRAY['text', 'text', 'integer[]']::name[], 'rheo.lag has the reference''s argument types');
 SELECT function_returns('rheo', 'lag', ARRAY['text', 'text', 'integer[]']::name[], 'setof record', 'rheo.lag returns setof record');
 
 SELECT rheo.create_stream('s', 2);

@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(9);
 
--- The signature SPEC §3 and §8 pin.
-SELECT has_function('rheo', 'list_groups', ARRAY['text']::name[], 'rheo.list_groups has the SPEC''s argument types');
+-- The signature reference §3.5 pins.
+SELECT has_function('rheo', 'list_groups', ARRAY['text']::name[], 'rheo.list_groups has the reference''s argument types');
 SELECT function_returns('rheo', 'list_groups', ARRAY['text']::name[], 'setof record', 'rheo.list_groups returns setof record');
 
 SELECT rheo.create_stream('s');

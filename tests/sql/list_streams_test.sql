@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(6);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'list_streams', ARRAY[]::name[], 'rheo.list_streams has the SPEC''s argument types');
+-- The signature reference §3.4 pins.
+SELECT has_function('rheo', 'list_streams', ARRAY[]::name[], 'rheo.list_streams has the reference''s argument types');
 SELECT function_returns('rheo', 'list_streams', ARRAY[]::name[], 'setof record', 'rheo.list_streams returns setof record');
 
 SELECT is_empty($$SELECT * FROM rheo.list_streams()$$, 'no streams in a new installation');

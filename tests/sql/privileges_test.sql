@@ -15,7 +15,7 @@ BEGIN
 END
 $fn$;
 
--- Which of the four roles SPEC §6 says may call each public function.
+-- Which of the four roles reference §9 says may call each public function.
 CREATE TEMP TABLE api (signature text, least_role text);
 INSERT INTO api VALUES
     ('rheo.read(text, bigint, int, int)', 'rheo_reader'),
@@ -95,7 +95,7 @@ SELECT is(ARRAY(SELECT c.oid::regclass::text FROM pg_class c
     '{}'::text[], 'PUBLIC holds nothing on any table, view or sequence');
 SELECT ok(NOT has_schema_privilege('public', 'rheo', 'USAGE'), 'PUBLIC may not use the schema');
 
--- Who may call what: exactly the SPEC's table, for every function and role.
+-- Who may call what: exactly the reference's grants, for every function and role.
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'rheo'::regnamespace AND p.proname !~ '^_'
                    AND p.oid NOT IN (SELECT a.signature::regprocedure FROM api a)

@@ -95,7 +95,7 @@ SELECT results_eq($$SELECT id FROM rheo.query('f', '{"type": "order.placed", "pa
 SELECT is_empty($$SELECT id FROM rheo.query('f', '{"type": "order.placed", "key": "o2", "partition": 1}')$$,
     'a key in another partition matches nothing there');
 
--- Arguments, in the SPEC's order of checks.
+-- Arguments, in the order of checks of reference §1.4.
 SELECT throws_ok($$SELECT * FROM rheo.query('missing', '{"bogus": 1}')$$, 'RH001', 'stream_not_found',
     'a missing stream is reported before the filter');
 SELECT throws_ok($$SELECT * FROM rheo.query('f', '{"type": "x", "bogus": 1}')$$, 'RH011', 'invalid_argument',

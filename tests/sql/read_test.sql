@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(20);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'read', ARRAY['text', 'bigint', 'integer', 'integer']::name[], 'rheo.read has the SPEC''s argument types');
+-- The signature reference §4.3 pins.
+SELECT has_function('rheo', 'read', ARRAY['text', 'bigint', 'integer', 'integer']::name[], 'rheo.read has the reference''s argument types');
 SELECT function_returns('rheo', 'read', ARRAY['text', 'bigint', 'integer', 'integer']::name[], 'setof rheo.events', 'rheo.read returns setof rheo.events');
 
 SELECT rheo.create_stream('s', 2);

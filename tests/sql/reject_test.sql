@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(18);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'reject', ARRAY['uuid', 'text', 'timestamp with time zone']::name[], 'rheo.reject has the SPEC''s argument types');
+-- The signature reference §5.6 pins.
+SELECT has_function('rheo', 'reject', ARRAY['uuid', 'text', 'timestamp with time zone']::name[], 'rheo.reject has the reference''s argument types');
 SELECT function_returns('rheo', 'reject', ARRAY['uuid', 'text', 'timestamp with time zone']::name[], 'void', 'rheo.reject returns void');
 
 SELECT rheo.create_stream('s');

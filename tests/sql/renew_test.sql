@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(18);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'renew', ARRAY['uuid', 'integer', 'timestamp with time zone']::name[], 'rheo.renew has the SPEC''s argument types');
+-- The signature reference §5.2 pins.
+SELECT has_function('rheo', 'renew', ARRAY['uuid', 'integer', 'timestamp with time zone']::name[], 'rheo.renew has the reference''s argument types');
 SELECT function_returns('rheo', 'renew', ARRAY['uuid', 'integer', 'timestamp with time zone']::name[], 'timestamp with time zone', 'rheo.renew returns timestamp with time zone');
 
 SELECT rheo.create_stream('s');

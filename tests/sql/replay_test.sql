@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(38);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'replay', ARRAY['text', 'text', 'bigint', 'text[]', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'rheo.replay has the SPEC''s argument types');
+-- The signature reference §6.1 pins.
+SELECT has_function('rheo', 'replay', ARRAY['text', 'text', 'bigint', 'text[]', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'rheo.replay has the reference''s argument types');
 SELECT function_returns('rheo', 'replay', ARRAY['text', 'text', 'bigint', 'text[]', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'bigint', 'rheo.replay returns bigint');
 
 SELECT rheo.create_stream('s');

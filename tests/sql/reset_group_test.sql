@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(31);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'reset_group', ARRAY['text', 'text', 'boolean', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'rheo.reset_group has the SPEC''s argument types');
+-- The signature reference §6.2 pins.
+SELECT has_function('rheo', 'reset_group', ARRAY['text', 'text', 'boolean', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'rheo.reset_group has the reference''s argument types');
 SELECT function_returns('rheo', 'reset_group', ARRAY['text', 'text', 'boolean', 'bigint', 'timestamp with time zone', 'integer[]', 'timestamp with time zone']::name[], 'void', 'rheo.reset_group returns void');
 
 SELECT rheo.create_stream('s', 2);

@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(26);
 
--- The signature SPEC §3 pins.
-SELECT has_function('rheo', 'retry', ARRAY['uuid', 'text', 'integer', 'timestamp with time zone']::name[], 'rheo.retry has the SPEC''s argument types');
+-- The signature reference §5.5 pins.
+SELECT has_function('rheo', 'retry', ARRAY['uuid', 'text', 'integer', 'timestamp with time zone']::name[], 'rheo.retry has the reference''s argument types');
 SELECT function_returns('rheo', 'retry', ARRAY['uuid', 'text', 'integer', 'timestamp with time zone']::name[], 'text', 'rheo.retry returns text');
 
 SELECT rheo.create_stream('s');

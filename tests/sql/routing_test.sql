@@ -13,7 +13,7 @@ CREATE TEMP TABLE keys AS
     UNION ALL
     SELECT 'key-' || i FROM generate_series(1, 200) i;
 
--- The expected partition, by the expression SPEC §1 gives.
+-- The expected partition, by the expression reference §4.1 gives.
 CREATE TEMP TABLE expected AS
     SELECT c.n, k.key, (('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint % c.n)::int AS "partition"
       FROM counts c CROSS JOIN keys k;

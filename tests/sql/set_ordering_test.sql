@@ -1,8 +1,8 @@
 BEGIN;
 SELECT plan(35);
 
--- The signature SPEC §8 pins.
-SELECT has_function('rheo', 'set_ordering', ARRAY['text', 'text', 'text']::name[], 'rheo.set_ordering has the SPEC''s argument types');
+-- The signature reference §3.3 pins.
+SELECT has_function('rheo', 'set_ordering', ARRAY['text', 'text', 'text']::name[], 'rheo.set_ordering has the reference''s argument types');
 SELECT function_returns('rheo', 'set_ordering', ARRAY['text', 'text', 'text']::name[], 'void', 'rheo.set_ordering returns void');
 
 -- Stream s, one partition: keys a b a NULL a b.
