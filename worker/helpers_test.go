@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,59 +17,19 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
-	"github.com/rheo-go/rheo/driver/sqlite"
-	"github.com/rheo-go/rheo/internal/testdb"
-	"github.com/rheo-go/rheo/migrate"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/worker"
 )
 
 // waitTimeout bounds every wait for something the test expects to happen.
 const waitTimeout = 30 * time.Second
 
-// backend is a migrated database of one kind that tests open drivers on.
-type backend struct {
-	name string
-	// dsn is the database's URL (PostgreSQL) or file path (SQLite).
-	dsn string
-	// open returns a new driver on the database, closed when t ends.
-	open func(t testing.TB, dsn string, clock driver.Clock) driver.Driver
-	// placeholder is the first positional parameter of plain SQL.
-	placeholder string
-}
-
-// backends prepares one database of each kind for t.
-func backends(t testing.TB) []*backend {
-	t.Helper()
-	return []*backend{newPostgresBackend(t), newSQLiteBackend(t)}
-}
-
-func newPostgresBackend(t testing.TB) *backend {
-	t.Helper()
-	url := testdb.NewDatabase(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	require.NoError(t, migrate.Postgres(ctx, conn, nil))
-	return &backend{name: "postgres", dsn: url, open: openPostgres, placeholder: "$1"}
-}
-
+// openPostgres opens a PostgreSQL driver on dsn, closed when t ends: for
+// a database reached other than as its backend opens it, such as through
+// a fault proxy.
 func openPostgres(t testing.TB, dsn string, clock driver.Clock) driver.Driver {
 	t.Helper()
 	d, err := postgres.Open(context.Background(), dsn, &postgres.Options{Clock: clock})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.Close() })
-	return d
-}
-
-func newSQLiteBackend(t testing.TB) *backend {
-	t.Helper()
-	return &backend{name: "sqlite", dsn: filepath.Join(t.TempDir(), "rheo.db"), open: openSQLite, placeholder: "?"}
-}
-
-func openSQLite(t testing.TB, dsn string, clock driver.Clock) driver.Driver {
-	t.Helper()
-	d, err := sqlite.Open(context.Background(), dsn, &sqlite.Options{Clock: clock, Migrate: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
@@ -311,10 +270,10 @@ func execTx(ctx context.Context, tx driver.Tx, query string, args ...any) error 
 }
 
 // sideRows counts the side table's rows for an event.
-func sideRows(t testing.TB, b *backend, drv driver.Driver, eventID string) int {
+func sideRows(t testing.TB, b *testbackend.Backend, drv driver.Driver, eventID string) int {
 	t.Helper()
 	var n int
-	query := "SELECT count(*) FROM side WHERE event_id = " + b.placeholder
+	query := "SELECT count(*) FROM side WHERE event_id = " + b.Placeholder
 	require.NoError(t, drv.(driver.Transactor).InTx(context.Background(), func(ctx context.Context, tx driver.Tx) error {
 		switch native := tx.Native().(type) {
 		case pgx.Tx:

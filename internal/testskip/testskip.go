@@ -76,7 +76,27 @@ type Runner interface {
 func Run(m Runner) int {
 	code := m.Run()
 	report()
+	mu.Lock()
+	fns := atExit
+	atExit = nil
+	mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
 	return code
+}
+
+// atExit are the functions Run calls once the tests have run.
+var atExit []func()
+
+// AtExit has Run call f once the package's tests have run, in the
+// reverse order of the calls to AtExit, for what the whole test binary
+// shares (such as a template database). A test binary whose TestMain
+// does not call Run leaves f uncalled.
+func AtExit(f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	atExit = append(atExit, f)
 }
 
 // Wrap returns m with Run reporting the skips, for test mains that take a
