@@ -20,7 +20,7 @@ import (
 )
 
 // The behaviour shared with PostgreSQL is checked by the conformance
-// suite (tests/go); these tests cover what only SQLite has: files,
+// suite (TestConformance in conformance_test.go); these tests cover what only SQLite has: files,
 // in-memory databases, SQLite's locking, and host transactions on
 // database/sql.
 
