@@ -11,7 +11,7 @@ import (
 	"github.com/rheo-go/rheo"
 )
 
-func lifecycleCases(t *testing.T, h Harness) {
+func errorCases(t *testing.T, h Harness) {
 	t.Run("ping answers", func(t *testing.T) {
 		b := setup(t, h)
 		require.NoError(t, b.d.Ping(b.ctx))
