@@ -147,10 +147,23 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 		// Kill the child once its acks are committed and every one of
 		// its handlers holds a lease.
 		childAcked, blocked := map[string]bool{}, map[string]bool{}
-		lines := bufio.NewScanner(stdout)
+		lines, stopReading := make(chan string), make(chan struct{})
+		t.Cleanup(func() { close(stopReading) })
+		go func() {
+			defer close(lines)
+			scanner := bufio.NewScanner(stdout)
+			for scanner.Scan() {
+				select {
+				case lines <- scanner.Text():
+				case <-stopReading:
+					return
+				}
+			}
+		}()
 		for len(childAcked) < childAcks || len(blocked) < childConcurrent {
-			require.True(t, lines.Scan(), "child output ended: %v", lines.Err())
-			word, id, _ := strings.Cut(lines.Text(), " ")
+			line, ok := receiveOK(t, "the child's next line", lines)
+			require.True(t, ok, "the child's output ended")
+			word, id, _ := strings.Cut(line, " ")
 			switch word {
 			case "acked":
 				childAcked[id] = true
@@ -159,6 +172,9 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 			}
 		}
 		require.NoError(t, cmd.Process.Kill())
+		for range lines {
+			// What the child printed before it died.
+		}
 		_ = cmd.Wait()
 
 		// The child's leases expire without anyone waiting for them.
@@ -251,17 +267,17 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	// Leases whose settle was lost with the connection are left to expire:
 	// move the clock on whenever the worker makes no progress.
 	last := -1
-	eventually(t, "every event is terminal", func() bool {
+	progressing(t, "every event is terminal", func() (int, bool) {
 		if groupInfo(t, admin, stream, group).Lag == 0 {
-			return true
+			return 0, true
 		}
-		if n := len(rec.snapshot().acked); n == last {
+		n := len(rec.snapshot().acked)
+		if n == last {
 			clock.Advance(time.Second)
-		} else {
-			last = n
 		}
+		last = n
 		time.Sleep(20 * time.Millisecond)
-		return false
+		return n, false
 	})
 
 	mu.Lock()

@@ -99,7 +99,8 @@ func deadLetters(t testing.TB, drv driver.Driver, stream, group string) []rheo.D
 	return dls
 }
 
-// eventually waits until cond holds, checking every few milliseconds.
+// eventually waits until cond holds, checking every few milliseconds,
+// for at most waitTimeout.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
@@ -111,12 +112,46 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// progressing waits until step reports done, checking every few
+// milliseconds. It fails when step's progress (a count of what happened
+// so far) stands still for waitTimeout: a loaded machine that is slow
+// but moving is given the time it needs, a stalled one is not.
+func progressing(t testing.TB, what string, step func() (progress int, done bool)) {
+	t.Helper()
+	last, deadline := -1, time.Now()
+	for {
+		progress, done := step()
+		if done {
+			return
+		}
+		if progress != last {
+			last, deadline = progress, time.Now().Add(waitTimeout)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s: no progress for %s", what, waitTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // receive waits for a value from ch.
 func receive[T any](t testing.TB, what string, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// receiveOK waits for a value from ch, or for ch to be closed (ok false).
+func receiveOK[T any](t testing.TB, what string, ch <-chan T) (v T, ok bool) {
+	t.Helper()
+	select {
+	case v, ok = <-ch:
+		return v, ok
 	case <-time.After(waitTimeout):
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
@@ -236,15 +271,22 @@ func (r *recorder) snapshot() recorded {
 }
 
 // waitFor waits until cond holds for what the recorder was told, and
-// returns that.
+// returns that. It fails only when the recorder is told nothing new for
+// waitTimeout (see progressing).
 func (r *recorder) waitFor(t testing.TB, what string, cond func(s recorded) bool) recorded {
 	t.Helper()
 	var s recorded
-	eventually(t, what, func() bool {
+	progressing(t, what, func() (int, bool) {
 		s = r.snapshot()
-		return cond(s)
+		return s.count(), cond(s)
 	})
 	return s
+}
+
+// count is the number of calls recorded.
+func (s recorded) count() int {
+	return len(s.fetched) + len(s.fetchFailed) + len(s.handled) + len(s.acked) + len(s.retried) +
+		len(s.deadLettered) + len(s.redelivered) + len(s.renewed) + len(s.leaseLost) + len(s.settleFailed)
 }
 
 // sideTable is a table of the host's that transactional handlers write.

@@ -336,17 +336,17 @@ func TestWorkerBacksOffThroughFaults(t *testing.T) {
 		// Retries wait for their back-off and failed settles for their
 		// lease to expire: move the clock on whenever nothing happens.
 		last := -1
-		eventually(t, "every event is terminal", func() bool {
+		progressing(t, "every event is terminal", func() (int, bool) {
 			if groupInfo(t, drv, stream, group).Lag == 0 {
-				return true
+				return 0, true
 			}
-			if n := len(rec.snapshot().handled); n == last {
+			n := len(rec.snapshot().handled)
+			if n == last {
 				clock.Advance(time.Second)
-			} else {
-				last = n
 			}
+			last = n
 			time.Sleep(20 * time.Millisecond)
-			return false
+			return n, false
 		})
 
 		mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testskip"
 )
 
 // The behaviour shared with PostgreSQL is checked by the conformance
@@ -25,7 +26,7 @@ import (
 // database/sql.
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testskip.Wrap(m))
 }
 
 type testBundle struct {

@@ -201,7 +201,7 @@ func TestCLIDemo(t *testing.T) {
 		}
 	})
 	t.Run("the demo runs on PostgreSQL, twice on the same database, and drops its stream", func(t *testing.T) {
-		b := cliOpenBackend(t, testdb.NewDatabase(t))
+		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		for range 2 {
 			out := b.ok(t, "demo")
 			if !strings.Contains(out, "Demo complete") || !strings.Contains(out, "on PostgreSQL") ||

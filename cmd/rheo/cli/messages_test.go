@@ -23,6 +23,7 @@ import (
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testdb"
 )
 
@@ -285,8 +286,7 @@ func TestCLIFailureLines(t *testing.T) {
 			"rheo: cannot open the SQLite database "+path+": file is not a database; check --database-url\n")
 	})
 	t.Run("a statement the server refuses reads without the driver's words", func(t *testing.T) {
-		db := testdb.NewDatabase(t)
-		cliOpenBackend(t, db) // migrated
+		db := testbackend.PostgresURL(t) // migrated
 		u, err := url.Parse(db)
 		if err != nil {
 			t.Fatal(err)
