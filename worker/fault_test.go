@@ -121,6 +121,7 @@ func (p ackPrinter) Acked(_ context.Context, i worker.AckInfo) {
 }
 
 func TestWorkerSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	const events, childAcks = 200, 50
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// A worker killed mid-batch loses nothing.
@@ -225,6 +226,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 }
 
 func TestWorkerSurvivesConnectionLoss(t *testing.T) {
+	t.Parallel()
 	const events, concurrency, maxDemand = 300, 8, 32
 	b := testbackend.Postgres(t)
 	u, err := url.Parse(b.DSN)
@@ -295,6 +297,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 }
 
 func TestCompetingWorkers(t *testing.T) {
+	t.Parallel()
 	const events, workers = 10000, 8
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// 8 workers handle every event exactly once.

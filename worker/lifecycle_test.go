@@ -25,6 +25,7 @@ func blockingHandler(started chan<- struct{}, causes chan<- error) worker.Handle
 }
 
 func TestWorkerLifecycle(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("Stop lets running handlers finish, renews them meanwhile and writes their acks", func(t *testing.T) {
 			bd := setup(t, b, 5)

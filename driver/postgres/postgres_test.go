@@ -39,6 +39,7 @@ func setup(t *testing.T) (*postgres.Driver, *pgxpool.Pool) {
 }
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 
 	t.Run("an opened driver owns its pool and closes it", func(t *testing.T) {
@@ -68,6 +69,7 @@ func TestOpen(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	t.Run("closing the driver leaves the host's pool open", func(t *testing.T) {
 		d, pool := setup(t)
 		require.NoError(t, d.Close())
@@ -103,6 +105,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	d, pool := setup(t)
 	ctx := t.Context()
 	require.NoError(t, d.CreateStream(ctx, "s", 1))
@@ -172,6 +175,7 @@ func lockPartition(t *testing.T, pool *pgxpool.Pool, stream string) (release fun
 }
 
 func TestWithTx(t *testing.T) {
+	t.Parallel()
 	d, pool := setup(t)
 	ctx := t.Context()
 	require.NoError(t, d.CreateStream(ctx, "s", 1))

@@ -25,6 +25,7 @@ var noCgoPackages = []string{"./connect", "./worker", "./driver/postgres", "./cm
 // pure Go. .ci/run builds the same packages with the same settings first,
 // so these builds find their packages compiled.
 func TestBuildWithoutCgo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the commands: not in -short")
 	}

@@ -72,6 +72,7 @@ func (f fetchSignal) Fetched(_ context.Context, info worker.FetchInfo) {
 // where each transaction may run on another server connection: what
 // docs/pgbouncer.md promises works does, and lost wakeups are reported.
 func TestPgBouncer(t *testing.T) {
+	t.Parallel()
 	b := testpgbouncer.Start(t)
 	ctx := t.Context()
 	t.Cleanup(func() {

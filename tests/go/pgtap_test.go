@@ -23,6 +23,7 @@ import (
 // database, one subtest per file. Each file runs on its own connection and
 // rolls its changes back, so the files do not see each other's data.
 func TestSQL(t *testing.T) {
+	t.Parallel()
 	url := pgtapInstalledDatabase(t)
 	ctx := context.Background()
 

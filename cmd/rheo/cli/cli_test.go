@@ -187,8 +187,12 @@ func (b *cliBackend) lag(t *testing.T, stream string) rheo.Lag {
 	return lag
 }
 
+// TestCLIDemo runs its cases in parallel: a demo spends most of its
+// seconds waiting out the worker's retry back-off.
 func TestCLIDemo(t *testing.T) {
+	t.Parallel()
 	t.Run("the demo runs on a temporary SQLite file without flags", func(t *testing.T) {
+		t.Parallel()
 		r := cliRun(t, "", "demo")
 		if r.code != cli.ExitOK || !strings.Contains(r.stdout, "Demo complete") {
 			t.Fatalf("demo: %s", r)
@@ -201,6 +205,7 @@ func TestCLIDemo(t *testing.T) {
 		}
 	})
 	t.Run("the demo runs on PostgreSQL, twice on the same database, and drops its stream", func(t *testing.T) {
+		t.Parallel()
 		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		for range 2 {
 			out := b.ok(t, "demo")
@@ -216,11 +221,15 @@ func TestCLIDemo(t *testing.T) {
 		if len(streams) != 0 {
 			t.Fatalf("two demo runs left %d streams, want none", len(streams))
 		}
+	})
+	t.Run("the demo with --keep on PostgreSQL keeps its stream", func(t *testing.T) {
+		t.Parallel()
+		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		out := b.ok(t, "demo", "--keep")
 		if !strings.Contains(out, "is kept (--keep)") {
 			t.Fatalf("demo --keep output:\n%s", out)
 		}
-		if streams, err = b.drv.ListStreams(context.Background()); err != nil || len(streams) != 1 {
+		if streams, err := b.drv.ListStreams(context.Background()); err != nil || len(streams) != 1 {
 			t.Fatalf("demo --keep left %d streams (%v), want its own", len(streams), err)
 		}
 	})
@@ -231,6 +240,7 @@ func TestCLIDemo(t *testing.T) {
 }
 
 func TestCLIStreamsAndGroups(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		t.Run("streams lists nothing on a new database", func(t *testing.T) {
 			if got := cliJSON[[]rheo.StreamInfo](t, b.ok(t, "streams", "--output", "json")); len(got) != 0 {
@@ -304,6 +314,7 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 }
 
 func TestCLIOrdering(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		ctx := context.Background()
 		if err := b.drv.CreateStream(ctx, "orders", 1); err != nil {
@@ -380,6 +391,7 @@ func TestCLIOrdering(t *testing.T) {
 }
 
 func TestCLIAppend(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		b.cliStream(t, "orders", 4, 5)
 
@@ -462,6 +474,7 @@ func TestCLIAppend(t *testing.T) {
 }
 
 func TestCLIGroupState(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		b.cliStream(t, "orders", 3, 2)
 		evs := b.cliAppend(t, "orders", 9)
@@ -575,6 +588,7 @@ func TestCLIGroupState(t *testing.T) {
 }
 
 func TestCLIReplayAndReset(t *testing.T) {
+	t.Parallel()
 	type replayOut struct {
 		DryRun     bool `json:"dry_run"`
 		Partitions []struct {
@@ -690,6 +704,7 @@ func TestCLIReplayAndReset(t *testing.T) {
 }
 
 func TestCLIRetentionAndPrune(t *testing.T) {
+	t.Parallel()
 	type rangeOut struct {
 		MaxAge     *string `json:"max_age"`
 		Partitions []struct {
@@ -837,6 +852,7 @@ func TestCLIRetentionAndPrune(t *testing.T) {
 }
 
 func TestCLIDrop(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		ctx := context.Background()
 		b.cliStream(t, "orders", 2, 5)
@@ -942,6 +958,7 @@ func (b *cliSignalBuffer) waitFor(t *testing.T, want string) {
 }
 
 func TestCLITail(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		b.cliStream(t, "orders", 2, 5)
 		evs := b.cliAppend(t, "orders", 7)
@@ -1084,6 +1101,7 @@ func TestCLIUsage(t *testing.T) {
 }
 
 func TestCLIQuery(t *testing.T) {
+	t.Parallel()
 	type page struct {
 		Events []rheo.Event `json:"events"`
 		Cursor string       `json:"cursor"`
@@ -1222,6 +1240,7 @@ func TestCLIQuery(t *testing.T) {
 // database's true values, /healthz answers 200, and cancelling the
 // command (SIGINT, SIGTERM) shuts it down.
 func TestCLIServe(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		b.cliStream(t, "orders", 2, 5)
 		ctx := context.Background()
