@@ -4,8 +4,8 @@
 -- partition count; an event without a key goes to partition 0.
 -- rheo.PartitionForKey is the same rule in Go.
 --
--- The inlinable helpers (_route, _event_key, and fetch's _has_work,
--- _due_count, _due and _earliest) are LANGUAGE sql, IMMUTABLE or STABLE,
+-- The inlinable helpers (_route, _event_key, and fetch's _has_work, _fresh,
+-- _due_count, _due and _turn) are LANGUAGE sql, IMMUTABLE or STABLE,
 -- SECURITY INVOKER and without SET options, so that the planner inlines
 -- their bodies into the statements that call them: they cost what the
 -- expression costs, not a function call. A SET search_path would stop

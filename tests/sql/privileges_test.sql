@@ -81,7 +81,12 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
 -- which would stop the planner inlining them: they take the search_path
 -- of the pinned function they are inlined into.
 CREATE TEMP TABLE inlined(signature) AS VALUES
-    ('rheo._route(text,integer)'), ('rheo._event_key(text,jsonb)');
+    ('rheo._route(text,integer)'), ('rheo._event_key(text,jsonb)'),
+    ('rheo._has_work(integer,integer,bigint,bigint,timestamp with time zone,boolean)'),
+    ('rheo._due_count(integer,integer,timestamp with time zone,integer,bigint)'),
+    ('rheo._fresh(bigint,bigint,integer)'),
+    ('rheo._due(integer,integer,timestamp with time zone,integer,integer,integer,boolean)'),
+    ('rheo._turn(integer,integer)');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
                  WHERE p.pronamespace = 'rheo'::regnamespace
                    AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)
