@@ -84,6 +84,9 @@ func TestPgBouncer(t *testing.T) {
 
 	for _, mode := range pooledExecModes {
 		t.Run("the driver conformance suite passes in "+mode+" mode", func(t *testing.T) {
+			if testing.Short() {
+				t.Skip("-short: the whole conformance suite through the pooler")
+			}
 			direct, pooled := pgbouncerDatabase(t, b, mode)
 			pool, err := pgxpool.New(ctx, pooled)
 			require.NoError(t, err)

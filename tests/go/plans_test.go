@@ -22,6 +22,9 @@ import (
 // of one finds the lease due among the 100,000 in flight.
 func TestIndexPaths(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: builds a log of 200,000 events")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	conn, plans := planConn(ctx, t)
@@ -200,6 +203,9 @@ func (l *planLog) text() string {
 // never the blocked backlog nor the log.
 func TestOrderingIndexPaths(t *testing.T) {
 	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: builds a backlog of 100,000 blocked events")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	conn, plans := planConn(ctx, t)
