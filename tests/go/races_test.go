@@ -91,3 +91,82 @@ func TestConcurrentAckBatchDuringRenew(t *testing.T) {
 		})
 	}
 }
+
+// TestConcurrentForcedPruneDuringAckBatch prunes two partitions with
+// force while an ack_batch settles a lease of each of two groups: g1's in
+// partition 1 and g2's in partition 0. A prune that locked the deliveries
+// of partition 0 (g2's lease) before the cursors of partition 1, which a
+// third transaction holds here, then waited for that lease's row which
+// the batch held (g1's lease first, in primary key order) while the batch
+// waited for g2's: 40P01. The prune takes every cursor before any
+// delivery, and the deliveries in primary key order, like the batch: one
+// waits for the other and both finish.
+func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 5)
+	defer pool.Close()
+
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('aged', 2)`)
+	concExec(ctx, t, pool, `SELECT rheo.set_retention('aged', '1 hour')`)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('aged', 'g1')`)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('aged', 'g2')`)
+	for p := 0; p < 2; p++ {
+		concExec(ctx, t, pool, `SELECT rheo.append('aged', '{}', "partition" => $1, clock => '2030-01-01 00:00Z')`, p)
+	}
+	lease := func(group string, p int) string {
+		var id string
+		if err := pool.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch('aged', $1, partitions => ARRAY[$2::int],
+			lease_ms => 3600000, clock => '2030-01-01 00:00Z')`, group, p).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	leases := []string{lease("g1", 1), lease("g2", 0)}
+
+	// 1. A transaction holds g1's cursor of partition 1.
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.WithoutCancel(ctx))
+	if _, err := holder.Exec(ctx, `SELECT 1 FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
+		WHERE g.group_name = 'g1' AND c."partition" = 1 FOR UPDATE OF c`); err != nil {
+		t.Fatal(err)
+	}
+
+	// 2. The forced prune waits for it.
+	var pruned int64
+	prune := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, `SELECT rheo.prune('aged', force => true, clock => '2030-01-01 02:00Z')`).Scan(&pruned)
+	})
+	concWaitForLock(ctx, t, pool, prune.pid)
+
+	// 3. The batch runs meanwhile: it either finishes or waits for the
+	// prune.
+	var oks []bool
+	ack := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		rows, _ := conn.Query(ctx, `SELECT ok FROM rheo.ack_batch($1::uuid[])`, leases)
+		var err error
+		oks, err = pgx.CollectRows(rows, pgx.RowTo[bool])
+		return err
+	})
+	concFinishedOrWaiting(ctx, t, pool, ack)
+
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := prune.wait(); err != nil {
+		t.Errorf("prune: %v", err)
+	}
+	if err := ack.wait(); err != nil {
+		t.Errorf("ack_batch: %v", err)
+	}
+	if pruned != 2 {
+		t.Errorf("the forced prune deleted %d events, want 2", pruned)
+	}
+	if !slices.Equal(oks, []bool{true, true}) {
+		t.Errorf("ack_batch reported %v, want [true true]: it held both leases before the prune wanted them", oks)
+	}
+}
