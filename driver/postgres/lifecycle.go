@@ -15,20 +15,16 @@ import (
 // DropGroup removes a group with its deliveries, dead letters and
 // cursors: one call of rheo.drop_group.
 func (o *ops) DropGroup(ctx context.Context, stream, group string, confirm bool) error {
-	return o.run(ctx, "drop_group", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.drop_group(stream => $1, group_name => $2, confirm => $3)`,
-			stream, group, confirm)
-		return err
-	})
+	return o.runReadCommitted(ctx, "drop_group", `SELECT rheo.drop_group(stream => $1, group_name => $2, confirm => $3)`,
+		[]any{stream, group, confirm})
 }
 
 // DropStream removes a stream, its groups and every event, and returns
 // how many events it deleted: one call of rheo.drop_stream.
 func (o *ops) DropStream(ctx context.Context, stream string, confirm bool) (int64, error) {
 	var n int64
-	err := o.run(ctx, "drop_stream", true, func(q querier) error {
-		return q.QueryRow(ctx, `SELECT rheo.drop_stream(stream => $1, confirm => $2)`, stream, confirm).Scan(&n)
-	})
+	err := o.runReadCommitted(ctx, "drop_stream", `SELECT rheo.drop_stream(stream => $1, confirm => $2)`,
+		[]any{stream, confirm}, &n)
 	return n, err
 }
 
@@ -49,11 +45,8 @@ func (o *ops) SetRetention(ctx context.Context, stream string, maxAge time.Durat
 // which checks the word (anything but none, key and partition is
 // invalid_argument, after stream_not_found and group_not_found).
 func (o *ops) SetOrdering(ctx context.Context, stream, group string, ordering rheo.Ordering) error {
-	return o.run(ctx, "set_ordering", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.set_ordering(stream => $1, group_name => $2, ordering => $3)`,
-			stream, group, string(ordering))
-		return err
-	})
+	return o.runReadCommitted(ctx, "set_ordering", `SELECT rheo.set_ordering(stream => $1, group_name => $2, ordering => $3)`,
+		[]any{stream, group, string(ordering)})
 }
 
 // Prune deletes up to MaxCount of a stream's events past its retention
@@ -71,10 +64,8 @@ func (o *ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions)
 		return 0, err
 	}
 	var n int64
-	err = o.run(ctx, "prune", true, func(q querier) error {
-		return q.QueryRow(ctx, `SELECT rheo.prune(stream => $1, max_count => $2, force => $3, clock => $4)`,
-			stream, clampInt32(maxCount), opts.Force, clock).Scan(&n)
-	})
+	err = o.runReadCommitted(ctx, "prune", `SELECT rheo.prune(stream => $1, max_count => $2, force => $3, clock => $4)`,
+		[]any{stream, clampInt32(maxCount), opts.Force, clock}, &n)
 	return n, err
 }
 

@@ -63,6 +63,56 @@ func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier)
 	return interpretError(op, e, fn(nulGuard{conn}))
 }
 
+// runReadCommitted runs one statement of the functions that refuse any
+// isolation level but READ COMMITTED (reference §1.6), scanning its row
+// into dest when dest is given. Outside the caller's transaction it sends
+// BEGIN ISOLATION LEVEL READ COMMITTED, the statement and COMMIT in one
+// round trip, so that a connection whose default_transaction_isolation
+// is another level still runs them, and a lost answer is ambiguous as
+// for any statement that commits on its own. In the caller's
+// transaction, the caller's level stands.
+func (o *ops) runReadCommitted(ctx context.Context, op, sql string, args []any, dest ...any) error {
+	if o.tx != nil {
+		return o.run(ctx, op, true, func(q querier) error {
+			if len(dest) > 0 {
+				return q.QueryRow(ctx, sql, args...).Scan(dest...)
+			}
+			_, err := q.Exec(ctx, sql, args...)
+			return err
+		})
+	}
+	conn, err := o.pool.Acquire(ctx)
+	if err != nil {
+		return interpretError(op, reads, err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	br := nulGuard{conn}.SendBatch(ctx, b)
+	_, err = br.Exec()
+	if err == nil {
+		if len(dest) > 0 {
+			err = br.QueryRow().Scan(dest...)
+		} else {
+			_, err = br.Exec()
+		}
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil && !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' {
+		// The statement failed and the server skipped the COMMIT: end the
+		// transaction, so the connection goes back to the pool idle.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return interpretError(op, commits, err)
+}
+
 // clockArg is the clock argument: NULL for the database's now(). A clock
 // outside driver.CheckTime's range is invalid_argument before the
 // database is asked, since pgx cannot send every time.Time.
@@ -132,13 +182,10 @@ func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.
 	if ordering == "" {
 		ordering = rheo.OrderingNone
 	}
-	return o.run(ctx, "create_group", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
+	return o.runReadCommitted(ctx, "create_group", `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
 			start_after => $4, start_at => $5, partitions => $6, clock => $7, ordering => $8)`,
-			stream, group, attempts, opts.StartAfter, boundArg(opts.StartAt),
-			partitionArray(opts.Partitions), clock, string(ordering))
-		return err
-	})
+		[]any{stream, group, attempts, opts.StartAfter, boundArg(opts.StartAt),
+			partitionArray(opts.Partitions), clock, string(ordering)})
 }
 
 const eventColumns = `e.stream, e."partition", e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts`
@@ -498,12 +545,10 @@ func (o *ops) Replay(ctx context.Context, stream, group string, opts rheo.Replay
 		return 0, err
 	}
 	var n int64
-	err = o.run(ctx, "replay", true, func(q querier) error {
-		return q.QueryRow(ctx, `SELECT rheo.replay(stream => $1, group_name => $2, from_sequence => $3,
+	err = o.runReadCommitted(ctx, "replay", `SELECT rheo.replay(stream => $1, group_name => $2, from_sequence => $3,
 			event_ids => $4, from_ts => $5, partitions => $6, clock => $7)`,
-			stream, group, opts.FromSequence, opts.EventIDs, boundArg(opts.FromTS),
-			partitionArray(opts.Partitions), clock).Scan(&n)
-	})
+		[]any{stream, group, opts.FromSequence, opts.EventIDs, boundArg(opts.FromTS),
+			partitionArray(opts.Partitions), clock}, &n)
 	return n, err
 }
 
@@ -513,13 +558,10 @@ func (o *ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.Re
 	if err != nil {
 		return err
 	}
-	return o.run(ctx, "reset_group", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.reset_group(stream => $1, group_name => $2, confirm => $3,
+	return o.runReadCommitted(ctx, "reset_group", `SELECT rheo.reset_group(stream => $1, group_name => $2, confirm => $3,
 			start_after => $4, start_at => $5, partitions => $6, clock => $7)`,
-			stream, group, opts.Confirm, opts.StartAfter, boundArg(opts.StartAt),
-			partitionArray(opts.Partitions), clock)
-		return err
-	})
+		[]any{stream, group, opts.Confirm, opts.StartAfter, boundArg(opts.StartAt),
+			partitionArray(opts.Partitions), clock})
 }
 
 // Lag reports the group's progress per partition; nil partitions means

@@ -104,6 +104,8 @@ BEGIN
     -- each capped at max_count. A lease expired at the attempt limit is
     -- work too: this fetch dead-letters it below. A row changed by a
     -- fetch that committed meanwhile is read again after it is locked.
+    -- A cursor is read as at least the low watermark: pruned events are
+    -- terminal for every group, and new events are read from there.
     --
     -- In 'key' mode, keys with a wakeup are work too (below).
     --
@@ -115,8 +117,9 @@ BEGIN
     SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
            array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
       INTO v_locked, v_next, v_fresh, v_reclaim
-      FROM (SELECT c."partition" AS part, c.next_sequence,
-                   greatest(0, least(p_max_count::bigint, pt.high_watermark - c.next_sequence + 1))::int AS fresh,
+      FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
+                   greatest(0, least(p_max_count::bigint,
+                                     pt.high_watermark - greatest(c.next_sequence, pt.low_watermark) + 1))::int AS fresh,
                    (SELECT count(*)::int
                       FROM (SELECT 1 FROM rheo.deliveries d
                              WHERE d.group_id = c.group_id AND d."partition" = c."partition"
@@ -155,8 +158,9 @@ BEGIN
             RETURN;
         END IF;
         v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
-        SELECT ARRAY[c."partition"], ARRAY[c.next_sequence],
-               ARRAY[greatest(0, least(p_max_count::bigint, pt.high_watermark - c.next_sequence + 1))::int],
+        SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
+               ARRAY[greatest(0, least(p_max_count::bigint,
+                                       pt.high_watermark - greatest(c.next_sequence, pt.low_watermark) + 1))::int],
                ARRAY[(SELECT count(*)::int
                         FROM (SELECT 1 FROM rheo.deliveries d
                                WHERE d.group_id = c.group_id AND d."partition" = c."partition"

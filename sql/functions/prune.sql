@@ -64,6 +64,7 @@ BEGIN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'force must not be NULL';
     END IF;
     PERFORM rheo._check_time('clock', p_clock);
+    PERFORM rheo._check_read_committed('prune');
 
     SELECT s.max_age INTO v_max_age FROM rheo.streams s WHERE s.stream = p_stream FOR NO KEY UPDATE;
     IF NOT FOUND THEN  -- dropped meanwhile

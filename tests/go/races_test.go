@@ -2,12 +2,18 @@ package tests
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
+
+	"github.com/rheo-go/rheo"
 )
 
 // TestConcurrentAckBatchDuringRenew settles a held lease with ack_batch
@@ -169,4 +175,103 @@ func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
 	if !slices.Equal(oks, []bool{true, true}) {
 		t.Errorf("ack_batch reported %v, want [true true]: it held both leases before the prune wanted them", oks)
 	}
+}
+
+// TestReadCommittedOnly calls each function that acts on what the
+// transactions it waits for commit inside REPEATABLE READ and
+// SERIALIZABLE transactions: each refuses with invalid_argument, whose
+// detail says why, and changes nothing; at READ COMMITTED each runs.
+// Before, a prune at REPEATABLE READ racing a replay(event_ids) deleted
+// the event just reopened, and one racing a create_group left the new
+// group's cursor below the low watermark.
+func TestReadCommittedOnly(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 2)
+	defer pool.Close()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('s')`)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('s', 'g')`)
+	concExec(ctx, t, pool, `SELECT rheo.set_retention('s', '1 hour')`)
+	concExec(ctx, t, pool, `SELECT rheo.append('s', '{}', id => 'e1', clock => '2030-01-01 00:00Z')`)
+
+	calls := []struct{ name, sql string }{
+		{"prune", `SELECT rheo.prune('s', clock => '2030-01-01 02:00Z')`},
+		{"prune", `SELECT rheo.prune('s', force => true, clock => '2030-01-01 02:00Z')`},
+		{"replay", `SELECT rheo.replay('s', 'g', event_ids => '{e1}')`},
+		{"replay", `SELECT rheo.replay('s', 'g', from_sequence => 0)`},
+		{"reset_group", `SELECT rheo.reset_group('s', 'g', confirm => true)`},
+		{"create_group", `SELECT rheo.create_group('s', 'other')`},
+		{"set_ordering", `SELECT rheo.set_ordering('s', 'g', 'key')`},
+		{"drop_group", `SELECT rheo.drop_group('s', 'g', confirm => true)`},
+		{"drop_stream", `SELECT rheo.drop_stream('s', confirm => true)`},
+	}
+	for _, level := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.Serializable} {
+		for _, c := range calls {
+			t.Run(fmt.Sprintf("%s at %s", c.sql, level), func(t *testing.T) {
+				tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: level})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tx.Rollback(context.WithoutCancel(ctx))
+				_, err = tx.Exec(ctx, c.sql)
+				var pgErr *pgconn.PgError
+				want := fmt.Sprintf("%s must run at READ COMMITTED, not %s", c.name, strings.ToUpper(string(level)))
+				if !errors.As(err, &pgErr) || pgErr.Code != rheo.ErrInvalidArgument.Code || !strings.HasPrefix(pgErr.Detail, want) {
+					t.Fatalf("got %v, want invalid_argument with a detail starting %q", err, want)
+				}
+			})
+		}
+	}
+	for _, c := range calls {
+		concExec(ctx, t, pool, c.sql)
+	}
+}
+
+// TestFetchCursorBelowLowWatermark fetches a group whose cursor lies
+// below the low watermark, which only a race of a prune with a
+// create_group, a replay or a reset at REPEATABLE READ could leave (they
+// now refuse it): the fetch reads from the low watermark, the events
+// pruned being terminal, and a second fetch goes on from the first
+// instead of failing with 23505 on deliveries_pkey.
+func TestFetchCursorBelowLowWatermark(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 2)
+	defer pool.Close()
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('s')`)
+	concExec(ctx, t, pool, `SELECT rheo.set_retention('s', '1 hour')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('s',
+		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
+	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('s',
+		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(11, 20) n), clock => '2030-01-01 02:00Z')`)
+	if n := concCount(ctx, t, pool, `SELECT rheo.prune('s', clock => '2030-01-01 02:00Z')`); n != 10 {
+		t.Fatalf("pruned %d, want 10", n)
+	}
+	concExec(ctx, t, pool, `SELECT rheo.create_group('s', 'g')`)
+	concExec(ctx, t, pool, `UPDATE rheo.cursors SET next_sequence = 4`)
+
+	var got []int64
+	for range 2 {
+		rows, _ := pool.Query(ctx, `SELECT sequence FROM rheo.fetch('s', 'g', max_count => 5)`)
+		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			t.Fatalf("fetch after %v: %v", got, err)
+		}
+		got = append(got, seqs...)
+	}
+	if !slices.Equal(got, []int64{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}) {
+		t.Errorf("two fetches from a cursor below the low watermark returned %v, want 11 to 20", got)
+	}
+}
+
+// concCount runs a query of one bigint and returns it.
+func concCount(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
 }
