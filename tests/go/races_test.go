@@ -30,7 +30,7 @@ func TestConcurrentAckBatchDuringRenew(t *testing.T) {
 	defer pool.Close()
 
 	for _, tc := range []struct {
-		name   string
+		name     string
 		ordering string
 		writer   string // the write in progress on the delivery of $1
 	}{
