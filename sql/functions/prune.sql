@@ -75,6 +75,12 @@ BEGIN
         RETURN 0;
     END IF;
     v_cutoff := coalesce(p_clock, now()) - v_max_age;
+    -- Months and days of opposite signs (set_retention checks its own
+    -- clock only) can make the cutoff reach the clock in a month of
+    -- another length: nothing is aged then.
+    IF v_cutoff >= coalesce(p_clock, now()) THEN
+        RETURN 0;
+    END IF;
     v_left := p_max_count;
 
     -- First the run of each partition, in partition order, with its
