@@ -22,8 +22,17 @@ import (
 // rest, backslashes included, is left as it is: Visible is for reading,
 // and a string without such characters comes back unchanged.
 func Visible(s string) string {
-	i := strings.IndexFunc(s, needsEscape)
-	if i < 0 && utf8.ValidString(s) {
+	return escape(s, needsEscape)
+}
+
+// VisibleLines is Visible for text shown on several lines, such as
+// indented JSON: it keeps newlines and tabs as they are.
+func VisibleLines(s string) string {
+	return escape(s, func(r rune) bool { return r != '\n' && r != '\t' && needsEscape(r) })
+}
+
+func escape(s string, needsEscape func(rune) bool) string {
+	if !strings.ContainsFunc(s, needsEscape) && utf8.ValidString(s) {
 		return s
 	}
 	var b strings.Builder

@@ -26,3 +26,11 @@ func TestVisible(t *testing.T) {
 		})
 	}
 }
+
+func TestVisibleLines(t *testing.T) {
+	in := "{\n\t\"k\": \"a\u202eb\x1b[2J\"\n}"
+	want := "{\n\t\"k\": \"a\\u202eb\\x1b[2J\"\n}"
+	if got := VisibleLines(in); got != want {
+		t.Fatalf("VisibleLines(%q) = %q, want %q", in, got, want)
+	}
+}
