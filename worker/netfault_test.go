@@ -15,6 +15,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/faultproxy"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -39,12 +40,12 @@ type netBundle struct {
 
 func setupNet(t *testing.T) *netBundle {
 	t.Helper()
-	b := newPostgresBackend(t)
+	b := testbackend.Postgres(t)
 	bd := setup(t, b, 5)
-	u, err := url.Parse(b.dsn)
+	u, err := url.Parse(b.DSN)
 	require.NoError(t, err)
 	p := faultproxy.New(t, u.Host)
-	return &netBundle{bundle: bd, p: p, drv: openPostgres(t, p.URL(t, b.dsn), bd.clock.Now), handled: map[string][]int{}}
+	return &netBundle{bundle: bd, p: p, drv: openPostgres(t, p.URL(t, b.DSN), bd.clock.Now), handled: map[string][]int{}}
 }
 
 // config is a worker config of one handler slot and short leases.

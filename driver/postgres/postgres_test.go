@@ -16,20 +16,13 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
-	"github.com/rheo-go/rheo/internal/testdb"
-	"github.com/rheo-go/rheo/migrate"
+	"github.com/rheo-go/rheo/internal/testbackend"
 )
 
 // newDatabase returns the URL of a fresh migrated database.
 func newDatabase(t *testing.T) string {
 	t.Helper()
-	url := testdb.NewDatabase(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	require.NoError(t, migrate.Postgres(ctx, conn, nil))
-	return url
+	return testbackend.PostgresURL(t)
 }
 
 // setup returns a driver on its own pool of a fresh database, and the

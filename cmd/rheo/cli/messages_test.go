@@ -1,4 +1,4 @@
-package tests
+package cli_test
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testdb"
 )
 
@@ -286,8 +286,7 @@ func TestCLIFailureLines(t *testing.T) {
 			"rheo: cannot open the SQLite database "+path+": file is not a database; check --database-url\n")
 	})
 	t.Run("a statement the server refuses reads without the driver's words", func(t *testing.T) {
-		db := testdb.NewDatabase(t)
-		cliOpenBackend(t, db) // migrated
+		db := testbackend.PostgresURL(t) // migrated
 		u, err := url.Parse(db)
 		if err != nil {
 			t.Fatal(err)
@@ -362,72 +361,4 @@ func TestCLISuggestions(t *testing.T) {
 		cliWantFailure(t, cliRun(t, "", typed), cli.ExitUsage, want+"\n")
 	}
 	cliWantFailure(t, cliRun(t, "", "help", "stremas"), cli.ExitUsage, `rheo help: unknown command "stremas" (did you mean streams?)`)
-}
-
-// cliRate renders an events/s figure the way the README quotes it: in
-// thousands, with one decimal below 10k.
-func cliRate(v float64) string {
-	if v < 10000 {
-		return strconv.FormatFloat(v/1000, 'f', 1, 64) + "k"
-	}
-	return strconv.FormatFloat(v/1000, 'f', 0, 64) + "k"
-}
-
-// TestCLIReadmeFacts checks what the README says about building and the
-// throughput, and what docs/deploy.md says about the background vacuum,
-// against where the facts live: BENCHMARKS.md's current results,
-// docs/worker.md's defaults and docs/security.md.
-func TestCLIReadmeFacts(t *testing.T) {
-	read := func(path string) string {
-		t.Helper()
-		b, err := os.ReadFile(filepath.Join("..", "..", path))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(strings.Fields(string(b)), " ")
-	}
-	readme, bench, worker, security := read("README.md"), read("BENCHMARKS.md"), read("docs/worker.md"), read("docs/security.md")
-	deploy := read("docs/deploy.md")
-	median := func(row string) float64 {
-		t.Helper()
-		m := regexp.MustCompile(`\| ` + regexp.QuoteMeta(row) + ` \| ([0-9.]+) \[`).FindStringSubmatch(bench)
-		if m == nil {
-			t.Fatalf("BENCHMARKS.md has no result row %q", row)
-		}
-		v, err := strconv.ParseFloat(m[1], 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	concurrency := regexp.MustCompile("\\| `Concurrency` \\| ([0-9]+) \\|").FindStringSubmatch(worker)
-	if concurrency == nil {
-		t.Fatal("docs/worker.md does not give the default Concurrency")
-	}
-	for _, want := range []string{
-		"appends about " + cliRate(median("append b=1000 vs InsertMany (events/s)")) + " events/s from two producers in batches of 1000",
-		"drains about " + cliRate(median("drain c=64 (events/s)")) + " events/s at a `Concurrency` of 64, or " +
-			cliRate(median("drain c=8 (events/s)")) + "/s at 8",
-		"the worker's default `Concurrency` is " + concurrency[1],
-		// The set-up commands' first run, and builds without cgo.
-		"The first run of either compiles SQLite's C code, which takes a minute or more and needs a C compiler such as gcc",
-		"A PostgreSQL-only build (`CGO_ENABLED=0`) needs no C compiler",
-	} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md does not say %q", want)
-		}
-	}
-	// The background vacuum and who may run it.
-	for _, want := range []string{
-		"runs `VACUUM` on `rheo.deliveries` in the background, every 20,000 settles",
-		"Before PostgreSQL 17 only the table's owner, the database's owner or a superuser may vacuum it",
-	} {
-		if !strings.Contains(deploy, want) {
-			t.Errorf("docs/deploy.md does not say %q", want)
-		}
-	}
-	if !strings.Contains(security, "Before PostgreSQL 17 only the table's owner, the database's owner or a superuser may") ||
-		!strings.Contains(security, "after every 20,000 settles") {
-		t.Error("docs/security.md no longer says what docs/deploy.md quotes of it about the vacuum")
-	}
 }

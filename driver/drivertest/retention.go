@@ -106,201 +106,9 @@ func (b *bundle) prunedTo4() string {
 }
 
 func retentionCases(t *testing.T, h Harness) {
-	dropCases(t, h)
 	retentionSettingCases(t, h)
 	pruneCases(t, h)
 	afterPruneCases(t, h)
-}
-
-func dropCases(t *testing.T, h Harness) {
-	t.Run("drop_group and drop_stream without confirm report confirm_required before any other check", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		g := b.group(s, nil)
-		b.appendN(s, 2)
-		missing := uniqueName("missing")
-		for name, op := range map[string]func() error{
-			"drop_group":                       func() error { return b.d.DropGroup(b.ctx, s, g, false) },
-			"drop_group of a missing group":    func() error { return b.d.DropGroup(b.ctx, s, missing, false) },
-			"drop_group on a missing stream":   func() error { return b.d.DropGroup(b.ctx, missing, missing, false) },
-			"drop_group with an invalid name":  func() error { return b.d.DropGroup(b.ctx, "has space", "", false) },
-			"drop_stream":                      func() error { _, err := b.d.DropStream(b.ctx, s, false); return err },
-			"drop_stream of a missing stream":  func() error { _, err := b.d.DropStream(b.ctx, missing, false); return err },
-			"drop_stream with an invalid name": func() error { _, err := b.d.DropStream(b.ctx, "has space", false); return err },
-		} {
-			require.ErrorIs(t, op(), rheo.ErrConfirmRequired, name)
-		}
-		groups, err := b.d.ListGroups(b.ctx, s)
-		require.NoError(t, err)
-		require.Len(t, groups, 1, "nothing was dropped")
-		require.Equal(t, []int64{1, 2}, b.readAfter(s, 0, 0))
-	})
-
-	t.Run("the drops look the stream up before the group", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		missing := uniqueName("missing")
-		require.ErrorIs(t, b.d.DropGroup(b.ctx, missing, missing, true), rheo.ErrStreamNotFound)
-		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, missing, true), rheo.ErrGroupNotFound)
-		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, "has space", true), rheo.ErrGroupNotFound, "an invalid name in a lookup")
-		_, err := b.d.DropStream(b.ctx, missing, true)
-		require.ErrorIs(t, err, rheo.ErrStreamNotFound)
-		_, err = b.d.DropStream(b.ctx, "has space", true)
-		require.ErrorIs(t, err, rheo.ErrStreamNotFound, "an invalid name in a lookup")
-	})
-
-	t.Run("drop_group removes the group with its deliveries, dead letters and cursors", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		g := b.group(s, nil)
-		b.appendN(s, 5)
-		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, "poison")) // 1: dead letter
-		b.fetchAck(s, g, 1)                                                                  // 2: acked
-		_, err := b.d.Retry(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, &rheo.RetryOptions{Delay: time.Hour})
-		require.NoError(t, err)     // 3: waiting for its delay
-		b.fetchOne(s, g, time.Hour) // 4: in flight
-
-		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
-		groups, err := b.d.ListGroups(b.ctx, s)
-		require.NoError(t, err)
-		require.Empty(t, groups)
-		_, err = b.d.Lag(b.ctx, s, g, nil)
-		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
-		_, err = b.d.DeadLetters(b.ctx, s, g, nil)
-		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
-		_, err = b.d.Fetch(b.ctx, s, g, nil)
-		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
-		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, g, true), rheo.ErrGroupNotFound, "a second drop")
-
-		// A group created anew under the name starts from nothing.
-		require.NoError(t, b.d.CreateGroup(b.ctx, s, g, nil))
-		require.Equal(t, rheo.GroupInfo{Lag: 5, OldestUnsettledTS: ptr(Epoch)}, normalizeInfo(b.info(s, g)))
-		require.Empty(t, b.deadLetters(s, g))
-		leases := b.fetch(s, g, nil)
-		require.Equal(t, []int64{1, 2, 3, 4, 5}, sequences(leases))
-		for _, l := range leases {
-			require.Equal(t, 1, l.Attempt)
-		}
-		require.Equal(t, []int64{1, 2, 3, 4, 5}, b.readAfter(s, 0, 0), "the log is untouched")
-	})
-
-	t.Run("the leases of a dropped group are stale", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		g := b.group(s, nil)
-		b.appendN(s, 1)
-		l := b.fetchOne(s, g, time.Hour)
-		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
-		b.requireStale(l, "the group was dropped")
-		require.NoError(t, b.d.CreateGroup(b.ctx, s, g, nil))
-		b.requireStale(l, "the group was created anew")
-	})
-
-	t.Run("drop_group leaves the stream's other groups alone", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		g, other := b.group(s, nil), b.group(s, nil)
-		b.appendN(s, 3)
-		b.fetchAck(s, other, 1)
-		held := b.fetchOne(s, other, time.Hour)
-		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, ""))
-		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, other, time.Hour).LeaseID, ""))
-
-		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
-		require.Equal(t, []int64{1}, b.frontiers(s, other))
-		require.Len(t, b.deadLetters(s, other), 1)
-		require.NoError(t, b.d.Ack(b.ctx, held.LeaseID), "the other group's lease is still held")
-		require.Equal(t, []int64{3}, b.frontiers(s, other))
-	})
-
-	t.Run("drop_stream removes the stream, its groups and every event and returns how many", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(2)
-		g := b.group(s, nil)
-		for i := range 5 {
-			b.appendTo(s, i%2, i)
-		}
-		held := b.fetchOne(s, g, time.Hour)
-		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, ""))
-		require.NoError(t, b.d.SetRetention(b.ctx, s, retentionAge))
-
-		n, err := b.d.DropStream(b.ctx, s, true)
-		require.NoError(t, err)
-		require.Equal(t, int64(5), n)
-		streams, err := b.d.ListStreams(b.ctx)
-		require.NoError(t, err)
-		for _, info := range streams {
-			require.NotEqual(t, s, info.Name)
-		}
-		for name, op := range map[string]func() error{
-			"read":        func() error { _, err := b.d.Read(b.ctx, s, nil); return err },
-			"list_groups": func() error { _, err := b.d.ListGroups(b.ctx, s); return err },
-			"lag":         func() error { _, err := b.d.Lag(b.ctx, s, g, nil); return err },
-			"stream_info": func() error { _, err := b.d.StreamInfo(b.ctx, s); return err },
-			"append":      func() error { _, err := b.d.Append(b.ctx, s, payload(1), nil); return err },
-			"drop_stream": func() error { _, err := b.d.DropStream(b.ctx, s, true); return err },
-		} {
-			require.ErrorIs(t, op(), rheo.ErrStreamNotFound, name)
-		}
-		b.requireStale(held, "the stream was dropped")
-	})
-
-	t.Run("a dropped stream's name can be created anew with sequences from 1", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		g := b.group(s, nil)
-		b.retain(s)
-		first := b.append(s, payload(1), &rheo.AppendOptions{ID: "once"})
-		b.appendN(s, 2)
-		b.drain(s, g)
-		n, err := b.d.DropStream(b.ctx, s, true)
-		require.NoError(t, err)
-		require.Equal(t, int64(3), n)
-
-		require.NoError(t, b.d.CreateStream(b.ctx, s, 2))
-		require.NoError(t, b.d.CreateGroup(b.ctx, s, g, nil))
-		again := b.append(s, payload(99), &rheo.AppendOptions{ID: "once", Partition: ptr(0)})
-		require.Equal(t, int64(1), again.Sequence, "sequences start from 1")
-		require.NotEqual(t, string(first.Payload), string(again.Payload), "the id is free for other content")
-		require.Equal(t, rheo.StreamRange{Partitions: []rheo.PartitionRange{
-			{Partition: 0, LowWatermark: 1, HighWatermark: 1},
-			{Partition: 1, LowWatermark: 1, HighWatermark: 0},
-		}}, b.streamRange(s), "no retention and no watermarks are left from before")
-		require.Equal(t, []int64{0, 0}, b.frontiers(s, g))
-		require.Empty(t, b.deadLetters(s, g))
-		require.Equal(t, []int64{1}, sequences(b.fetch(s, g, nil)))
-	})
-
-	t.Run("drop_stream of an empty stream returns 0", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(3)
-		n, err := b.d.DropStream(b.ctx, s, true)
-		require.NoError(t, err)
-		require.Zero(t, n)
-	})
-
-	t.Run("drop_stream leaves other streams alone", func(t *testing.T) {
-		b := setup(t, h)
-		s, other := b.stream(1), b.stream(1)
-		g := b.group(other, nil)
-		b.appendN(s, 2)
-		b.appendN(other, 3)
-		held := b.fetchOne(other, g, time.Hour)
-		_, err := b.d.DropStream(b.ctx, s, true)
-		require.NoError(t, err)
-		require.Equal(t, []int64{1, 2, 3}, b.readAfter(other, 0, 0))
-		require.NoError(t, b.d.Ack(b.ctx, held.LeaseID))
-		require.Equal(t, int64(2), b.lag(other, g, nil).Total)
-	})
-}
-
-// normalizeInfo gives OldestUnsettledTS a UTC location, for comparing
-// whole GroupInfo values.
-func normalizeInfo(info rheo.GroupInfo) rheo.GroupInfo {
-	if info.OldestUnsettledTS != nil {
-		info.OldestUnsettledTS = ptr(info.OldestUnsettledTS.UTC())
-	}
-	return info
 }
 
 func retentionSettingCases(t *testing.T, h Harness) {
@@ -419,7 +227,7 @@ func retentionSettingCases(t *testing.T, h Harness) {
 		require.Equal(t, []int64{1}, b.lows(s))
 	})
 
-	t.Run("the lifecycle operations without a clock argument work whatever the clock says", func(t *testing.T) {
+	t.Run("the drop and retention operations without a clock argument work whatever the clock says", func(t *testing.T) {
 		b := setup(t, h)
 		s, other := b.stream(1), b.stream(1)
 		g := b.group(s, nil)
@@ -431,7 +239,7 @@ func retentionSettingCases(t *testing.T, h Harness) {
 		require.NoError(t, err)
 	})
 
-	t.Run("names that PostgreSQL cannot receive are invalid_argument in the lifecycle operations", func(t *testing.T) {
+	t.Run("names that PostgreSQL cannot receive are invalid_argument in the drop and retention operations", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)
 		for _, name := range []string{"nul\x00byte", "bad\xffutf8"} {

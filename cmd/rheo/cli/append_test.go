@@ -1,4 +1,4 @@
-package tests
+package cli_test
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/faultproxy"
-	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testbackend"
 )
 
 // cliBatchFault wraps a driver so that a test decides what each
@@ -220,7 +220,7 @@ func TestCLIAppendFailures(t *testing.T) {
 		})
 	})
 	t.Run("postgres: a commit whose answer the network lost is ambiguous, with the real driver", func(t *testing.T) {
-		b := cliOpenBackend(t, testdb.NewDatabase(t))
+		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		b.cliStream(t, "cut", 2, 5)
 		u, err := url.Parse(b.url)
 		if err != nil {

@@ -1,9 +1,10 @@
-package tests
+package migrate_test
 
 import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/rheo-go/rheo"
@@ -28,7 +30,7 @@ func TestMigratePostgres(t *testing.T) {
 
 	setup := func(t *testing.T) *pgx.Conn {
 		t.Helper()
-		return pgtapConnect(t, testdb.NewDatabase(t))
+		return migrateConnect(t, testdb.NewDatabase(t))
 	}
 
 	t.Run("an empty database is at version 0 with no functions", func(t *testing.T) {
@@ -106,7 +108,7 @@ SELECT count(*) FROM pg_proc WHERE pronamespace = 'rheo'::regnamespace AND prona
 
 	t.Run("two concurrent ups both succeed", func(t *testing.T) {
 		url := testdb.NewDatabase(t)
-		conns := []*pgx.Conn{pgtapConnect(t, url), pgtapConnect(t, url), pgtapConnect(t, url)}
+		conns := []*pgx.Conn{migrateConnect(t, url), migrateConnect(t, url), migrateConnect(t, url)}
 		errs := make([]error, len(conns))
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -214,12 +216,12 @@ func TestMigratePostgresInstallers(t *testing.T) {
 		t.Helper()
 		role = testdb.NewRole(t, attributes)
 		url := testdb.NewDatabase(t)
-		admin = pgtapConnect(t, url)
+		admin = migrateConnect(t, url)
 		if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+
 			" OWNER TO "+pgx.Identifier{role}.Sanitize()); err != nil {
 			t.Fatal(err)
 		}
-		return role, pgtapConnect(t, testdb.AsRole(t, url, role)), admin
+		return role, migrateConnect(t, testdb.AsRole(t, url, role)), admin
 	}
 
 	t.Run("an installer with CREATEROLE hands Rheo to rheo_owner and keeps no membership", func(t *testing.T) {
@@ -292,8 +294,8 @@ func TestMigratePostgresInstallers(t *testing.T) {
 
 	t.Run("installs into several databases at once share the roles", func(t *testing.T) {
 		conns := []*pgx.Conn{
-			pgtapConnect(t, testdb.NewDatabase(t)), pgtapConnect(t, testdb.NewDatabase(t)),
-			pgtapConnect(t, testdb.NewDatabase(t)),
+			migrateConnect(t, testdb.NewDatabase(t)), migrateConnect(t, testdb.NewDatabase(t)),
+			migrateConnect(t, testdb.NewDatabase(t)),
 		}
 		errs := make([]error, len(conns))
 		start := make(chan struct{})
@@ -549,7 +551,7 @@ func migrateRunScript(t *testing.T, conn *pgx.Conn, script string) {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("run install SQL: %s", pgtapDescribeError(err, script))
+		t.Fatalf("run install SQL: %s", migrateDescribeError(err, script))
 	}
 }
 
@@ -614,4 +616,39 @@ func (l *migrateLogs) messages() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.lines...)
+}
+
+// migrateConnect opens a connection that is closed when t ends.
+func migrateConnect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
+	return conn
+}
+
+// migrateDescribeError spells out a server error with its detail and the
+// place it was raised, including the line of script it points at.
+func migrateDescribeError(err error, script string) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err.Error()
+	}
+	s := fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	// Position counts characters from 1 in the whole script.
+	if runes := []rune(script); pgErr.Position > 0 && int(pgErr.Position) <= len(runes) {
+		s += fmt.Sprintf(" at script line %d", 1+strings.Count(string(runes[:pgErr.Position-1]), "\n"))
+	}
+	if pgErr.Detail != "" {
+		s += "\nDETAIL: " + pgErr.Detail
+	}
+	if pgErr.Where != "" {
+		s += "\nWHERE: " + pgErr.Where
+	}
+	if pgErr.InternalQuery != "" {
+		s += "\nQUERY: " + pgErr.InternalQuery
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package tests
+package cli_test
 
 import (
 	"bytes"
@@ -9,8 +9,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -25,8 +23,8 @@ import (
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testdb"
-	"github.com/rheo-go/rheo/internal/testskip"
 )
 
 // cliBackend is a migrated database the CLI tests run commands against,
@@ -37,24 +35,42 @@ type cliBackend struct {
 }
 
 // cliForEachBackend runs fn against a fresh migrated SQLite file and a
-// fresh migrated PostgreSQL database.
+// fresh migrated PostgreSQL database, as the subtests "sqlite" and
+// "postgres".
 func cliForEachBackend(t *testing.T, fn func(t *testing.T, b *cliBackend)) {
-	t.Run("sqlite", func(t *testing.T) {
-		fn(t, cliOpenBackend(t, "sqlite://"+filepath.Join(t.TempDir(), "rheo.db")))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		fn(t, cliOpenBackend(t, testdb.NewDatabase(t)))
+	testbackend.Run(t, func(t *testing.T, tb *testbackend.Backend) {
+		fn(t, cliOpen(t, tb.URL, false))
 	})
 }
 
+// cliOpenBackend migrates the database at url and opens the test's driver
+// on it.
 func cliOpenBackend(t *testing.T, url string) *cliBackend {
 	t.Helper()
-	drv, err := connect.Open(context.Background(), url, &connect.Options{Migrate: true})
+	return cliOpen(t, url, true)
+}
+
+// cliOpen opens the test's driver on the database at url, migrating it
+// first when asked.
+func cliOpen(t *testing.T, url string, migrate bool) *cliBackend {
+	t.Helper()
+	drv, err := connect.Open(context.Background(), url, &connect.Options{Migrate: migrate})
 	if err != nil {
 		t.Fatalf("open %s: %v", url, err)
 	}
 	t.Cleanup(func() { drv.Close() })
 	return &cliBackend{url: url, drv: drv}
+}
+
+// cliConnect opens a connection that is closed when t ends.
+func cliConnect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
+	return conn
 }
 
 // cliResult is what one run of the command printed and returned.
@@ -185,7 +201,7 @@ func TestCLIDemo(t *testing.T) {
 		}
 	})
 	t.Run("the demo runs on PostgreSQL, twice on the same database, and drops its stream", func(t *testing.T) {
-		b := cliOpenBackend(t, testdb.NewDatabase(t))
+		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		for range 2 {
 			out := b.ok(t, "demo")
 			if !strings.Contains(out, "Demo complete") || !strings.Contains(out, "on PostgreSQL") ||
@@ -1067,140 +1083,6 @@ func TestCLIUsage(t *testing.T) {
 	})
 }
 
-// cliSQLBlocks returns the ```sql blocks of a Markdown file.
-func cliSQLBlocks(t *testing.T, path string) []string {
-	t.Helper()
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []string
-	for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(doc), -1) {
-		blocks = append(blocks, m[1])
-	}
-	return blocks
-}
-
-// TestCLIOpsGuide runs every SQL block of docs/ops.md, in order, against a
-// migrated database holding a group with leases in flight, a pending
-// retry, acked events and a dead letter.
-func TestCLIOpsGuide(t *testing.T) {
-	ctx := context.Background()
-	b := cliOpenBackend(t, testdb.NewDatabase(t))
-	b.cliStream(t, "orders", 4, 3)
-	for i := range 40 {
-		_, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"type":"order.placed","total":%d}`, i)), &rheo.AppendOptions{
-			Key:      fmt.Sprintf("customer-%d", i%7),
-			Metadata: json.RawMessage(fmt.Sprintf(`{"correlation_id":"order-%d"}`, 40+i%5)),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 6, ConsumerID: "worker-a", LeaseDuration: 5 * time.Second}); err != nil {
-		t.Fatal(err)
-	}
-	acked, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 10, ConsumerID: "worker-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range acked {
-		if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b.cliDeadLetter(t, "orders", "bad address")
-	more, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 1})
-	if err != nil || len(more) != 1 {
-		t.Fatalf("fetch: %v", err)
-	}
-	if _, err := b.drv.Retry(ctx, more[0].LeaseID, &rheo.RetryOptions{Reason: "timeout", Delay: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-
-	blocks := cliSQLBlocks(t, filepath.Join("..", "..", "docs", "ops.md"))
-	if len(blocks) < 20 {
-		t.Fatalf("found %d SQL blocks in docs/ops.md, want the guide's 20 or more", len(blocks))
-	}
-	conn := pgtapConnect(t, b.url)
-	for i, block := range blocks {
-		if _, err := conn.PgConn().Exec(ctx, block).ReadAll(); err != nil {
-			t.Fatalf("docs/ops.md SQL block %d fails: %v\n%s", i+1, err, block)
-		}
-	}
-	// The guide ends by resetting the group to the beginning.
-	if lag := b.lag(t, "orders"); lag.Total != 40 {
-		t.Fatalf("lag after the guide's last reset = %d, want all 40 events", lag.Total)
-	}
-	if dls, err := b.drv.DeadLetters(ctx, "orders", "billing", nil); err != nil || len(dls) != 0 {
-		t.Fatalf("dead letters after the reset: %+v, %v; want none", dls, err)
-	}
-}
-
-// TestCLIReadme checks that the README's code is what runs: its Go
-// quickstart is the body of Example in example_test.go, and its psql
-// session (its ```sql blocks; other SQL, such as the grants of its
-// Roles section, is fenced as ```postgresql) runs in psql against a
-// migrated database.
-func TestCLIReadme(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Run("the Go quickstart is example_test.go", func(t *testing.T) {
-		blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
-		if len(blocks) != 1 {
-			t.Fatalf("README has %d Go blocks, want 1", len(blocks))
-		}
-		example, err := os.ReadFile(filepath.Join("..", "..", "example_test.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body := regexp.MustCompile(`(?s)\nfunc Example\(\) \{\n(.*)\n\}\n`).FindStringSubmatch(string(example))
-		if body == nil {
-			t.Fatal("example_test.go has no func Example")
-		}
-		var want strings.Builder
-		for line := range strings.Lines(body[1] + "\n") {
-			want.WriteString(strings.TrimPrefix(line, "\t"))
-		}
-		if blocks[0][1] != want.String() {
-			t.Fatalf("the README's Go block differs from the body of Example in example_test.go:\nREADME:\n%s\nexample_test.go:\n%s",
-				blocks[0][1], want.String())
-		}
-	})
-	t.Run("the psql session runs", func(t *testing.T) {
-		psql, err := exec.LookPath("psql")
-		if err != nil {
-			testskip.Missing(t, "psql", "psql is not installed; apt-get install postgresql-client")
-		}
-		b := cliOpenBackend(t, testdb.NewDatabase(t))
-		var script strings.Builder
-		for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
-			script.WriteString(m[1])
-		}
-		cmd := exec.Command(psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", b.url, "-f", "-")
-		cmd.Stdin = strings.NewReader(script.String())
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("psql: %v\n%s", err, out)
-		}
-		ctx := context.Background()
-		info, err := b.drv.GroupInfo(ctx, "orders", "billing")
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Three events: the first fetched (a first sequence) acked, the
-		// second retrying.
-		if info.Lag != 2 || info.PendingRetry != 1 {
-			t.Fatalf("after the README's session: %+v, want lag 2 and one pending retry", info)
-		}
-		var invoices int
-		if err := pgtapConnect(t, b.url).QueryRow(ctx, "SELECT count(*) FROM invoices").Scan(&invoices); err != nil || invoices != 1 {
-			t.Fatalf("invoices: %d, %v; want the one committed with the ack", invoices, err)
-		}
-	})
-}
-
 func TestCLIQuery(t *testing.T) {
 	type page struct {
 		Events []rheo.Event `json:"events"`
@@ -1403,7 +1285,7 @@ func TestCLIServe(t *testing.T) {
 
 		if strings.HasPrefix(b.url, "postgres") {
 			// The database goes away: its connections are cut.
-			admin := pgtapConnect(t, testdb.ServerURL(t))
+			admin := cliConnect(t, testdb.ServerURL(t))
 			cfg, err := pgx.ParseConfig(b.url)
 			if err != nil {
 				t.Fatal(err)

@@ -1,0 +1,46 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+)
+
+// SetRetention sets a stream's max age, in whole microseconds; 0 passes
+// NULL, which removes it.
+func (o *ops) SetRetention(ctx context.Context, stream string, maxAge time.Duration) error {
+	var interval pgtype.Interval
+	if maxAge != 0 {
+		interval = pgtype.Interval{Microseconds: driver.Micros(maxAge), Valid: true}
+	}
+	return o.run(ctx, "set_retention", true, func(q querier) error {
+		_, err := q.Exec(ctx, `SELECT rheo.set_retention(stream => $1, max_age => $2)`, stream, interval)
+		return err
+	})
+}
+
+// Prune deletes up to MaxCount of a stream's events past its retention
+// and returns how many: one call of rheo.prune. opts may be nil.
+func (o *ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
+	if opts == nil {
+		opts = &rheo.PruneOptions{}
+	}
+	maxCount := opts.MaxCount
+	if maxCount == 0 {
+		maxCount = driver.DefaultPruneCount
+	}
+	clock, err := o.clockArg()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = o.run(ctx, "prune", true, func(q querier) error {
+		return q.QueryRow(ctx, `SELECT rheo.prune(stream => $1, max_count => $2, force => $3, clock => $4)`,
+			stream, clampInt32(maxCount), opts.Force, clock).Scan(&n)
+	})
+	return n, err
+}
