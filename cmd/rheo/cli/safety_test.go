@@ -138,6 +138,21 @@ func TestMessagesHidePassword(t *testing.T) {
 		}
 	}
 
+	t.Run("the command that installs the schema", func(t *testing.T) {
+		u, err := url.Parse(testdb.NewDatabase(t)) // no schema
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("password", "hunter2") // the test server trusts local connections
+		u.RawQuery = q.Encode()
+		var stdout, stderr bytes.Buffer
+		code := Run(ctx, []string{"streams", "--database-url", u.String()}, nil, &stdout, &stderr)
+		if code == ExitOK || !strings.Contains(stderr.String(), "rheo-migrate up") || leaks(stderr.String()) {
+			t.Fatalf("rheo streams on a database without the schema: exit %d, %q: want the install command without the password",
+				code, stderr.String())
+		}
+	})
 	t.Run("the demo's banner", func(t *testing.T) {
 		dbURL := testdb.NewDatabase(t)
 		drv, err := connect.Open(ctx, dbURL, &connect.Options{Migrate: true})
