@@ -184,10 +184,9 @@ func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
 // csrfFor is the CSRF token of the cookie value for r's credentials.
 func (h *Handler) csrfFor(r *http.Request, cookie string) string {
 	binding := ""
-	switch who, _ := h.auth.identify(r); {
-	case h.auth.session(r) != "":
-		binding = "session " + h.auth.session(r)
-	case who != "":
+	if session := h.auth.session(r); session != "" {
+		binding = "session " + session
+	} else if who, ok := h.auth.identify(r); ok {
 		binding = "user " + who
 	}
 	return base64.RawURLEncoding.EncodeToString(macOf(h.auth.csrfKey, cookie+"\x00"+binding))
