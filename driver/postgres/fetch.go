@@ -11,18 +11,9 @@ import (
 
 // Fetch claims up to MaxCount events for one consumer. opts may be nil.
 func (o *ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
-	if opts == nil {
-		opts = &rheo.FetchOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultFetchCount
-	}
-	leaseDuration := opts.LeaseDuration
-	if leaseDuration == 0 {
-		leaseDuration = driver.DefaultLeaseDuration
-	}
-	leaseMS, err := driver.Millis("lease duration", leaseDuration)
+	leaseMS, err := driver.Millis("lease duration", opts.LeaseDuration)
 	if err != nil {
 		return nil, err
 	}

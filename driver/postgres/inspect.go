@@ -76,13 +76,8 @@ func (o *ops) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummar
 // DeadLetters pages through a group's dead letters in (partition,
 // sequence) order. opts may be nil.
 func (o *ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error) {
-	if opts == nil {
-		opts = &rheo.DeadLetterOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultDeadLetterCount
-	}
 	var letters []rheo.DeadLetter
 	err := o.run(ctx, "dead_letters", false, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT d.event_id, d."partition", d.sequence, d.attempt, d.reason,
@@ -123,9 +118,7 @@ func (o *ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupIn
 
 // Leases lists the group's deliveries in progress, the soonest due first.
 func (o *ops) Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
-	if maxCount == 0 {
-		maxCount = driver.DefaultLeaseCount
-	}
+	maxCount = driver.LeaseCount(maxCount)
 	var deliveries []rheo.Delivery
 	err := o.run(ctx, "leases", false, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT l.event_id, l."partition", l.sequence, l.state, l.consumer_id, l.attempt,

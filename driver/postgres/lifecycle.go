@@ -56,13 +56,8 @@ func (o *ops) CreateStream(ctx context.Context, stream string, partitionCount in
 // Ordering is sent as 'none', the SQL default, and any other word as
 // given, for rheo.create_group to check.
 func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
-	if opts == nil {
-		opts = &rheo.CreateGroupOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxAttempts := opts.MaxAttempts
-	if maxAttempts == 0 {
-		maxAttempts = driver.DefaultMaxAttempts
-	}
 	// Clamping would store another max_attempts than the one asked for.
 	attempts, err := driver.Int32("max_attempts", maxAttempts)
 	if err != nil {
@@ -73,9 +68,6 @@ func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.
 		return err
 	}
 	ordering := opts.Ordering
-	if ordering == "" {
-		ordering = rheo.OrderingNone
-	}
 	return o.run(ctx, "create_group", true, func(q querier) error {
 		_, err := q.Exec(ctx, `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
 			start_after => $4, start_at => $5, partitions => $6, clock => $7, ordering => $8)`,

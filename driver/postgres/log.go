@@ -119,13 +119,8 @@ func (o *ops) AppendBatch(ctx context.Context, stream string, items []rheo.Batch
 
 // Read returns a page of one partition in sequence order. opts may be nil.
 func (o *ops) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) ([]rheo.Event, error) {
-	if opts == nil {
-		opts = &rheo.ReadOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultReadCount
-	}
 	var events []rheo.Event
 	err := o.run(ctx, "read", false, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM rheo.read(stream => $1, after => $2,

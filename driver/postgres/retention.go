@@ -26,13 +26,8 @@ func (o *ops) SetRetention(ctx context.Context, stream string, maxAge time.Durat
 // Prune deletes up to MaxCount of a stream's events past its retention
 // and returns how many: one call of rheo.prune. opts may be nil.
 func (o *ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
-	if opts == nil {
-		opts = &rheo.PruneOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultPruneCount
-	}
 	clock, err := o.clockArg()
 	if err != nil {
 		return 0, err

@@ -33,6 +33,13 @@ type partitionWork struct {
 // claimable reports whether the partition has anything to lease now.
 func (w *partitionWork) claimable() bool { return w.fresh > 0 || len(w.due) > 0 }
 
+// freshCount is how many events past a partition's cursor (next) a fetch
+// of at most maxCount leases may take: those up to the high watermark,
+// capped at maxCount (rheo._fresh).
+func freshCount(next, high int64, maxCount int) int64 {
+	return max(0, min(int64(maxCount), high-next+1))
+}
+
 // claim is one event a fetch leases.
 type claim struct {
 	partition int
@@ -313,7 +320,7 @@ func (s *session) fetchableWork(ctx context.Context, stream string, g groupRow, 
 		var w partitionWork
 		var high int64
 		err := rows.Scan(&w.partition, &w.next, &high)
-		w.fresh = max(0, min(int64(maxCount), high-w.next+1))
+		w.fresh = freshCount(w.next, high, maxCount)
 		all = append(all, w)
 		highs = append(highs, high)
 		return err
@@ -370,21 +377,39 @@ func (s *session) dueRows(ctx context.Context, g groupRow, partition, maxCount i
 // partition per round, from work[start], until maxCount or no work is
 // left. When k partitions have work and maxCount >= k, each gets one.
 func share(work []*partitionWork, maxCount, start int) {
-	left := maxCount
+	quotas := make([]int, len(work))
+	avail := make([]int64, len(work))
+	for i, w := range work {
+		quotas[i], avail[i] = w.quota, int64(len(w.due))+w.fresh
+	}
+	for i, q := range quota(quotas, avail, maxCount, start) {
+		work[i].quota = q
+	}
+}
+
+// quota deals up to left more leases on top of quotas, among partitions
+// that can give avail each: round-robin, one lease per partition per
+// round from index start, to those that can give more than their quota,
+// until left are dealt or none can. It returns the new quotas and leaves
+// quotas as it was. rheo._quota deals the same from zero quotas, in
+// closed form; both follow the table of tests/sql/_quota_test.sql.
+func quota(quotas []int, avail []int64, left, start int) []int {
+	dealt := slices.Clone(quotas)
 	for left > 0 {
 		progress := false
-		for i := range work {
-			w := work[(start+i)%len(work)]
-			if left > 0 && int64(w.quota) < int64(len(w.due))+w.fresh {
-				w.quota++
+		for i := range dealt {
+			j := (start + i) % len(dealt)
+			if left > 0 && int64(dealt[j]) < avail[j] {
+				dealt[j]++
 				left--
 				progress = true
 			}
 		}
 		if !progress {
-			return
+			break
 		}
 	}
+	return dealt
 }
 
 // claimsJSON renders claims as [[partition, sequence, lease_id], ...].
@@ -420,18 +445,9 @@ func appendPair(b []byte, x, y int64) []byte {
 
 // Fetch claims up to MaxCount events for one consumer. opts may be nil.
 func (o ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
-	if opts == nil {
-		opts = &rheo.FetchOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultFetchCount
-	}
-	leaseDuration := opts.LeaseDuration
-	if leaseDuration == 0 {
-		leaseDuration = driver.DefaultLeaseDuration
-	}
-	leaseMS, err := driver.Millis("lease duration", leaseDuration)
+	leaseMS, err := driver.Millis("lease duration", opts.LeaseDuration)
 	if err != nil {
 		return nil, err
 	}

@@ -70,26 +70,43 @@ func (s *session) dueInKeyOrder(ctx context.Context, g groupRow, partition, maxC
 // nothing while it is in progress; with no delivery in progress, the one
 // event at the cursor.
 func (s *session) partitionTurn(ctx context.Context, g groupRow, w *partitionWork) error {
-	var c claim
-	var expiresAt int64
+	lowest := &inProgress{}
 	err := s.queryRow(ctx, `
 		SELECT d.sequence, d.attempt, d.expires_at FROM rheo_deliveries AS d
 		 WHERE d.group_id = ?1 AND d."partition" = ?2
 		 ORDER BY d.sequence
-		 LIMIT 1`, g.id, w.partition).Scan(&c.sequence, &c.attempt, &expiresAt)
+		 LIMIT 1`, g.id, w.partition).Scan(&lowest.sequence, &lowest.attempt, &lowest.expiresAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		w.fresh = min(w.fresh, 1)
-		return nil
+		lowest, err = nil, nil
 	}
 	if err != nil {
 		return err
 	}
-	w.fresh = 0
-	if expiresAt <= s.now {
-		c.partition, c.attempt = w.partition, c.attempt+1
-		w.due = []claim{c}
-	}
+	w.fresh, w.due = turn(w.partition, w.fresh, lowest, s.now)
 	return nil
+}
+
+// inProgress is a delivery in progress as a fetch reads it: its
+// sequence, its attempt so far and when it is due again.
+type inProgress struct {
+	sequence  int64
+	attempt   int
+	expiresAt int64
+}
+
+// turn decides what a group ordered by partition may lease in a
+// partition with fresh events past its cursor and lowest, its lowest
+// delivery in progress (nil for none; rheo._turn): with none, the one
+// event at the cursor; otherwise no new event, and that delivery again,
+// with its next attempt, when it is due at now.
+func turn(partition int, fresh int64, lowest *inProgress, now int64) (int64, []claim) {
+	if lowest == nil {
+		return min(fresh, 1), nil
+	}
+	if lowest.expiresAt > now {
+		return 0, nil
+	}
+	return 0, []claim{{partition: partition, sequence: lowest.sequence, attempt: lowest.attempt + 1}}
 }
 
 // walk is what a fetch of a group ordered by key found past a
@@ -193,20 +210,11 @@ func (s *session) walkKeys(ctx context.Context, stream string, g groupRow, parti
 			}
 			c := claim{partition: partition, attempt: 1}
 			var key sql.NullString
-			var inProgress bool
-			if err := rows.Scan(&c.sequence, &key, &inProgress); err != nil {
+			var keyInProgress bool
+			if err := rows.Scan(&c.sequence, &key, &keyInProgress); err != nil {
 				return err
 			}
-			wk.end = c.sequence + 1
-			switch {
-			case !key.Valid:
-				wk.candidates = append(wk.candidates, c)
-			case inProgress || wk.held[key.String]:
-				wk.blocked = append(wk.blocked, c)
-			default:
-				wk.held[key.String] = true
-				wk.candidates = append(wk.candidates, c)
-			}
+			wk.visit(c, key, keyInProgress)
 			return nil
 		})
 		if err != nil {
@@ -214,6 +222,24 @@ func (s *session) walkKeys(ctx context.Context, stream string, g groupRow, parti
 		}
 	}
 	return nil
+}
+
+// visit walks past the event c of key (none when not valid):
+// keyInProgress is whether the key has a delivery in progress. An event
+// without a key is a candidate; one whose key has a delivery in progress,
+// or an earlier candidate in the walk, is to be blocked; the others are
+// candidates, and hold their key for the rest of the walk.
+func (wk *walk) visit(c claim, key sql.NullString, keyInProgress bool) {
+	wk.end = c.sequence + 1
+	switch {
+	case !key.Valid:
+		wk.candidates = append(wk.candidates, c)
+	case keyInProgress || wk.held[key.String]:
+		wk.blocked = append(wk.blocked, c)
+	default:
+		wk.held[key.String] = true
+		wk.candidates = append(wk.candidates, c)
+	}
 }
 
 // take returns the first n candidates to lease, the events to block that

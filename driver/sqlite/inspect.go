@@ -54,13 +54,8 @@ func (o ops) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummary
 // DeadLetters pages through a group's dead letters in (partition,
 // sequence) order. opts may be nil.
 func (o ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error) {
-	if opts == nil {
-		opts = &rheo.DeadLetterOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultDeadLetterCount
-	}
 	var letters []rheo.DeadLetter
 	err := o.runChecked(ctx, "dead_letters", []string{stream, group, opts.After}, func(s *session) error {
 		var err error
@@ -83,9 +78,7 @@ func (o ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInf
 
 // Leases lists the group's deliveries in progress, the soonest due first.
 func (o ops) Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
-	if maxCount == 0 {
-		maxCount = driver.DefaultLeaseCount
-	}
+	maxCount = driver.LeaseCount(maxCount)
 	var deliveries []rheo.Delivery
 	err := o.runChecked(ctx, "leases", []string{stream, group}, func(s *session) error {
 		var err error

@@ -162,21 +162,13 @@ func (o ops) CreateStream(ctx context.Context, stream string, partitionCount int
 // CreateGroup creates a consumer group. opts may be nil; an empty
 // Ordering is OrderingNone.
 func (o ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
-	if opts == nil {
-		opts = &rheo.CreateGroupOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxAttempts := opts.MaxAttempts
-	if maxAttempts == 0 {
-		maxAttempts = driver.DefaultMaxAttempts
-	}
 	// As on PostgreSQL, whose column is an int.
 	if _, err := driver.Int32("max_attempts", maxAttempts); err != nil {
 		return err
 	}
 	ordering := opts.Ordering
-	if ordering == "" {
-		ordering = rheo.OrderingNone
-	}
 	return o.runClocked(ctx, "create_group", []string{stream, group, string(ordering)}, func(s *session) error {
 		return s.createGroup(ctx, stream, group, maxAttempts, start{after: opts.StartAfter, at: opts.StartAt},
 			opts.Partitions, ordering)

@@ -426,13 +426,8 @@ func (o ops) AppendBatch(ctx context.Context, stream string, items []rheo.BatchI
 
 // Read returns a page of one partition in sequence order. opts may be nil.
 func (o ops) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) ([]rheo.Event, error) {
-	if opts == nil {
-		opts = &rheo.ReadOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultReadCount
-	}
 	var events []rheo.Event
 	err := o.runChecked(ctx, "read", []string{stream}, func(s *session) error {
 		var err error

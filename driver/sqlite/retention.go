@@ -26,13 +26,8 @@ func (o ops) SetRetention(ctx context.Context, stream string, maxAge time.Durati
 // Prune deletes up to MaxCount of a stream's events past its retention
 // and returns how many. opts may be nil.
 func (o ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
-	if opts == nil {
-		opts = &rheo.PruneOptions{}
-	}
+	opts = driver.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultPruneCount
-	}
 	var n int64
 	err := o.runClocked(ctx, "prune", []string{stream}, func(s *session) error {
 		var err error

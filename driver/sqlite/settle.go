@@ -127,22 +127,46 @@ func (s *session) retry(ctx context.Context, id, reason string, delayMS int64) (
 	if err != nil {
 		return "", err
 	}
-	if h.attempt >= h.maxAttempts {
-		if err := s.deadLetter(ctx, h, cmp.Or(reason, "max_attempts")); err != nil {
+	d := retryOf(h.attempt, h.maxAttempts, reason, s.now, delayMS)
+	if d.outcome == rheo.DeadLettered {
+		if err := s.deadLetter(ctx, h, d.reason.String); err != nil {
 			return "", err
 		}
-		return rheo.DeadLettered, nil
+		return d.outcome, nil
 	}
 	_, err = s.exec(ctx, `
 		UPDATE rheo_deliveries
 		   SET state = 'pending', lease_id = NULL, consumer_id = NULL, reason = ?, expires_at = ?
 		 WHERE group_id = ? AND "partition" = ? AND sequence = ?`,
-		sql.NullString{String: reason, Valid: reason != ""}, s.now+delayMS*1000,
-		h.groupID, h.partition, h.sequence)
+		d.reason, d.dueAt, h.groupID, h.partition, h.sequence)
 	if err != nil {
 		return "", err
 	}
-	return rheo.Retrying, nil
+	return d.outcome, nil
+}
+
+// retryDecision is what a retry does with a held delivery.
+type retryDecision struct {
+	outcome rheo.RetryOutcome
+	// reason is what is stored: on the dead letter (never NULL), or on
+	// the delivery retried (NULL for an empty one).
+	reason sql.NullString
+	// dueAt is when a retried delivery is claimable again, in
+	// microseconds; 0 for a dead letter.
+	dueAt int64
+}
+
+// retryOf decides a retry of a delivery at attempt of maxAttempts, at
+// now (microseconds) with a delay of delayMS: at the attempt limit it is
+// dead-lettered with the reason, "max_attempts" for an empty one;
+// otherwise it is retrying, due at now plus the delay (rheo.retry).
+func retryOf(attempt, maxAttempts int, reason string, now, delayMS int64) retryDecision {
+	if attempt >= maxAttempts {
+		return retryDecision{outcome: rheo.DeadLettered,
+			reason: sql.NullString{String: cmp.Or(reason, "max_attempts"), Valid: true}}
+	}
+	return retryDecision{outcome: rheo.Retrying, reason: sql.NullString{String: reason, Valid: reason != ""},
+		dueAt: now + delayMS*1000}
 }
 
 // reject dead-letters the event of a held lease now.
