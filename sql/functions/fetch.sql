@@ -98,53 +98,23 @@ BEGIN
     v_expires := v_now + make_interval(secs => p_lease_ms / 1000.0);
     v_consumer := coalesce(p_consumer_id, 'consumer-' || gen_random_uuid());
 
-<<<<<<< HEAD
     -- Lock the cursor rows of the partitions with work (rheo._has_work),
     -- and read what each can give: events past the cursor (rheo._fresh),
     -- and deliveries due again (rheo._due_count), each capped at
     -- max_count. A lease expired at the attempt limit is work too: this
     -- fetch dead-letters it below. A row changed by a fetch that
-    -- committed meanwhile is read again after it is locked. In 'key'
-    -- mode, keys with a wakeup are work too (below). The helpers are
-    -- inlined: the plan is that of the expressions they name.
-    SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
-           array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
-      INTO v_locked, v_next, v_fresh, v_reclaim
-      FROM (SELECT c."partition" AS part, c.next_sequence,
-                   rheo._fresh(c.next_sequence, pt.high_watermark, p_max_count) AS fresh,
-                   (SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
-                                                  p_max_count::bigint + 1) AS n) AS reclaim
-=======
-    -- Lock the cursor rows of the partitions with work, and read what
-    -- each can give: events past the cursor, and deliveries due again
-    -- (retry delay passed, or lease expired below the attempt limit),
-    -- each capped at max_count. A lease expired at the attempt limit is
-    -- work too: this fetch dead-letters it below. A row changed by a
-    -- fetch that committed meanwhile is read again after it is locked.
-    -- A cursor is read as at least the low watermark: pruned events are
-    -- terminal for every group, and new events are read from there.
-    --
-    -- In 'key' mode, keys with a wakeup are work too (below).
-    --
-    -- Deliveries are found by the index of their due time, so the leases
-    -- in flight, however many, are not read, nor the events blocked behind
-    -- their keys, which are due at 'infinity'. They are counted up to
-    -- max_count + 1: up to max_count, those are all the deliveries due in
-    -- the partition.
+    -- committed meanwhile is read again after it is locked. A cursor is
+    -- read as at least the low watermark: pruned events are terminal for
+    -- every group, and new events are read from there. In 'key' mode,
+    -- keys with a wakeup are work too (below). The helpers are inlined:
+    -- the plan is that of the expressions they name.
     SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
            array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
       INTO v_locked, v_next, v_fresh, v_reclaim
       FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
-                   greatest(0, least(p_max_count::bigint,
-                                     pt.high_watermark - greatest(c.next_sequence, pt.low_watermark) + 1))::int AS fresh,
-                   (SELECT count(*)::int
-                      FROM (SELECT 1 FROM rheo.deliveries d
-                             WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                               AND d.expires_at <= v_now
-                               AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                             ORDER BY d.expires_at
-                             LIMIT p_max_count::bigint + 1) AS r) AS reclaim
->>>>>>> review-sql
+                   rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count) AS fresh,
+                   (SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
+                                                  p_max_count::bigint + 1) AS n) AS reclaim
               FROM rheo.cursors c
               JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
              CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, pt.high_watermark,
@@ -168,23 +138,10 @@ BEGIN
             RETURN;
         END IF;
         v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
-<<<<<<< HEAD
-        SELECT ARRAY[c."partition"], ARRAY[c.next_sequence],
-               ARRAY[rheo._fresh(c.next_sequence, pt.high_watermark, p_max_count)],
+        SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
+               ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count)],
                ARRAY[(SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
                                                     p_max_count::bigint + 1) AS n)]
-=======
-        SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
-               ARRAY[greatest(0, least(p_max_count::bigint,
-                                       pt.high_watermark - greatest(c.next_sequence, pt.low_watermark) + 1))::int],
-               ARRAY[(SELECT count(*)::int
-                        FROM (SELECT 1 FROM rheo.deliveries d
-                               WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                                 AND d.expires_at <= v_now
-                                 AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                               ORDER BY d.expires_at
-                               LIMIT p_max_count::bigint + 1) AS r)]
->>>>>>> review-sql
           INTO v_locked, v_next, v_fresh, v_reclaim
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
