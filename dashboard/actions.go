@@ -17,19 +17,6 @@ import (
 // maxFormBytes bounds the body of an action's POST.
 const maxFormBytes = 1 << 16
 
-// sqlStater is implemented by the database errors that carry a SQLSTATE
-// (pgconn.PgError on PostgreSQL), which the drivers wrap.
-type sqlStater interface{ SQLState() string }
-
-// insufficientPrivilege is PostgreSQL's SQLSTATE for a role that may not
-// call a function.
-const insufficientPrivilege = "42501"
-
-func isInsufficientPrivilege(err error) bool {
-	var s sqlStater
-	return errors.As(err, &s) && s.SQLState() == insufficientPrivilege
-}
-
 // actionFunc runs one action, with the CSRF token checked, and returns
 // the outcome to log.
 type actionFunc func(w http.ResponseWriter, r *http.Request, stream, group string) (result string, attrs []slog.Attr, err error)
@@ -362,9 +349,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, stream
 		h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("Stream %q not found.", stream), "It may have been dropped.")
 	case errors.Is(err, rheo.ErrGroupNotFound):
 		h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("Group %q not found on stream %q.", group, stream), "It may have been dropped.")
-	case isInsufficientPrivilege(err):
+	case rheo.KindOf(err) == rheo.KindPermissionDenied:
 		h.errorPage(w, r, http.StatusForbidden,
-			"The database refused: the role the dashboard logs in as lacks the privilege for this (SQLSTATE 42501, insufficient privilege). Nothing was changed.",
+			"The database refused: the role the dashboard logs in as lacks the privilege for this (permission denied). Nothing was changed.",
 			"The pages need rheo_reader; reopening, replaying and resetting need rheo_admin (docs/security.md): GRANT rheo_admin TO <the role>;")
 	case isBadInput(err):
 		h.errorPage(w, r, http.StatusBadRequest, err.Error(), "")

@@ -30,8 +30,8 @@
 // control for them and answers their POSTs with 403. Every action is a
 // POST carrying a CSRF token, and is logged. The role the driver logs in
 // as needs rheo_reader to show the pages and rheo_admin for the actions
-// (docs/security.md); without it the database refuses with 42501, which
-// the dashboard shows as such.
+// (docs/security.md); without it the database refuses (permission_denied),
+// which the dashboard shows as such.
 //
 // Options.Token and Options.BasicAuth, when set, are required for every
 // page and action (docs/ops.md#the-dashboard says how rheo serve sets

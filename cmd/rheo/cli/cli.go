@@ -77,6 +77,29 @@ func commands() []*command {
 	}
 }
 
+// The Rheo roles of docs/reference.md §9.
+const (
+	roleReader   = "rheo_reader"
+	roleProducer = "rheo_producer"
+	roleAdmin    = "rheo_admin"
+)
+
+// commandRole is the Rheo role that the functions a command calls are
+// granted to (docs/reference.md §9), named when the database denies them.
+// A command that changes a stream or a group needs rheo_admin; one that
+// only reads needs rheo_reader.
+func commandRole(name string) string {
+	switch name {
+	case "streams", "groups", "lag", "info", "leases", "dead-letters", "query", "tail", "retention", "serve":
+		// retention with --max-age, and serve with --allow-actions, ask
+		// for rheo_admin: see their commands.
+		return roleReader
+	case "append":
+		return roleProducer
+	}
+	return roleAdmin
+}
+
 func findCommand(name string) *command {
 	for _, cmd := range commands() {
 		if cmd.name == name {
@@ -106,6 +129,9 @@ type call struct {
 	wrap func(driver.Driver) driver.Driver
 	// stream and group are the names the command works on, for messages.
 	stream, group string
+	// role is the Rheo role the command needs, for messages: the
+	// command's, or rheo_admin when its flags ask for more.
+	role string
 }
 
 // Options are the optional settings of RunWith. A nil *Options means the
@@ -153,7 +179,7 @@ func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return ExitUsage
 	}
 
-	c := &call{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, wrap: opts.WrapDriver}
+	c := &call{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, wrap: opts.WrapDriver, role: commandRole(cmd.name)}
 	fs := newFlagSet(cmd, c)
 	fs.SetOutput(io.Discard)
 	runCmd := cmd.define(fs)
@@ -291,11 +317,6 @@ func (c *call) open() (driver.Driver, error) {
 	c.databaseURL, c.target = raw, target
 	if target.Kind == dburl.SQLite && sqlite.DefaultDriverName() == "" {
 		return nil, errNoSQLite
-	}
-	if target.Kind == dburl.SQLite && !target.Memory {
-		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, failf("no SQLite database at %s; create one with: %s", target.Path, c.migrateCommand())
-		}
 	}
 	drv, err := connect.Open(c.ctx, raw, nil)
 	if err != nil {

@@ -207,6 +207,9 @@ are all kept.`,
 			fs.Var(&maxAge, "max-age", "keep events for `AGE` (such as 30d, 2w or 36h), or forever")
 			return func(c *call) error {
 				c.stream = c.args[0]
+				if maxAge.given {
+					c.role = roleAdmin // set_retention
+				}
 				return c.withDriver(func(drv driver.Driver) error {
 					if maxAge.given {
 						if err := drv.SetRetention(c.ctx, c.stream, maxAge.value); err != nil {

@@ -1,0 +1,163 @@
+package tests
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rheo-go/rheo/cmd/rheo/cli"
+	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testpgbouncer"
+)
+
+// TestCLIClassifiedFailures checks the lines of failures that the drivers
+// classify (rheo.Kind): the command prints the kind, never the driver's
+// codes, and the same failure reads the same on SQLite and PostgreSQL.
+func TestCLIClassifiedFailures(t *testing.T) {
+	t.Setenv(cli.EnvDatabaseURL, "")
+	ctx := context.Background()
+
+	t.Run("permission denied names the one role the command needs", func(t *testing.T) {
+		db := testdb.NewDatabase(t)
+		b := cliOpenBackend(t, db) // migrated
+		b.cliStream(t, "orders", 1, 1)
+		role := testdb.NewRole(t, "CREATEROLE") // may read the schema version, holds no Rheo role
+		asRole := testdb.AsRole(t, db, role)
+		for _, c := range []struct {
+			args []string
+			role string
+		}{
+			{[]string{"streams"}, "rheo_reader"},
+			{[]string{"lag", "orders", "billing"}, "rheo_reader"},
+			{[]string{"retention", "orders"}, "rheo_reader"},
+			{[]string{"append", "orders", `{"type":"placed"}`}, "rheo_producer"},
+			{[]string{"retention", "orders", "--max-age", "30d"}, "rheo_admin"},
+			{[]string{"create-stream", "s"}, "rheo_admin"},
+			{[]string{"replay", "orders", "billing", "--from-sequence", "0"}, "rheo_admin"},
+		} {
+			r := cliRun(t, "", append(c.args, "--database-url", asRole)...)
+			cliWantFailure(t, r, cli.ExitFailure, fmt.Sprintf(`" needs the role %s for this command; an administrator can: GRANT %s TO %s (docs/security.md)`+"\n",
+				c.role, c.role, role))
+			for _, other := range []string{"rheo_reader", "rheo_producer", "rheo_consumer", "rheo_admin"} {
+				if other != c.role && strings.Contains(r.stderr, other) {
+					t.Fatalf("rheo %s names %s too: %s", c.args[0], other, r.stderr)
+				}
+			}
+			cliNoDriverText(t, r)
+		}
+	})
+
+	t.Run("a schema that lacks a table or function reads the same on SQLite and PostgreSQL", func(t *testing.T) {
+		const want = "rheo: the database's Rheo schema does not match this build of rheo ("
+		const hint = "); upgrade it with: rheo-migrate up --database-url "
+
+		path := filepath.Join(t.TempDir(), "rheo.db")
+		lite := cliOpenBackend(t, "sqlite://"+path)
+		lite.cliStream(t, "orders", 1, 1)
+		db, err := sql.Open(sqlite.DefaultDriverName(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(ctx, `DROP TABLE rheo_dead_letters`); err != nil {
+			t.Fatal(err)
+		}
+		r := lite.run(t, "dead-letters", "orders", "billing")
+		cliWantFailure(t, r, cli.ExitFailure, want+"no such table: rheo_dead_letters"+hint)
+		cliNoDriverText(t, r)
+
+		pg := cliOpenBackend(t, testdb.NewDatabase(t))
+		pg.cliStream(t, "orders", 1, 1)
+		conn, err := pgx.Connect(ctx, pg.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, `DROP FUNCTION rheo.dead_letters`); err != nil {
+			t.Fatal(err)
+		}
+		r = pg.run(t, "dead-letters", "orders", "billing")
+		cliWantFailure(t, r, cli.ExitFailure, want+"function rheo.dead_letters(")
+		if !strings.Contains(r.stderr, hint) {
+			t.Fatalf("no upgrade hint: %s", r)
+		}
+		cliNoDriverText(t, r)
+	})
+
+	t.Run("a lock not granted in time reads the same on SQLite and PostgreSQL", func(t *testing.T) {
+		const want = "rheo: a lock was not granted in time ("
+		const tail = "); nothing was changed; run the command again\n"
+
+		path := filepath.Join(t.TempDir(), "rheo.db")
+		lite := cliOpenBackend(t, "sqlite://"+path)
+		holder, err := sql.Open(sqlite.DefaultDriverName(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
+		tx, err := holder.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rheo_streams (stream, partition_count, created_at) VALUES ('held', 1, 0)`); err != nil {
+			t.Fatal(err)
+		}
+		// The driver waits out its busy timeout (5 s) before it gives up.
+		r := lite.run(t, "create-stream", "s")
+		cliWantFailure(t, r, cli.ExitFailure, want+"database is locked"+tail)
+		cliNoDriverText(t, r)
+
+		pg := cliOpenBackend(t, testdb.NewDatabase(t))
+		conn, err := pgx.Connect(ctx, pg.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		pgTx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pgTx.Rollback(context.WithoutCancel(ctx))
+		if _, err := pgTx.Exec(ctx, `LOCK TABLE rheo.streams IN ACCESS EXCLUSIVE MODE`); err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(pg.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.RawQuery += "&options=-c%20lock_timeout%3D100"
+		r = cliRun(t, "", "create-stream", "s", "--database-url", u.String())
+		cliWantFailure(t, r, cli.ExitFailure, want+"canceling statement due to lock timeout"+tail)
+		cliNoDriverText(t, r)
+	})
+
+	t.Run("through a pooler in transaction mode without exec mode the line points at docs/pgbouncer.md", func(t *testing.T) {
+		b := testpgbouncer.Start(t)
+		direct := testdb.NewDatabase(t)
+		cliOpenBackend(t, direct) // migrated
+		pooled := b.URL(t, direct)
+		// The first run prepares its statements on a server connection
+		// that the pooler hands to the next client, whose same statements
+		// are then prepared a second time.
+		var r cliResult
+		for range 5 {
+			if r = cliRun(t, "", "streams", "--database-url", pooled); r.code != cli.ExitOK {
+				break
+			}
+		}
+		cliWantFailure(t, r, cli.ExitFailure, "a pooler in transaction mode, such as PgBouncer, is in front of it; "+
+			"add default_query_exec_mode=exec to --database-url (docs/pgbouncer.md)\n")
+		cliNoDriverText(t, r)
+		if r := cliRun(t, "", "streams", "--database-url", b.URL(t, direct, "default_query_exec_mode", "exec")); r.code != cli.ExitOK {
+			t.Fatalf("streams in exec mode: %s", r)
+		}
+	})
+}
