@@ -161,3 +161,52 @@ func TestCLIClassifiedFailures(t *testing.T) {
 		}
 	})
 }
+
+func TestCLIFlagRefusals(t *testing.T) {
+	t.Run("an integer flag that is no integer names the flag and the value", func(t *testing.T) {
+		for _, c := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"create-stream", "s", "--partitions", "abc"}, `invalid value "abc" for flag -partitions: not an integer`},
+			{[]string{"create-group", "s", "g", "--max-attempts", "1.5"}, `invalid value "1.5" for flag -max-attempts: not an integer`},
+			{[]string{"query", "s", "--limit", "ten"}, `invalid value "ten" for flag -limit: not an integer`},
+			{[]string{"query", "s", "--after-sequence", "99999999999999999999"}, `invalid value "99999999999999999999" for flag -after-sequence: out of range`},
+			{[]string{"tail", "s", "-n", "x"}, `invalid value "x" for flag -n: not an integer`},
+		} {
+			r := cliRun(t, "", c.args...)
+			cliWantFailure(t, r, cli.ExitUsage, c.want+"\n")
+			if strings.Contains(r.stderr, "parse error") {
+				t.Fatalf("rheo %s: %s", strings.Join(c.args, " "), r)
+			}
+		}
+	})
+	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
+		b.cliStream(t, "orders", 2, 5)
+		t.Run("replay and reset refusals name the flags, not the SQL arguments", func(t *testing.T) {
+			for _, c := range []struct {
+				args []string
+				want string
+			}{
+				{[]string{"replay", "orders", "billing", "--from-sequence", "-1"},
+					"rheo replay: invalid_argument: --from-sequence must be between 0 and 9223372036854775806, got -1\n"},
+				{[]string{"replay", "orders", "billing", "--from-sequence", "0", "--partition", "7"},
+					"rheo replay: invalid_partition: --partition 7 is outside 0..1\n"},
+				{[]string{"replay", "orders", "billing", "--from-sequence", "0", "--partition", "7", "--dry-run"},
+					"rheo replay: invalid_partition: --partition 7 is outside 0..1\n"},
+				{[]string{"reset", "orders", "billing", "--confirm", "--start-after", "-4"},
+					"rheo reset: invalid_argument: --start-after must be between 0 and 9223372036854775806, got -4\n"},
+				{[]string{"reset", "orders", "billing", "--confirm", "--partition", "2"},
+					"rheo reset: invalid_partition: --partition 2 is outside 0..1\n"},
+			} {
+				r := b.run(t, c.args...)
+				cliWantFailure(t, r, cli.ExitUsage, c.want)
+				for _, arg := range []string{"from_sequence", "start_after", "partitions"} {
+					if strings.Contains(r.stderr, arg) {
+						t.Fatalf("rheo %s names the SQL argument %s: %s", strings.Join(c.args, " "), arg, r)
+					}
+				}
+			}
+		})
+	})
+}

@@ -132,6 +132,9 @@ type call struct {
 	// role is the Rheo role the command needs, for messages: the
 	// command's, or rheo_admin when its flags ask for more.
 	role string
+	// argFlags maps the names of the SQL arguments that the command's
+	// flags fill to the flags, for the database's refusals.
+	argFlags map[string]string
 }
 
 // Options are the optional settings of RunWith. A nil *Options means the
@@ -336,6 +339,48 @@ var errNoSQLite = failf("this build of rheo has no SQLite driver: %s; or use a P
 // oneLine joins a message's lines and spaces into one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// intFlag is an integer flag whose refusals say what was wrong: the flag
+// package's own integer flags say "parse error".
+type intFlag[T int | int64] struct{ p *T }
+
+func (f *intFlag[T]) String() string {
+	if f == nil || f.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*f.p), 10)
+}
+
+func (f *intFlag[T]) Set(s string) error {
+	var zero T
+	bits := 64
+	if _, isInt := any(zero).(int); isInt {
+		bits = strconv.IntSize
+	}
+	n, err := strconv.ParseInt(s, 10, bits)
+	if errors.Is(err, strconv.ErrRange) {
+		return errors.New("out of range")
+	}
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	*f.p = T(n)
+	return nil
+}
+
+// intVar defines an integer flag with the default value, stored in p.
+func intVar[T int | int64](fs *flag.FlagSet, p *T, name string, value T, usage string) {
+	*p = value
+	fs.Var(&intFlag[T]{p}, name, usage)
+}
+
+// intFlagOf defines an integer flag with the default value and returns
+// where it is stored.
+func intFlagOf(fs *flag.FlagSet, name string, value int, usage string) *int {
+	p := new(int)
+	intVar(fs, p, name, value, usage)
+	return p
 }
 
 // intList is a flag that collects integers, repeated or comma-separated.

@@ -100,8 +100,31 @@ func (c *call) describe(err error) string {
 		return "the database refused it: " + rheo.MessageOf(err)
 	case errors.As(err, &failed):
 		return fmt.Sprintf("%s failed: %v", failed.Op, rootCause(failed.Err))
+	case c.argFlags != nil && isUsage(err):
+		return c.nameFlags(err.Error())
 	}
 	return err.Error()
+}
+
+// sqlArgument matches the names of SQL arguments in the database's
+// refusals: "from_sequence must be between…", "partition 7 is outside…".
+var sqlArgument = regexp.MustCompile(`\b([a-z]+(?:_[a-z]+)+|partitions|partition(?: -?\d+))\b`)
+
+// nameFlags rewrites a refusal of the database in terms of the command's
+// flags: the names of c.argFlags become the flags that fill them.
+func (c *call) nameFlags(msg string) string {
+	return sqlArgument.ReplaceAllStringFunc(msg, func(name string) string {
+		if n, ok := strings.CutPrefix(name, "partition "); ok {
+			if flag, ok := c.argFlags["partition"]; ok {
+				return flag + " " + n
+			}
+			return name
+		}
+		if flag, ok := c.argFlags[name]; ok {
+			return flag
+		}
+		return name
+	})
 }
 
 // cause is the database's own words about err, else its root cause.

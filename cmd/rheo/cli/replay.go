@@ -51,6 +51,8 @@ changes (fetches of the group wait for it meanwhile, as for a replay).`,
 			dryRun := fs.Bool("dry-run", false, "count what would be replayed, changing nothing")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
+				c.argFlags = map[string]string{"from_sequence": "--from-sequence", "event_ids": "--event-id",
+					"from_ts": "--from-time", "partitions": "--partition", "partition": "--partition"}
 				selectors := 0
 				for _, given := range []bool{fromSequence.value != nil, len(eventIDs) > 0, fromTime.value != nil} {
 					if given {
@@ -180,6 +182,8 @@ state. Prints the group's lag afterwards.`,
 			fs.Var(&partitions, "partition", "reset partition `P` only (repeat, or separate with commas)")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
+				c.argFlags = map[string]string{"start_after": "--start-after", "start_at": "--start-at",
+					"partitions": "--partition", "partition": "--partition"}
 				if !*confirm {
 					return usagef("--confirm is required: reset drops the group's leases, pending retries and dead letters and moves its cursors; nothing was changed")
 				}
