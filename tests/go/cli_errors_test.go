@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -208,5 +210,61 @@ func TestCLIFlagRefusals(t *testing.T) {
 				}
 			}
 		})
+	})
+}
+
+// TestCLINewcomerFacts checks what the docs tell a newcomer where they
+// read it, against what the code does.
+func TestCLINewcomerFacts(t *testing.T) {
+	read := func(t *testing.T, path string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("..", "..", path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(string(b)), " ")
+	}
+	t.Run("docs/concepts.md says keyless events go to partition 0, and they do", func(t *testing.T) {
+		if !strings.Contains(read(t, "docs/concepts.md"), "An event appended with no key") ||
+			!strings.Contains(read(t, "docs/concepts.md"), "goes to **partition 0**") {
+			t.Fatal("docs/concepts.md does not say where keyless events go")
+		}
+		cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
+			b.cliStream(t, "spread", 4, 1)
+			for range 3 {
+				got := cliJSON[map[string]any](t, b.ok(t, "append", "spread", `{"type":"tick"}`, "--output", "json"))
+				if got["partition"] != float64(0) {
+					t.Fatalf("a keyless event went to partition %v", got["partition"])
+				}
+			}
+		})
+	})
+	t.Run("CONTRIBUTING.md names the tests' Docker fallback, the image internal/testdb starts", func(t *testing.T) {
+		src := read(t, "internal/testdb/testdb.go")
+		image := regexp.MustCompile(`tcpostgres\.Run\(ctx, "([^"]+)"`).FindStringSubmatch(src)
+		if image == nil {
+			t.Fatal("internal/testdb starts no container")
+		}
+		if want := "when a Docker engine answers, a `" + image[1] + "` container"; !strings.Contains(read(t, "CONTRIBUTING.md"), want) {
+			t.Fatalf("CONTRIBUTING.md does not say %q", want)
+		}
+	})
+	t.Run("the docs say the group page lists leases and the events page keeps the query's order", func(t *testing.T) {
+		dashboardDoc := read(t, "docs/dashboard.md")
+		for _, want := range []string{
+			"its deliveries in progress, the soonest due first (`rheo.leases`",
+			"in the query's `(sequence, partition)` order",
+			"`rheo query` orders by time instead",
+		} {
+			if !strings.Contains(dashboardDoc, want) {
+				t.Errorf("docs/dashboard.md does not say %q", want)
+			}
+		}
+		ops := read(t, "docs/ops.md")
+		for _, wrong := range []string{"lists no leases", "shows no leases", "the events page is `rheo query`"} {
+			if strings.Contains(ops, wrong) || strings.Contains(dashboardDoc, wrong) {
+				t.Errorf("the docs say %q", wrong)
+			}
+		}
 	})
 }
