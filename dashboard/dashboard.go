@@ -114,8 +114,8 @@ type Options struct {
 	// to DefaultPageSize.
 	PageSize int
 	// Clock gives the time ages are measured against. Defaults to
-	// time.Now.
-	Clock func() time.Time
+	// driver.SystemClock.
+	Clock driver.Clock
 }
 
 // Handler is the dashboard: an http.Handler, with the sampling goroutine
@@ -124,7 +124,7 @@ type Handler struct {
 	drv      driver.Driver
 	opts     Options
 	logger   *slog.Logger
-	clock    func() time.Time
+	clock    driver.Clock
 	mux      http.Handler
 	pages    map[string]*template.Template
 	samples  *sampler
@@ -211,7 +211,7 @@ func (o *Options) settle() error {
 		o.Logger = slog.Default()
 	}
 	if o.Clock == nil {
-		o.Clock = time.Now
+		o.Clock = driver.SystemClock
 	}
 	return nil
 }

@@ -71,8 +71,8 @@ type Options struct {
 	// to DefaultConcurrency.
 	Concurrency int
 	// Clock gives the time the oldest unsettled event's age is measured
-	// against. Defaults to time.Now.
-	Clock func() time.Time
+	// against. Defaults to driver.SystemClock.
+	Clock driver.Clock
 	// Logger receives one Warn record per scrape that failed, with the
 	// error. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -103,7 +103,7 @@ type Collector struct {
 	ops         driver.Ops
 	timeout     time.Duration
 	concurrency int
-	clock       func() time.Time
+	clock       driver.Clock
 	logger      *slog.Logger
 
 	lag, inflight, pending, deadLetters, oldestAge *prometheus.Desc
@@ -131,7 +131,7 @@ func NewCollector(ops driver.Ops, opts *Options) *Collector {
 		c.concurrency = DefaultConcurrency
 	}
 	if c.clock == nil {
-		c.clock = time.Now
+		c.clock = driver.SystemClock
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -278,7 +278,7 @@ func (c *Collector) group(ctx context.Context, stream, group string) ([]promethe
 	}
 	var age float64
 	if info.OldestUnsettledTS != nil {
-		age = max(0, c.clock().Sub(*info.OldestUnsettledTS).Seconds())
+		age = max(0, c.clock.Now().Sub(*info.OldestUnsettledTS).Seconds())
 	}
 	return append(metrics,
 		prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(info.Inflight), stream, group),

@@ -70,7 +70,7 @@ func TestCollector(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
 			clock := drivertest.NewClock()
-			writer, reader := b.open(t, clock.Now)
+			writer, reader := b.open(t, clock)
 
 			// orders: 2 partitions. Partition 0 gets 3 events at Epoch,
 			// partition 1 one event a minute later; then billing takes
@@ -100,7 +100,7 @@ func TestCollector(t *testing.T) {
 			require.NoError(t, err)
 			clock.Advance(time.Minute) // 2 minutes after Epoch: the 1 s lease expired
 
-			c := metrics.NewCollector(reader, &metrics.Options{Clock: clock.Now})
+			c := metrics.NewCollector(reader, &metrics.Options{Clock: clock})
 			want := `
 # HELP rheo_group_dead_letters Dead letters of the group.
 # TYPE rheo_group_dead_letters gauge

@@ -103,7 +103,7 @@ func forEachDriver(t *testing.T, fn func(t *testing.T, b *bundle)) {
 	for _, o := range drivers(t) {
 		t.Run(o.name, func(t *testing.T) {
 			clock := testclock.At(epoch)
-			fn(t, &bundle{t: t, ctx: context.Background(), d: o.open(t, clock.Now), clock: clock})
+			fn(t, &bundle{t: t, ctx: context.Background(), d: o.open(t, clock), clock: clock})
 		})
 	}
 }
@@ -408,7 +408,7 @@ func TestStartStop(t *testing.T) {
 
 	t.Run("Stop before Start does nothing and Start runs once", func(t *testing.T) {
 		clock := testclock.At(epoch)
-		d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock.Now, Migrate: true})
+		d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock, Migrate: true})
 		require.NoError(t, err)
 		defer d.Close()
 		p, err := retention.New(d, &retention.Config{Clock: clock})

@@ -185,7 +185,7 @@ func setup(t *testing.T, b *backend, maxAttempts int, opts *rheootel.Options) *b
 	o.TracerProvider, o.MeterProvider = tp, mp
 
 	clock := testclock.New()
-	raw := b.open(t, clock.Now)
+	raw := b.open(t, clock)
 	stream := fmt.Sprintf("otel%d", streamSeq.Add(1))
 	ctx := context.Background()
 	require.NoError(t, raw.CreateStream(ctx, stream, 1))

@@ -58,9 +58,9 @@ func runChild() int {
 	clock := testclock.At(at)
 	var drv driver.Driver
 	if os.Getenv(childEnv) == "postgres" {
-		drv, err = postgres.Open(ctx, os.Getenv(childDSNEnv), &postgres.Options{Clock: clock.Now})
+		drv, err = postgres.Open(ctx, os.Getenv(childDSNEnv), &postgres.Options{Clock: clock})
 	} else {
-		drv, err = sqlite.Open(ctx, os.Getenv(childDSNEnv), &sqlite.Options{Clock: clock.Now})
+		drv, err = sqlite.Open(ctx, os.Getenv(childDSNEnv), &sqlite.Options{Clock: clock})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -124,7 +124,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name+": a worker killed mid-batch loses nothing", func(t *testing.T) {
 			clock := testclock.New()
-			drv := b.open(t, b.dsn, clock.Now)
+			drv := b.open(t, b.dsn, clock)
 			stream, group := newStream(t, drv, 2, 5)
 			appended := appendSpread(t, drv, stream, events)
 
@@ -216,8 +216,8 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	p := faultproxy.New(t, u.Host)
 
 	clock := testclock.New()
-	admin := openPostgres(t, b.dsn, clock.Now)
-	drv := openPostgres(t, p.URL(t, b.dsn), clock.Now)
+	admin := openPostgres(t, b.dsn, clock)
+	drv := openPostgres(t, p.URL(t, b.dsn), clock)
 	stream, group := newStream(t, admin, 4, 5)
 	appended := appendSpread(t, admin, stream, events)
 

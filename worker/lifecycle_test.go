@@ -130,7 +130,7 @@ func TestWorkerLifecycle(t *testing.T) {
 				otherGroup := bd.config(nop)
 				otherGroup.Group = "other"
 				startWorker(t, bd.drv, otherGroup)
-				otherDriver := b.open(t, b.dsn, bd.clock.Now)
+				otherDriver := b.open(t, b.dsn, bd.clock)
 				startWorker(t, otherDriver, bd.config(nop))
 
 				require.NoError(t, first.Stop(context.Background()))

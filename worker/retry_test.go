@@ -303,7 +303,7 @@ func TestWorkerBacksOffThroughFaults(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name+": flaky handlers and failed settles lose nothing and settle nothing stale", func(t *testing.T) {
 			clock := testclock.New()
-			drv := b.open(t, b.dsn, clock.Now)
+			drv := b.open(t, b.dsn, clock)
 			stream, group := newStream(t, drv, 2, 5)
 			appended := appendSpread(t, drv, stream, events)
 			faulty := newFaultyDriver(drv)

@@ -43,7 +43,7 @@ type bundle struct {
 func setup(t *testing.T, b *backend, maxAttempts int) *bundle {
 	t.Helper()
 	clock := testclock.New()
-	drv := b.open(t, b.dsn, clock.Now)
+	drv := b.open(t, b.dsn, clock)
 	stream, group := newStream(t, drv, 1, maxAttempts)
 	return &bundle{backend: b, drv: drv, clock: clock, rec: &recorder{}, stream: stream, group: group}
 }

@@ -70,7 +70,7 @@ func (o *ops) clockArg() (any, error) {
 	if o.clock == nil {
 		return nil, nil
 	}
-	now := o.clock()
+	now := o.clock.Now()
 	if err := driver.CheckTime("clock", now); err != nil {
 		return nil, err
 	}
