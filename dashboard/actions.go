@@ -90,18 +90,13 @@ type replayForm struct {
 	Partitions   string
 }
 
-type partitionCount struct {
-	Partition int
-	Events    int64
-}
-
 type replayData struct {
 	page
 	Stream, Group string
 	Form          replayForm
 	Action        string
 	GroupURL      string
-	Counts        []partitionCount
+	Counts        []driver.PartitionCount
 	Total         int64
 	Counted       bool
 	Invalid       string
@@ -132,28 +127,21 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, stream, group s
 	}
 	ctx, cancel := h.reqContext(r)
 	defer cancel()
-	if partitions == nil {
-		lag, err := h.drv.Lag(ctx, stream, group, nil)
-		if err != nil {
-			return "", attrs, err
-		}
-		for _, p := range lag.Partitions {
-			partitions = append(partitions, p.Partition)
-		}
-	}
 	dryRun := step != "confirm"
-	counts, err := h.runReplay(ctx, stream, group, opts, partitions, dryRun)
-	if errors.Is(err, errNoTransactions) {
+	counts, err := driver.ReplayByPartition(ctx, h.drv, stream, group, opts,
+		&driver.ReplayByPartitionOptions{Partitions: partitions, DryRun: dryRun})
+	if errors.Is(err, driver.ErrNoTransactions) {
 		if dryRun {
 			data.Invalid = "This driver cannot count a replay without making it (no transactions): confirm to replay without a count."
 			h.render(w, r, http.StatusOK, "replay", data)
 			return "", attrs, nil
 		}
+		opts.Partitions = partitions
 		n, err := h.drv.Replay(ctx, stream, group, opts)
 		if err != nil {
 			return "", attrs, err
 		}
-		counts = []partitionCount{{Partition: -1, Events: n}}
+		counts = []driver.PartitionCount{{Partition: -1, Events: n}}
 	} else if err != nil {
 		if isBadInput(err) {
 			data.Invalid = err.Error()
@@ -215,41 +203,6 @@ func parsePartitions(s string) ([]int, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-var (
-	errNoTransactions = errors.New("the driver has no transactions")
-	errDryRun         = errors.New("dry run")
-)
-
-// runReplay replays partition by partition in one transaction, which a
-// dry run rolls back (as rheo replay --dry-run does), and returns the
-// count of each partition.
-func (h *Handler) runReplay(ctx context.Context, stream, group string, opts rheo.ReplayOptions, partitions []int, dryRun bool) ([]partitionCount, error) {
-	tr, ok := h.drv.(driver.Transactor)
-	if !ok {
-		return nil, errNoTransactions
-	}
-	var counts []partitionCount
-	err := tr.InTx(ctx, func(ctx context.Context, tx driver.Tx) error {
-		counts = counts[:0]
-		for _, p := range partitions {
-			opts.Partitions = []int{p}
-			n, err := tx.Replay(ctx, stream, group, opts)
-			if err != nil {
-				return err
-			}
-			counts = append(counts, partitionCount{Partition: p, Events: n})
-		}
-		if dryRun {
-			return errDryRun
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errDryRun) {
-		return nil, err
-	}
-	return counts, nil
 }
 
 type resetForm struct {

@@ -249,6 +249,9 @@ are all kept.`,
 	}
 }
 
+// errDryRun rolls back the transaction of a dry run.
+var errDryRun = errors.New("dry run")
+
 func pruneCommand() *command {
 	return &command{
 		name:     "prune",
