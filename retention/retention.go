@@ -1,4 +1,7 @@
-// Package retention prunes Rheo streams in the background: a Pruner
+// Package retention holds Rheo's maintenance: it prunes streams and
+// vacuums the table of settles in the background.
+//
+// A Pruner
 // visits every stream that has a retention (driver.Ops.SetRetention) once
 // per Config.Interval and deletes, in bounded batches, the events that
 // are older than it and that every group has passed (reference §7.2, prune
@@ -8,6 +11,10 @@
 // its own transaction, and concurrent prunes of a stream wait for each
 // other). Hosts that run only SQL can schedule rheo.prune with pg_cron
 // instead: see docs/ops.md.
+//
+// A Vacuumer vacuums the deliveries table after every so many settles,
+// between autovacuum's visits; driver/postgres runs one on its pool
+// (postgres.Options.VacuumEvery).
 package retention
 
 import (

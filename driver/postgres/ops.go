@@ -13,6 +13,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/retention"
 )
 
 // querier is what a pooled connection and a transaction have in common.
@@ -29,7 +30,7 @@ type ops struct {
 	pool   *pgxpool.Pool
 	tx     pgx.Tx
 	clock  driver.Clock
-	vacuum *vacuumer // nil when turned off
+	vacuum *retention.Vacuumer // nil when turned off
 }
 
 // run calls fn with a querier and translates its error. write marks
@@ -384,7 +385,7 @@ func (o *ops) Ack(ctx context.Context, leaseID string) error {
 		return err
 	})
 	if err == nil {
-		o.vacuum.settledRows(1)
+		o.vacuum.Settled(1)
 	}
 	return err
 }
@@ -435,7 +436,7 @@ func (o *ops) AckBatch(ctx context.Context, leaseIDs []string) ([]rheo.AckResult
 			acked++
 		}
 	}
-	o.vacuum.settledRows(acked)
+	o.vacuum.Settled(acked)
 	return results, nil
 }
 
@@ -464,7 +465,7 @@ func (o *ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions
 			id, textArg(opts.Reason), delayMS, clock).Scan(&outcome)
 	})
 	if err == nil {
-		o.vacuum.settledRows(1)
+		o.vacuum.Settled(1)
 	}
 	return rheo.RetryOutcome(outcome), err
 }
@@ -486,7 +487,7 @@ func (o *ops) Reject(ctx context.Context, leaseID string, reason string) error {
 		return err
 	})
 	if err == nil {
-		o.vacuum.settledRows(1)
+		o.vacuum.Settled(1)
 	}
 	return err
 }
