@@ -32,6 +32,7 @@ func wantContains(t *testing.T, what, body string, wants ...string) {
 }
 
 func TestDashboardPages(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		newStream(t, b.drv, "orders/eu", 2, "billing", "shipping")
@@ -140,6 +141,7 @@ func TestDashboardPages(t *testing.T) {
 }
 
 func TestDashboardEventsPaging(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		newStream(t, b.drv, "orders", 2)
@@ -190,6 +192,7 @@ func TestDashboardEventsPaging(t *testing.T) {
 }
 
 func TestDashboardSecurity(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		newStream(t, b.drv, "orders", 1, "billing")
 		deadLetter(t, b.drv, "orders", "billing", `{"type": "x"}`, "r")
@@ -361,6 +364,7 @@ func mustURL(t *testing.T, s string) *url.URL {
 }
 
 func TestDashboardReplayAndReset(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		newStream(t, b.drv, "orders", 2, "billing")
@@ -442,6 +446,7 @@ func TestDashboardReplayAndReset(t *testing.T) {
 }
 
 func TestDashboardInsufficientPrivilege(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	role := testdb.NewRole(t, "")
 	dbURL := testdb.NewDatabase(t)
