@@ -218,7 +218,7 @@ func TestCLIFlagRefusals(t *testing.T) {
 func TestCLINewcomerFacts(t *testing.T) {
 	read := func(t *testing.T, path string) string {
 		t.Helper()
-		b, err := os.ReadFile(filepath.Join("..", "..", path))
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", path))
 		if err != nil {
 			t.Fatal(err)
 		}
