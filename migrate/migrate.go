@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/pgerr"
 )
 
 // Options are the optional settings of Postgres. A nil *Options means the
@@ -43,14 +44,23 @@ const (
 )
 
 // wrapErr puts a failed step in the error vocabulary: a connection that
-// broke is backend_unavailable, anything else is failed. A run is one
+// broke is backend_unavailable, anything else is failed, with the kind
+// of a server's error (as driver/postgres classifies it). A run is one
 // transaction, so running the migration again is always safe.
 func wrapErr(ctx context.Context, step string, err error, connBroken bool) error {
+	kind, msg := rheo.KindUnknown, ""
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		kind, msg = pgerr.Kind(pgErr), pgerr.Message(pgErr)
+	}
 	var netErr net.Error
 	if ctx.Err() == nil && (connBroken || errors.As(err, &netErr)) {
-		return rheo.Errorf(rheo.ErrBackendUnavailable, "migrate: %s: %v", step, err)
+		if kind == rheo.KindUnknown {
+			kind = rheo.KindConnectionLost
+		}
+		return &rheo.UnavailableError{Op: "migrate", Kind: kind, Message: msg, Err: &stepError{step: step, err: err}}
 	}
-	return &rheo.FailedError{Op: "migrate", Err: &stepError{step: step, err: err}}
+	return &rheo.FailedError{Op: "migrate", Kind: kind, Message: msg, Err: &stepError{step: step, err: err}}
 }
 
 // stepError is a failed step. A server's error reads as its message (and
@@ -63,11 +73,7 @@ type stepError struct {
 func (e *stepError) Error() string {
 	var pgErr *pgconn.PgError
 	if errors.As(e.err, &pgErr) {
-		msg := pgErr.Message
-		if pgErr.Detail != "" {
-			msg += " (" + pgErr.Detail + ")"
-		}
-		return e.step + ": " + msg
+		return e.step + ": " + pgerr.Message(pgErr)
 	}
 	return e.step + ": " + e.err.Error()
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
 	"github.com/rheo-go/rheo/migrate"
@@ -307,19 +308,17 @@ func rootCause(err error) error {
 }
 
 // driverCause is the SQLite driver's own error inside err, which the
-// Rheo driver wraps as "op: backend_unavailable: cause".
+// Rheo driver wraps in a *rheo.UnavailableError or *rheo.FailedError.
 func driverCause(err error) error {
-	for {
-		multi, ok := err.(interface{ Unwrap() []error })
-		if !ok {
-			return err
-		}
-		errs := multi.Unwrap()
-		if len(errs) == 0 {
-			return err
-		}
-		err = errs[len(errs)-1]
+	var unavailable *rheo.UnavailableError
+	if errors.As(err, &unavailable) {
+		return unavailable.Err
 	}
+	var failed *rheo.FailedError
+	if errors.As(err, &failed) {
+		return failed.Err
+	}
+	return err
 }
 
 // sqliteCmd runs cmd ("up" or "status") on an SQLite target and returns
