@@ -319,6 +319,7 @@ CREATE SCHEMA IF NOT EXISTS rheo;
 
 	b.WriteString("\n-- The roles that used a release before rheo_owner keep their access.\n" + keepAccessSQL + ";\n")
 	b.WriteString("\n-- The schema and everything in it belong to rheo_owner.\n" + handOverSQL + ";\n")
+	b.WriteString("\n-- The previous owner keeps its privileges until the follow-ups.\n" + keepOwnerAccessSQL + ";\n")
 
 	b.WriteString("\n-- Functions, created as rheo_owner: " + strings.Join(set.names(), ", ") + "\n")
 	b.WriteString(doBlock(

@@ -241,13 +241,10 @@ SELECT ARRAY(SELECT n FROM unnest($1::text[]) AS n WHERE NOT EXISTS (SELECT FROM
 // rheo_producer; one that may write rheo.deliveries, rheo_consumer; one
 // that may read rheo.events, rheo_reader. Only privileges held directly
 // count (a member of such a role gets the new one through it), and
-// neither superusers, PUBLIC, pg_ roles nor Rheo's own.
-//
-// The owner loses its privileges on the tables with the hand-over, while
-// the previous release's calls in flight still use them with the caller's
-// privileges: it is granted them again until the follow-ups run (see
-// createFollowUpsSQL). Nothing happens when Rheo belongs to rheo_owner
-// already or the current role may not act as it.
+// neither superusers, PUBLIC, pg_ roles nor Rheo's own. The owners are
+// kept for keepOwnerAccessSQL in a temporary table. Nothing happens when
+// Rheo belongs to rheo_owner already or the current role may not act as
+// it.
 const keepAccessSQL = `DO $rheo_keep_access$
 DECLARE
     v record;
@@ -278,17 +275,34 @@ BEGIN
                  END AS rheo_role) AS m
           JOIN pg_roles x ON x.oid = h.role
          WHERE m.rheo_role IS NOT NULL AND NOT x.rolsuper
-           AND x.rolname NOT LIKE 'rheo\_%' AND x.rolname NOT LIKE 'pg\_%'
+           AND x.rolname NOT IN ('rheo_owner', 'rheo_reader', 'rheo_producer', 'rheo_consumer', 'rheo_admin')
+           AND x.rolname NOT LIKE 'pg\_%'
            AND NOT pg_has_role(x.oid, m.rheo_role, 'MEMBER')
     LOOP
         EXECUTE format('GRANT %I TO %I', v.rheo_role, v.role);
     END LOOP;
-    FOR v IN
-        SELECT DISTINCT x.rolname AS role
-          FROM pg_class c JOIN pg_roles x ON x.oid = c.relowner
-         WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind = 'r'
-           AND NOT x.rolsuper AND x.rolname NOT LIKE 'rheo\_%'
-    LOOP
+    DROP TABLE IF EXISTS pg_temp.rheo_previous_owners;
+    CREATE TEMPORARY TABLE rheo_previous_owners ON COMMIT DROP AS
+    SELECT DISTINCT x.rolname AS role
+      FROM pg_class c JOIN pg_roles x ON x.oid = c.relowner
+     WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind = 'r'
+       AND NOT x.rolsuper AND x.rolname <> 'rheo_owner';
+END
+$rheo_keep_access$`
+
+// keepOwnerAccessSQL, run after the hand-over, gives the previous owners
+// that keepAccessSQL found their privileges on the tables back until the
+// follow-ups run: the previous release's calls in flight use them, with
+// the caller's privileges. The follow-ups revoke them (see
+// createFollowUpsSQL).
+const keepOwnerAccessSQL = `DO $rheo_keep_owner_access$
+DECLARE
+    v record;
+BEGIN
+    IF to_regclass('pg_temp.rheo_previous_owners') IS NULL THEN
+        RETURN;
+    END IF;
+    FOR v IN SELECT o.role FROM pg_temp.rheo_previous_owners o LOOP
         EXECUTE format('GRANT USAGE ON SCHEMA rheo TO %I', v.role);
         EXECUTE format('GRANT ALL ON ALL TABLES IN SCHEMA rheo TO %I', v.role);
         EXECUTE format('GRANT ALL ON ALL SEQUENCES IN SCHEMA rheo TO %I', v.role);
@@ -302,5 +316,6 @@ BEGIN
     END IF;
 END$r$$f$, v.role, v.role, v.role, v.role));
     END LOOP;
+    DROP TABLE pg_temp.rheo_previous_owners;
 END
-$rheo_keep_access$`
+$rheo_keep_owner_access$`

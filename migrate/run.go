@@ -484,6 +484,11 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32) er
 		if err := installFunctions(r.ctx, tx, r.in, len(pending) > 0, r.log, set); err != nil {
 			return err
 		}
+		if handOver {
+			if _, err := tx.Exec(r.ctx, keepOwnerAccessSQL); err != nil {
+				return fmt.Errorf("keep the access of the previous owner: %w", err)
+			}
+		}
 		if len(pending) > 0 {
 			if _, err := tx.Exec(r.ctx, fmt.Sprintf("UPDATE %s SET version = %d", versionTable, latest)); err != nil {
 				return err
