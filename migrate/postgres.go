@@ -295,10 +295,13 @@ CREATE SCHEMA IF NOT EXISTS rheo;
 
 %s;
 
+-- Whether Rheo was installed before this script.
+%s;
+
 -- What an earlier upgrade left to do once the previous release's calls
 -- in flight had ended.
 %s;
-`, len(ms), set.sha256, AdvisoryLockKey, createRolesSQL, ownerAccessSQL, createVersionTableSQL, runFollowUpsSQL)
+`, len(ms), set.sha256, AdvisoryLockKey, createRolesSQL, ownerAccessSQL, createVersionTableSQL, upgradingSQL, runFollowUpsSQL)
 
 	for _, m := range ms {
 		fmt.Fprintf(&b, "\n-- Schema migration %d: %s\n", m.version, m.name)

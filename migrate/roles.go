@@ -242,14 +242,16 @@ SELECT ARRAY(SELECT n FROM unnest($1::text[]) AS n WHERE NOT EXISTS (SELECT FROM
 // that may read rheo.events, rheo_reader. Only privileges held directly
 // count (a member of such a role gets the new one through it), and
 // neither superusers, PUBLIC, pg_ roles nor Rheo's own. The owners are
-// kept for keepOwnerAccessSQL in a temporary table. Nothing happens when
-// Rheo belongs to rheo_owner already or the current role may not act as
-// it.
+// kept for keepOwnerAccessSQL in a temporary table. Nothing happens
+// unless the transaction set rheo.upgrading to on (Rheo was installed
+// before it: upgradingSQL), Rheo does not belong to rheo_owner yet and
+// the current role may act as it.
 const keepAccessSQL = `DO $rheo_keep_access$
 DECLARE
     v record;
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = 'rheo_owner')
+    IF current_setting('rheo.upgrading', true) IS DISTINCT FROM 'on'
+       OR NOT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = 'rheo_owner')
        OR NOT pg_has_role(current_user, 'rheo_owner', 'MEMBER')
        OR (SELECT n.nspowner::regrole::text FROM pg_namespace n WHERE n.nspname = 'rheo') = 'rheo_owner' THEN
         RETURN;
@@ -319,3 +321,8 @@ END$r$$f$, v.role, v.role, v.role, v.role));
     DROP TABLE pg_temp.rheo_previous_owners;
 END
 $rheo_keep_owner_access$`
+
+// upgradingSQL sets rheo.upgrading, for the transaction, to whether Rheo
+// was installed before it (a schema version above 0), which keepAccessSQL
+// reads. It runs once the version table exists.
+const upgradingSQL = `SELECT set_config('rheo.upgrading', CASE WHEN (SELECT version FROM rheo.schema_version) > 0 THEN 'on' ELSE 'off' END, true)`

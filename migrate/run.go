@@ -196,7 +196,7 @@ func (r *runner) run() error {
 		deferred = deferred || !record
 	}
 
-	if err := r.switchTx(set, pending, latest); err != nil {
+	if err := r.switchTx(set, pending, latest, current > 0); err != nil {
 		return err
 	}
 	return r.followUps()
@@ -433,8 +433,9 @@ var switchTables = []string{"streams", "partitions", "events", "time_marks", "gr
 // hand-over, the functions and the new version, in one transaction that
 // locks the tables it changes at its start. It does nothing when no
 // migration is pending, the functions are current and nothing is left to
-// hand over.
-func (r *runner) switchTx(set functionSet, pending []migration, latest int32) error {
+// hand over. installed says that Rheo was there before the run: the
+// roles that used it keep their access through the hand-over.
+func (r *runner) switchTx(set functionSet, pending []migration, latest int32, installed bool) error {
 	return r.tx("switch", false, func(tx pgx.Tx) error {
 		if err := r.access(tx); err != nil {
 			return err
@@ -465,7 +466,15 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32) er
 		if _, err := tx.Exec(r.ctx, lock); err != nil {
 			return err
 		}
-		if handOver {
+		// Made before the hand-over, so that it belongs to rheo_owner.
+		if _, err := tx.Exec(r.ctx, createFollowUpsSQL); err != nil {
+			return err
+		}
+		keep := handOver && installed
+		if keep {
+			if _, err := tx.Exec(r.ctx, "SELECT set_config('rheo.upgrading', 'on', true)"); err != nil {
+				return err
+			}
 			if _, err := tx.Exec(r.ctx, keepAccessSQL); err != nil {
 				return fmt.Errorf("keep the access of the roles that used Rheo: %w", err)
 			}
@@ -484,7 +493,7 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32) er
 		if err := installFunctions(r.ctx, tx, r.in, len(pending) > 0, r.log, set); err != nil {
 			return err
 		}
-		if handOver {
+		if keep {
 			if _, err := tx.Exec(r.ctx, keepOwnerAccessSQL); err != nil {
 				return fmt.Errorf("keep the access of the previous owner: %w", err)
 			}
@@ -495,15 +504,17 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32) er
 			}
 		}
 		if len(followUps) > 0 {
-			if _, err := tx.Exec(r.ctx, createFollowUpsSQL); err != nil {
-				return err
-			}
 			if _, err := tx.Exec(r.ctx, `INSERT INTO rheo.upgrade_follow_ups (after, sql) SELECT clock_timestamp(), s FROM unnest($1::text[]) AS s`,
 				followUps); err != nil {
 				return err
 			}
 		}
-		return nil
+		_, err := tx.Exec(r.ctx, `DO $rheo_none$ BEGIN
+    IF NOT EXISTS (SELECT FROM rheo.upgrade_follow_ups) THEN
+        DROP TABLE rheo.upgrade_follow_ups;
+    END IF;
+END $rheo_none$`)
+		return err
 	})
 }
 
