@@ -34,7 +34,7 @@ type Options struct {
 	// so that it never holds the application up for longer, and is tried
 	// again. Keep it well under the server's deadlock_timeout (1 s by
 	// default), so that a step waiting in a cycle with the application
-	// gives up before the server picks a victim. Defaults to 50 ms.
+	// gives up before the server picks a victim. Defaults to 25 ms.
 	LockTimeout time.Duration
 
 	// Attempts is how many times a step is tried before Postgres fails
@@ -62,7 +62,7 @@ func (o *Options) logger() *slog.Logger {
 
 func (o *Options) lockTimeout() time.Duration {
 	if o == nil || o.LockTimeout <= 0 {
-		return 50 * time.Millisecond
+		return 25 * time.Millisecond
 	}
 	return o.LockTimeout
 }

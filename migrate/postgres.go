@@ -306,7 +306,7 @@ CREATE SCHEMA IF NOT EXISTS rheo;
 	for _, m := range ms {
 		fmt.Fprintf(&b, "\n-- Schema migration %d: %s\n", m.version, m.name)
 		body := m.scriptSQL()
-		if f := m.followUps(); len(f) > 0 {
+		if f := append(m.followUps(stepSwitch), m.followUps(stepInstall)...); len(f) > 0 {
 			body += createFollowUpsSQL + ";\n"
 			for _, sql := range f {
 				body += "INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (clock_timestamp(), " + dollarQuote(sql, "rheo_follow_up") + ");\n"

@@ -209,6 +209,8 @@ func (r *runner) run() error {
 // tried again when it gives up on a lock or is a deadlock's victim.
 func (r *runner) tx(what string, long bool, fn func(tx pgx.Tx) error) error {
 	return r.retry(what, func() error {
+		start := time.Now()
+		defer func() { r.log.DebugContext(r.ctx, "transaction ended", "step", what, "took", time.Since(start)) }()
 		return pgx.BeginFunc(r.ctx, r.conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, true)", r.timeout(long)); err != nil {
 				return err
@@ -287,7 +289,7 @@ func retryable(err error) bool {
 func (r *runner) online(m migration, record bool) error {
 	var steps []step
 	for _, s := range m.steps {
-		if s.kind != stepSwitch && s.kind != stepFollowUp {
+		if s.kind != stepSwitch && s.kind != stepInstall && s.kind != stepFollowUp {
 			steps = append(steps, s)
 		}
 	}
@@ -429,41 +431,48 @@ SELECT coalesce((SELECT n.nspowner::regrole::text = 'rheo_owner' FROM pg_namespa
 var switchTables = []string{"streams", "partitions", "events", "time_marks", "groups", "cursors",
 	"deliveries", "dead_letters", "key_wakeups"}
 
-// switchTx runs the switch: the pending migrations' switch steps, the
-// hand-over, the functions and the new version, in one transaction that
-// locks the tables it changes at its start. It does nothing when no
-// migration is pending, the functions are current and nothing is left to
-// hand over. installed says that Rheo was there before the run: the
-// roles that used it keep their access through the hand-over.
+// lockAllSQL locks every table of switchTables that exists, in that
+// order, in ACCESS EXCLUSIVE mode.
+var lockAllSQL = func() string {
+	var tables []string
+	for _, t := range switchTables {
+		tables = append(tables, "rheo."+t)
+	}
+	return `DO $rheo_lock$ BEGIN EXECUTE 'LOCK TABLE ' || (
+  SELECT string_agg(t.name, ', ' ORDER BY t.ord) FROM unnest(` + quoteArray(tables) + `::text[]) WITH ORDINALITY AS t(name, ord)
+   WHERE to_regclass(t.name) IS NOT NULL) || ' IN ACCESS EXCLUSIVE MODE'; END $rheo_lock$`
+}()
+
+// switchTx is the switch, in two transactions. The first, when a
+// migration has switch steps or something is left to hand over, locks
+// every table at its start (lockAllSQL) and runs the switch steps and
+// the hand-over: catalog changes and catch-ups of what the previous
+// release's functions did since the steps before. The second installs
+// the functions, after the migrations' install steps, and records the
+// new version; it locks no table. In between, and until the follow-ups,
+// the previous release's functions run on the new tables, which the
+// migrations provide for. installed says that Rheo was there before the
+// run: the roles that used it keep their access through the hand-over.
 func (r *runner) switchTx(set functionSet, pending []migration, latest int32, installed bool) error {
-	return r.tx("switch", false, func(tx pgx.Tx) error {
+	var tableSteps bool
+	for _, m := range pending {
+		for _, s := range m.steps {
+			tableSteps = tableSteps || s.kind == stepSwitch
+		}
+	}
+	if err := r.tx("switch", false, func(tx pgx.Tx) error {
 		if err := r.access(tx); err != nil {
 			return err
 		}
-		var current, missing, handOver bool
-		if err := tx.QueryRow(r.ctx, `SELECT EXISTS (SELECT FROM rheo.function_set WHERE sha256 = $1), (`+grantsMissingSQL+`), (`+handOverPendingSQL+`)`,
-			set.sha256).Scan(&current, &missing, &handOver); err != nil {
+		var handOver bool
+		if err := tx.QueryRow(r.ctx, handOverPendingSQL).Scan(&handOver); err != nil {
 			return err
 		}
 		handOver = handOver && r.in.asOwner
-		if len(pending) == 0 && current && !missing && !handOver {
-			r.log.DebugContext(r.ctx, "functions are current", logKeySHA256, set.sha256)
+		if !tableSteps && !handOver {
 			return nil
 		}
-		// The functions' triggers are made again, which locks rheo.events
-		// against writes; a migration or a hand-over locks every table.
-		lock := "LOCK TABLE rheo.events IN SHARE ROW EXCLUSIVE MODE"
-		if len(pending) > 0 || handOver {
-			var tables []string
-			for _, t := range switchTables {
-				tables = append(tables, "rheo."+t)
-			}
-			lock = `DO $rheo_lock$ BEGIN EXECUTE 'LOCK TABLE ' || (
-  SELECT string_agg(t.name, ', ' ORDER BY t.ord) FROM unnest($1::text[]) WITH ORDINALITY AS t(name, ord)
-   WHERE to_regclass(t.name) IS NOT NULL) || ' IN ACCESS EXCLUSIVE MODE'; END $rheo_lock$`
-			lock = strings.Replace(lock, "$1::text[]", quoteArray(tables), 1)
-		}
-		if _, err := tx.Exec(r.ctx, lock); err != nil {
+		if _, err := tx.Exec(r.ctx, lockAllSQL); err != nil {
 			return err
 		}
 		// Made before the hand-over, so that it belongs to rheo_owner.
@@ -488,34 +497,75 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 					}
 				}
 			}
-			followUps = append(followUps, m.followUps()...)
+			followUps = append(followUps, m.followUps(stepSwitch)...)
 		}
-		if err := installFunctions(r.ctx, tx, r.in, len(pending) > 0, r.log, set); err != nil {
-			return err
+		if handOver {
+			if _, err := tx.Exec(r.ctx, handOverSQL); err != nil {
+				return fmt.Errorf("hand Rheo over to %s: %w", OwnerRole, err)
+			}
 		}
 		if keep {
 			if _, err := tx.Exec(r.ctx, keepOwnerAccessSQL); err != nil {
 				return fmt.Errorf("keep the access of the previous owner: %w", err)
 			}
 		}
+		return r.recordFollowUps(tx, followUps)
+	}); err != nil {
+		return err
+	}
+
+	return r.tx("install functions", false, func(tx pgx.Tx) error {
+		if err := r.access(tx); err != nil {
+			return err
+		}
+		var current, missing bool
+		if err := tx.QueryRow(r.ctx, `SELECT EXISTS (SELECT FROM rheo.function_set WHERE sha256 = $1), (`+grantsMissingSQL+`)`,
+			set.sha256).Scan(&current, &missing); err != nil {
+			return err
+		}
+		if len(pending) == 0 && current && !missing {
+			r.log.DebugContext(r.ctx, "functions are current", logKeySHA256, set.sha256)
+			return nil
+		}
+		var followUps []string
+		for _, m := range pending {
+			for _, s := range m.steps {
+				if s.kind == stepInstall {
+					if _, err := tx.Exec(r.ctx, s.sql); err != nil {
+						return fmt.Errorf("%s: %w", m.name, err)
+					}
+				}
+			}
+			followUps = append(followUps, m.followUps(stepInstall)...)
+		}
+		if err := installFunctions(r.ctx, tx, r.in, len(pending) > 0, r.log, set); err != nil {
+			return err
+		}
 		if len(pending) > 0 {
 			if _, err := tx.Exec(r.ctx, fmt.Sprintf("UPDATE %s SET version = %d", versionTable, latest)); err != nil {
 				return err
 			}
 		}
-		if len(followUps) > 0 {
-			if _, err := tx.Exec(r.ctx, `INSERT INTO rheo.upgrade_follow_ups (after, sql) SELECT clock_timestamp(), s FROM unnest($1::text[]) AS s`,
-				followUps); err != nil {
-				return err
-			}
-		}
-		_, err := tx.Exec(r.ctx, `DO $rheo_none$ BEGIN
+		return r.recordFollowUps(tx, followUps)
+	})
+}
+
+// recordFollowUps adds follow-ups to rheo.upgrade_follow_ups, which it
+// makes when missing, and drops the table when it is left empty.
+func (r *runner) recordFollowUps(tx pgx.Tx, followUps []string) error {
+	if _, err := tx.Exec(r.ctx, createFollowUpsSQL); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(r.ctx, `INSERT INTO rheo.upgrade_follow_ups (after, sql) SELECT clock_timestamp(), s FROM unnest($1::text[]) AS s`,
+		followUps); err != nil {
+		return err
+	}
+	_, err := tx.Exec(r.ctx, `DO $rheo_none$ BEGIN
     IF NOT EXISTS (SELECT FROM rheo.upgrade_follow_ups) THEN
         DROP TABLE rheo.upgrade_follow_ups;
     END IF;
 END $rheo_none$`)
-		return err
-	})
+	return err
 }
 
 // quoteArray is a text[] literal of names, which are Rheo's own constants.
@@ -566,44 +616,16 @@ SELECT count(*) FROM pg_stat_activity a
 			return r.fail("wait for the transactions older than the switch", r.ctx.Err())
 		}
 	}
-	var tables []string
-	for _, t := range switchTables {
-		tables = append(tables, "rheo."+t)
-	}
-	for {
-		done := false
-		if err := r.tx("follow-up", false, func(tx pgx.Tx) error {
-			if err := r.access(tx); err != nil {
-				return err
-			}
-			var id int64
-			var sql string
-			err := tx.QueryRow(r.ctx, `SELECT f.id, f.sql FROM rheo.upgrade_follow_ups f ORDER BY f.id LIMIT 1`).Scan(&id, &sql)
-			if errors.Is(err, pgx.ErrNoRows) {
-				done = true
-				_, err = tx.Exec(r.ctx, "DROP TABLE rheo.upgrade_follow_ups")
-				return err
-			}
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(r.ctx, `DO $rheo_lock$ BEGIN EXECUTE 'LOCK TABLE ' || (
-  SELECT string_agg(t.name, ', ' ORDER BY t.ord) FROM unnest(`+quoteArray(tables)+`::text[]) WITH ORDINALITY AS t(name, ord)
-   WHERE to_regclass(t.name) IS NOT NULL) || ' IN ACCESS EXCLUSIVE MODE'; END $rheo_lock$`); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(r.ctx, sql); err != nil {
-				return err
-			}
-			_, err = tx.Exec(r.ctx, `DELETE FROM rheo.upgrade_follow_ups WHERE id = $1`, id)
-			return err
-		}); err != nil {
+	return r.tx("follow-ups", false, func(tx pgx.Tx) error {
+		if err := r.access(tx); err != nil {
 			return err
 		}
-		if done {
-			return nil
+		if _, err := tx.Exec(r.ctx, lockAllSQL); err != nil {
+			return err
 		}
-	}
+		_, err := tx.Exec(r.ctx, runFollowUpsSQL)
+		return err
+	})
 }
 
 // runFollowUpsSQL runs, in the install script, the follow-ups an earlier

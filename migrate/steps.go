@@ -29,11 +29,16 @@ const (
 	// it runs again, each time in a transaction of its own, until it
 	// changes (or, a SELECT, returns) no row.
 	stepBatch stepKind = "batch"
-	// stepSwitch runs in the switch: the one transaction that also
-	// installs the functions and records the new version, with every
-	// table it needs locked at its start. Only what the previous
-	// release's functions could not live with belongs here.
+	// stepSwitch runs in the switch's first transaction, with every
+	// table locked at its start: catalog changes that need the tables
+	// still (SET NOT NULL proven by a valid CHECK), catch-ups of what the
+	// previous release's functions did meanwhile. It must be short, and
+	// what it leaves must still work with those functions.
 	stepSwitch stepKind = "switch"
+	// stepInstall runs in the switch's second transaction, just before
+	// the functions are installed, and locks no table: making room for
+	// the new functions (renaming old signatures out of their way).
+	stepInstall stepKind = "install"
 	// stepFollowUp runs after the switch, once every transaction that
 	// began before it has ended (so that no call of the previous
 	// release's functions is in flight), each statement in a transaction
@@ -58,7 +63,7 @@ type migration struct {
 // run in it or after it.
 func (m migration) hasSwitch() bool {
 	for _, s := range m.steps {
-		if s.kind == stepSwitch || s.kind == stepFollowUp {
+		if s.kind == stepSwitch || s.kind == stepInstall || s.kind == stepFollowUp {
 			return true
 		}
 	}
@@ -87,7 +92,7 @@ func parseSteps(sql string) ([]step, error) {
 			kind = stepKind(sql[loc[2]:loc[3]])
 		}
 		switch kind {
-		case stepTx, stepOnline, stepConcurrently, stepBatch, stepSwitch, stepFollowUp:
+		case stepTx, stepOnline, stepConcurrently, stepBatch, stepSwitch, stepInstall, stepFollowUp:
 		default:
 			return nil, fmt.Errorf("unknown step kind %q", kind)
 		}
@@ -151,12 +156,20 @@ func (m migration) scriptSQL() string {
 	return b.String()
 }
 
-// followUps returns the follow-up statements of the migration.
-func (m migration) followUps() []string {
+// followUps returns the follow-ups of the migration that the steps of
+// kind after record: those that follow them up to the next switch or
+// install step.
+func (m migration) followUps(after stepKind) []string {
 	var out []string
+	var last stepKind
 	for _, s := range m.steps {
-		if s.kind == stepFollowUp {
-			out = append(out, s.sql)
+		switch s.kind {
+		case stepSwitch, stepInstall:
+			last = s.kind
+		case stepFollowUp:
+			if last == after || (last == "" && after == stepSwitch) {
+				out = append(out, s.sql)
+			}
 		}
 	}
 	return out

@@ -148,6 +148,9 @@ func upgradeUnderLoad(t *testing.T, release string) {
 	w.start(ctx)
 
 	var logs warnings
+	if os.Getenv("RHEO_TEST_UPGRADE_LOG") == "1" {
+		logs.debug = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
+	}
 	time.Sleep(200 * time.Millisecond)
 	w.measure.Store(true)
 	upgradeStart := time.Now()
@@ -461,13 +464,22 @@ func exec(t *testing.T, conn *pgx.Conn, sql string) {
 
 // warnings is a slog handler that keeps the records at Warn and above.
 type warnings struct {
-	mu   sync.Mutex
-	msgs []string
+	mu    sync.Mutex
+	msgs  []string
+	debug slog.Handler // with RHEO_TEST_UPGRADE_LOG=1, every record goes to stderr
 }
 
-func (h *warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *warnings) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.debug != nil
+}
 
 func (h *warnings) Handle(_ context.Context, r slog.Record) error {
+	if h.debug != nil {
+		h.debug.Handle(context.Background(), r)
+	}
+	if r.Level < slog.LevelWarn {
+		return nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.msgs = append(h.msgs, r.Message)

@@ -37,13 +37,27 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE TRIGGER events_immutable
-    BEFORE INSERT OR UPDATE OR DELETE ON rheo.events
-    FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard();
-
-CREATE OR REPLACE TRIGGER events_no_truncate
-    BEFORE TRUNCATE ON rheo.events
-    FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard();
+-- Made again only when they differ: CREATE TRIGGER locks rheo.events
+-- against writes until the install commits, and the install runs while
+-- the application appends (docs/upgrading.md).
+DO $$
+BEGIN
+    IF (SELECT pg_get_triggerdef(g.oid) FROM pg_trigger g
+         WHERE g.tgrelid = 'rheo.events'::regclass AND g.tgname = 'events_immutable')
+       IS DISTINCT FROM 'CREATE TRIGGER events_immutable BEFORE INSERT OR DELETE OR UPDATE ON rheo.events FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard()' THEN
+        CREATE OR REPLACE TRIGGER events_immutable
+            BEFORE INSERT OR UPDATE OR DELETE ON rheo.events
+            FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard();
+    END IF;
+    IF (SELECT pg_get_triggerdef(g.oid) FROM pg_trigger g
+         WHERE g.tgrelid = 'rheo.events'::regclass AND g.tgname = 'events_no_truncate')
+       IS DISTINCT FROM 'CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON rheo.events FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard()' THEN
+        CREATE OR REPLACE TRIGGER events_no_truncate
+            BEFORE TRUNCATE ON rheo.events
+            FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard();
+    END IF;
+END
+$$;
 
 SELECT rheo._access('EXECUTE', 'FUNCTION rheo._events_guard()');
 

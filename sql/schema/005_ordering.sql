@@ -93,7 +93,7 @@ ALTER TABLE rheo.key_wakeups SET (autovacuum_vacuum_scale_factor = 0, autovacuum
 -- dropped, so that the previous release's calls in flight, which hold
 -- them, finish; the follow-up drops them. The functions are installed
 -- again in the switch.
--- rheo:step switch
+-- rheo:step install
 DO $$
 BEGIN
     IF to_regprocedure('rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz)') IS NOT NULL THEN
