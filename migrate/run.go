@@ -209,8 +209,6 @@ func (r *runner) run() error {
 // tried again when it gives up on a lock or is a deadlock's victim.
 func (r *runner) tx(what string, long bool, fn func(tx pgx.Tx) error) error {
 	return r.retry(what, func() error {
-		start := time.Now()
-		defer func() { r.log.DebugContext(r.ctx, "transaction ended", "step", what, "took", time.Since(start)) }()
 		return pgx.BeginFunc(r.ctx, r.conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, true)", r.timeout(long)); err != nil {
 				return err
