@@ -666,3 +666,18 @@ const handOverPendingSQL = `SELECT EXISTS (SELECT FROM pg_roles o WHERE o.rolnam
                       AND c.relowner::regrole::text <> 'rheo_owner' AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S'))
         OR EXISTS (SELECT FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace
                       AND p.proowner::regrole::text <> 'rheo_owner'))`
+
+// PostgresFollowUps reports how many follow-ups an upgrade left in the
+// database behind conn (see Postgres): 0 once they have run. Such a
+// database is not current yet; the next run of Postgres runs them.
+func PostgresFollowUps(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var n int
+	err := readInstalled(ctx, conn, "read the follow-ups", func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('rheo.upgrade_follow_ups') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT count(*) FROM rheo.upgrade_follow_ups`).Scan(&n)
+	})
+	return n, err
+}
