@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-
 )
 
 // stepKind is how a step of a schema migration runs. The rules a

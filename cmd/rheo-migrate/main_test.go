@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"database/sql"
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"net"
