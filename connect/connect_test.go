@@ -232,3 +232,29 @@ func TestOpenAsApplicationRole(t *testing.T) {
 		}
 	})
 }
+
+// TestOpenErrorsHidePassword opens URLs that carry a password in each
+// form a URL can carry one, at a port where nothing listens or with a
+// setting pgx refuses: no error may repeat the password, or a piece of
+// it.
+func TestOpenErrorsHidePassword(t *testing.T) {
+	for _, raw := range []string{
+		"postgres://app@127.0.0.1:1/app?password=hunter2",
+		"postgres://app@127.0.0.1:1/app?sslpassword=hunter2",
+		"postgres://app:hun@ter2@127.0.0.1:1/app",
+		"postgres://app:hun%40ter2@127.0.0.1:1/app",
+		"postgres://app:hunter2@127.0.0.1:1/app?sslmode=sometimes",
+		"postgres://app@127.0.0.1:1/app?password=hunter2&sslmode=sometimes",
+		"postgres://app:hun@ter2@127.0.0.1:1/app?sslmode=sometimes",
+		"postgres://app:hun/ter2@127.0.0.1:1/app",
+	} {
+		drv, err := connect.Open(context.Background(), raw, nil)
+		if err == nil {
+			drv.Close()
+			t.Fatalf("Open(%q) succeeded, want an error", raw)
+		}
+		if msg := err.Error(); strings.Contains(msg, "hun") || strings.Contains(msg, "ter2") {
+			t.Fatalf("Open(%q) error %q repeats the password", raw, msg)
+		}
+	}
+}

@@ -52,7 +52,7 @@ func (h *Handler) action(fn actionFunc) http.HandlerFunc {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil || !csrfValid(r) {
+		if err := r.ParseForm(); err != nil || !h.csrfValid(r) {
 			h.logger.LogAttrs(r.Context(), slog.LevelWarn, "dashboard action refused: no valid CSRF token",
 				append(base, slog.String(LogKeyResult, "refused"))...)
 			h.errorPage(w, r, http.StatusForbidden, "Refused: the form's security token is missing or out of date.",
@@ -360,22 +360,33 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, stream
 	switch {
 	case errors.Is(err, rheo.ErrStreamNotFound):
 		h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("Stream %q not found.", stream), "It may have been dropped.")
+		return
 	case errors.Is(err, rheo.ErrGroupNotFound):
 		h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("Group %q not found on stream %q.", group, stream), "It may have been dropped.")
+		return
 	case isInsufficientPrivilege(err):
 		h.errorPage(w, r, http.StatusForbidden,
 			"The database refused: the role the dashboard logs in as lacks the privilege for this (SQLSTATE 42501, insufficient privilege). Nothing was changed.",
 			"The pages need rheo_reader; reopening, replaying and resetting need rheo_admin (docs/security.md): GRANT rheo_admin TO <the role>;")
+		return
 	case isBadInput(err):
 		h.errorPage(w, r, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	// What remains names the database's address, user and name, or the
+	// driver's words: the log gets them, the visitor a generic message.
+	h.logger.ErrorContext(r.Context(), "dashboard: request failed", LogKeyRemote, r.RemoteAddr,
+		LogKeyStream, stream, LogKeyGroup, group, LogKeyError, err.Error())
+	const hint = "The dashboard's log has the details."
+	switch {
 	case errors.Is(err, rheo.ErrBackendUnavailable):
-		h.errorPage(w, r, http.StatusServiceUnavailable, "The database does not answer.", err.Error())
+		h.errorPage(w, r, http.StatusServiceUnavailable, "The database does not answer.", hint)
 	case errors.Is(err, context.DeadlineExceeded):
-		h.errorPage(w, r, http.StatusGatewayTimeout, fmt.Sprintf("The database did not answer within %s.", h.opts.Timeout), err.Error())
+		h.errorPage(w, r, http.StatusGatewayTimeout, fmt.Sprintf("The database did not answer within %s.", h.opts.Timeout), hint)
 	case errors.Is(err, rheo.ErrAmbiguous):
 		h.errorPage(w, r, http.StatusInternalServerError,
-			"The database's answer was lost: the action may or may not have been made. Check the group's state before trying again.", err.Error())
+			"The database's answer was lost: the action may or may not have been made. Check the group's state before trying again.", hint)
 	default:
-		h.errorPage(w, r, http.StatusInternalServerError, "The request failed.", err.Error())
+		h.errorPage(w, r, http.StatusInternalServerError, "The request failed.", hint)
 	}
 }

@@ -32,6 +32,7 @@ func wantContains(t *testing.T, what, body string, wants ...string) {
 }
 
 func TestDashboardPages(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		newStream(t, b.drv, "orders/eu", 2, "billing", "shipping")
@@ -133,6 +134,7 @@ func TestDashboardPages(t *testing.T) {
 }
 
 func TestDashboardEventsPaging(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		newStream(t, b.drv, "orders", 2)
@@ -183,6 +185,7 @@ func TestDashboardEventsPaging(t *testing.T) {
 }
 
 func TestDashboardSecurity(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		newStream(t, b.drv, "orders", 1, "billing")
 		deadLetter(t, b.drv, "orders", "billing", `{"type": "x"}`, "r")
@@ -354,6 +357,7 @@ func mustURL(t *testing.T, s string) *url.URL {
 }
 
 func TestDashboardReplayAndReset(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		newStream(t, b.drv, "orders", 2, "billing")
@@ -435,6 +439,7 @@ func TestDashboardReplayAndReset(t *testing.T) {
 }
 
 func TestDashboardInsufficientPrivilege(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	role := testdb.NewRole(t, "")
 	dbURL := testdb.NewDatabase(t)

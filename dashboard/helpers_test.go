@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -26,7 +25,7 @@ import (
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/dashboard"
 	"github.com/rheo-go/rheo/driver"
-	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testskip"
 )
 
@@ -38,13 +37,10 @@ type backend struct {
 }
 
 // forEachBackend runs fn on a fresh migrated SQLite file and a fresh
-// migrated PostgreSQL database.
+// migrated PostgreSQL database, as the subtests "sqlite" and "postgres".
 func forEachBackend(t *testing.T, fn func(t *testing.T, b *backend)) {
-	t.Run("sqlite", func(t *testing.T) {
-		fn(t, openBackend(t, "sqlite", "sqlite://"+filepath.Join(t.TempDir(), "rheo.db")))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		fn(t, openBackend(t, "postgres", testdb.NewDatabase(t)))
+	testbackend.Run(t, func(t *testing.T, tb *testbackend.Backend) {
+		fn(t, openBackend(t, tb.Name, tb.URL))
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 )
 
 func TestRing(t *testing.T) {
+	t.Parallel()
 	r := newRing(3)
 	for i := range 5 {
 		r.add(sample{Value: int64(i)})
@@ -25,6 +26,7 @@ func TestRing(t *testing.T) {
 }
 
 func TestSamplerRate(t *testing.T) {
+	t.Parallel()
 	t.Run("the rate is measured over the window, from the newest sample back", func(t *testing.T) {
 		s := newSampler(nil, 100, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
 		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -7,8 +7,8 @@ import (
 	"github.com/rheo-go/rheo"
 )
 
-// The SQL functions' defaults, which every driver applies to Go zero values in the
-// option structs of package rheo.
+// The SQL functions' defaults, which WithDefaults puts in place of Go
+// zero values in the option structs of package rheo.
 const (
 	// DefaultMaxAttempts is a new group's max_attempts.
 	DefaultMaxAttempts = 5
@@ -27,6 +27,62 @@ const (
 	// DefaultPruneCount is Prune's max_count.
 	DefaultPruneCount = 10000
 )
+
+// Options are the option structs of package rheo with Go zero values
+// that stand for SQL defaults, and the history query, whose zero
+// MaxCount does.
+type Options interface {
+	rheo.CreateGroupOptions | rheo.ReadOptions | rheo.FetchOptions | rheo.DeadLetterOptions |
+		rheo.PruneOptions | rheo.Query
+}
+
+// WithDefaults returns a copy of *opts, or the zero options when opts is
+// nil, never opts itself, with every Go zero value that stands for an SQL default
+// replaced by it: CreateGroupOptions.MaxAttempts (DefaultMaxAttempts)
+// and Ordering (rheo.OrderingNone), the MaxCount of ReadOptions
+// (DefaultReadCount), FetchOptions (DefaultFetchCount, and its
+// LeaseDuration, DefaultLeaseDuration), DeadLetterOptions
+// (DefaultDeadLetterCount), PruneOptions (DefaultPruneCount) and
+// rheo.Query (DefaultQueryCount). Other values, negative ones included,
+// are kept as they are, for the operation to check. Every driver fills
+// its options here, so that the defaults are the same on all of them.
+func WithDefaults[T Options](opts *T) *T {
+	o := new(T)
+	if opts != nil {
+		*o = *opts
+	}
+	switch o := any(o).(type) {
+	case *rheo.CreateGroupOptions:
+		o.MaxAttempts = orDefault(o.MaxAttempts, DefaultMaxAttempts)
+		if o.Ordering == "" {
+			o.Ordering = rheo.OrderingNone
+		}
+	case *rheo.ReadOptions:
+		o.MaxCount = orDefault(o.MaxCount, DefaultReadCount)
+	case *rheo.FetchOptions:
+		o.MaxCount = orDefault(o.MaxCount, DefaultFetchCount)
+		o.LeaseDuration = orDefault(o.LeaseDuration, DefaultLeaseDuration)
+	case *rheo.DeadLetterOptions:
+		o.MaxCount = orDefault(o.MaxCount, DefaultDeadLetterCount)
+	case *rheo.PruneOptions:
+		o.MaxCount = orDefault(o.MaxCount, DefaultPruneCount)
+	case *rheo.Query:
+		o.MaxCount = orDefault(o.MaxCount, DefaultQueryCount)
+	}
+	return o
+}
+
+// LeaseCount is the max_count of Leases: maxCount, or DefaultLeaseCount
+// for 0.
+func LeaseCount(maxCount int) int { return orDefault(maxCount, DefaultLeaseCount) }
+
+// orDefault is v, or def when v is zero.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
+}
 
 // Millis converts d to whole milliseconds for the SQL functions' *_ms
 // arguments, rounding down so that a negative duration stays negative and

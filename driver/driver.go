@@ -104,7 +104,8 @@ type Ops interface {
 	StreamInfo(ctx context.Context, stream string) (rheo.StreamRange, error)
 }
 
-// Driver is a Rheo database: the operations plus its lifecycle.
+// Driver is a Rheo database: the operations plus its connection (Ping,
+// Capabilities, Wakeups, Close).
 type Driver interface {
 	Ops
 

@@ -89,10 +89,6 @@ func ReplayQuery(ctx context.Context, d Ops, stream, group string, query rheo.Qu
 	return total, nil
 }
 
-// pageSize is the page size of query: its MaxCount, 100 when 0.
-func pageSize(query rheo.Query) int {
-	if query.MaxCount == 0 {
-		return DefaultQueryCount
-	}
-	return query.MaxCount
-}
+// pageSize is the page size of query: its MaxCount, DefaultQueryCount
+// when 0.
+func pageSize(query rheo.Query) int { return WithDefaults(&query).MaxCount }

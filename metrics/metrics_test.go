@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,87 +22,71 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/postgres"
-	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/metrics"
-	"github.com/rheo-go/rheo/migrate"
 )
 
-// backends are the databases the collector is tested on, each giving a
-// driver that writes (as the installer) and one that the collector reads
-// through: on PostgreSQL, a login role granted rheo_reader and nothing
-// else.
-var backends = []struct {
-	name string
-	open func(t testing.TB, clock driver.Clock) (writer, reader driver.Driver)
-}{
-	{"postgres", func(t testing.TB, clock driver.Clock) (driver.Driver, driver.Driver) {
-		ctx := context.Background()
-		role := testdb.NewRole(t, "")
-		url := testdb.NewDatabase(t)
-		conn, err := pgx.Connect(ctx, url)
-		require.NoError(t, err)
-		require.NoError(t, migrate.Postgres(ctx, conn, nil))
-		_, err = conn.Exec(ctx, "GRANT rheo_reader TO "+pgx.Identifier{role}.Sanitize())
-		require.NoError(t, err)
-		require.NoError(t, conn.Close(ctx))
-		open := func(url string) driver.Driver {
-			pool, err := pgxpool.New(ctx, url)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			d := postgres.New(pool, &postgres.Options{Clock: clock})
-			t.Cleanup(func() { _ = d.Close() })
-			return d
-		}
-		return open(url), open(testdb.AsRole(t, url, role))
-	}},
-	{"sqlite", func(t testing.TB, clock driver.Clock) (driver.Driver, driver.Driver) {
-		ctx := context.Background()
-		d, err := sqlite.Open(ctx, ":memory:", &sqlite.Options{Clock: clock})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = d.Close() })
-		require.NoError(t, migrate.SQLite(ctx, d.DB()))
-		return d, d
-	}},
+// open gives, on b, a driver that writes (as the installer) and one that
+// the collector reads through: on PostgreSQL, a login role granted
+// rheo_reader and nothing else.
+func open(t testing.TB, b *testbackend.Backend, clock driver.Clock) (writer, reader driver.Driver) {
+	t.Helper()
+	writer = b.Open(t, clock)
+	if b.Name != testbackend.NamePostgres {
+		return writer, writer
+	}
+	ctx := context.Background()
+	role := testdb.NewRole(t, "")
+	conn, err := pgx.Connect(ctx, b.DSN)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "GRANT rheo_reader TO "+pgx.Identifier{role}.Sanitize())
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+	pool, err := pgxpool.New(ctx, testdb.AsRole(t, b.DSN, role))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	reader = postgres.New(pool, &postgres.Options{Clock: clock})
+	t.Cleanup(func() { _ = reader.Close() })
+	return writer, reader
 }
 
 func TestCollector(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			clock := drivertest.NewClock()
-			writer, reader := b.open(t, clock.Now)
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		ctx := context.Background()
+		clock := drivertest.NewClock()
+		writer, reader := open(t, b, clock.Now)
 
-			// orders: 2 partitions. Partition 0 gets 3 events at Epoch,
-			// partition 1 one event a minute later; then billing takes
-			// two leases of partition 0 and acks one, rejects the event of
-			// partition 1, and a new lease of partition 0's third event
-			// expires. audit has not started.
-			require.NoError(t, writer.CreateStream(ctx, "orders", 2))
-			require.NoError(t, writer.CreateStream(ctx, "empty", 1))
-			require.NoError(t, writer.CreateGroup(ctx, "orders", "billing", nil))
-			require.NoError(t, writer.CreateGroup(ctx, "orders", "audit", nil))
-			zero, one := 0, 1
-			for range 3 {
-				_, err := writer.Append(ctx, "orders", json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &zero})
-				require.NoError(t, err)
-			}
-			clock.Advance(time.Minute)
-			_, err := writer.Append(ctx, "orders", json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &one})
+		// orders: 2 partitions. Partition 0 gets 3 events at Epoch,
+		// partition 1 one event a minute later; then billing takes
+		// two leases of partition 0 and acks one, rejects the event of
+		// partition 1, and a new lease of partition 0's third event
+		// expires. audit has not started.
+		require.NoError(t, writer.CreateStream(ctx, "orders", 2))
+		require.NoError(t, writer.CreateStream(ctx, "empty", 1))
+		require.NoError(t, writer.CreateGroup(ctx, "orders", "billing", nil))
+		require.NoError(t, writer.CreateGroup(ctx, "orders", "audit", nil))
+		zero, one := 0, 1
+		for range 3 {
+			_, err := writer.Append(ctx, "orders", json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &zero})
 			require.NoError(t, err)
-			leases, err := writer.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 2, Partitions: []int{0}, LeaseDuration: time.Hour})
-			require.NoError(t, err)
-			require.Len(t, leases, 2)
-			require.NoError(t, writer.Ack(ctx, leases[0].LeaseID))
-			leases, err = writer.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{Partitions: []int{1}})
-			require.NoError(t, err)
-			require.NoError(t, writer.Reject(ctx, leases[0].LeaseID, "bad"))
-			_, err = writer.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{Partitions: []int{0}, LeaseDuration: time.Second})
-			require.NoError(t, err)
-			clock.Advance(time.Minute) // 2 minutes after Epoch: the 1 s lease expired
+		}
+		clock.Advance(time.Minute)
+		_, err := writer.Append(ctx, "orders", json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &one})
+		require.NoError(t, err)
+		leases, err := writer.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 2, Partitions: []int{0}, LeaseDuration: time.Hour})
+		require.NoError(t, err)
+		require.Len(t, leases, 2)
+		require.NoError(t, writer.Ack(ctx, leases[0].LeaseID))
+		leases, err = writer.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{Partitions: []int{1}})
+		require.NoError(t, err)
+		require.NoError(t, writer.Reject(ctx, leases[0].LeaseID, "bad"))
+		_, err = writer.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{Partitions: []int{0}, LeaseDuration: time.Second})
+		require.NoError(t, err)
+		clock.Advance(time.Minute) // 2 minutes after Epoch: the 1 s lease expired
 
-			c := metrics.NewCollector(reader, &metrics.Options{Clock: clock.Now})
-			want := `
+		c := metrics.NewCollector(reader, &metrics.Options{Clock: clock.Now})
+		want := `
 # HELP rheo_group_dead_letters Dead letters of the group.
 # TYPE rheo_group_dead_letters gauge
 rheo_group_dead_letters{group="audit",stream="orders"} 0
@@ -138,80 +123,128 @@ rheo_stream_low_watermark{partition="0",stream="empty"} 1
 rheo_stream_low_watermark{partition="0",stream="orders"} 1
 rheo_stream_low_watermark{partition="1",stream="orders"} 1
 `
-			names := []string{metrics.GroupLag, metrics.GroupInflight, metrics.GroupPendingRetry, metrics.GroupDeadLetters,
-				metrics.GroupOldestUnsettledAge, metrics.StreamHighWatermark, metrics.StreamLowWatermark, metrics.ScrapeSuccess}
-			require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), names...))
+		names := []string{metrics.GroupLag, metrics.GroupInflight, metrics.GroupPendingRetry, metrics.GroupDeadLetters,
+			metrics.GroupOldestUnsettledAge, metrics.StreamHighWatermark, metrics.StreamLowWatermark, metrics.ScrapeSuccess}
+		require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), names...))
 
-			// Every figure is read anew at each scrape.
-			_, err = writer.Append(ctx, "orders", json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &one})
-			require.NoError(t, err)
-			_, err = writer.DropStream(ctx, "empty", true)
-			require.NoError(t, err)
-			want = `
+		// Every figure is read anew at the first scrape after
+		// CacheFor.
+		clock.Advance(metrics.DefaultCacheFor)
+		_, err = writer.Append(ctx, "orders", json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &one})
+		require.NoError(t, err)
+		_, err = writer.DropStream(ctx, "empty", true)
+		require.NoError(t, err)
+		want = `
 # HELP rheo_stream_high_watermark The last sequence allocated in the partition.
 # TYPE rheo_stream_high_watermark gauge
 rheo_stream_high_watermark{partition="0",stream="orders"} 3
 rheo_stream_high_watermark{partition="1",stream="orders"} 2
 `
-			require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), metrics.StreamHighWatermark))
-		})
-	}
+		require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), metrics.StreamHighWatermark))
+	})
 }
 
 func TestCollectorFailure(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			writer, reader := b.open(t, nil)
-			require.NoError(t, writer.CreateStream(context.Background(), "s", 1))
-			// The database goes away: a closed pool or driver.
-			if pg, ok := reader.(*postgres.Driver); ok {
-				pg.Pool().Close()
-			}
-			require.NoError(t, reader.Close())
-			c := metrics.NewCollector(reader, nil)
-			want := `
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		writer, reader := open(t, b, nil)
+		require.NoError(t, writer.CreateStream(context.Background(), "s", 1))
+		// The database goes away: a closed pool or driver.
+		if pg, ok := reader.(*postgres.Driver); ok {
+			pg.Pool().Close()
+		}
+		require.NoError(t, reader.Close())
+		c := metrics.NewCollector(reader, nil)
+		want := `
 # HELP rheo_scrape_success 1 when the scrape of Rheo's state read everything, else 0.
 # TYPE rheo_scrape_success gauge
 rheo_scrape_success 0
 `
-			require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), metrics.ScrapeSuccess, metrics.StreamHighWatermark),
-				"a failed scrape reports 0 and none of the figures it read")
-			reg := prometheus.NewPedanticRegistry()
-			require.NoError(t, reg.Register(c), "the collector describes what it collects")
-		})
-	}
+		require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), metrics.ScrapeSuccess, metrics.StreamHighWatermark),
+			"a failed scrape reports 0 and none of the figures it read")
+		reg := prometheus.NewPedanticRegistry()
+		require.NoError(t, reg.Register(c), "the collector describes what it collects")
+	})
+}
+
+// countingOps counts the scrapes that reach the database.
+type countingOps struct {
+	driver.Ops
+	mu    sync.Mutex
+	reads int
+}
+
+func (o *countingOps) ListStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
+	o.mu.Lock()
+	o.reads++
+	o.mu.Unlock()
+	return o.Ops.ListStreams(ctx)
+}
+
+func (o *countingOps) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.reads
+}
+
+// TestCollectorCache checks that scrapes within CacheFor of a read, one
+// after the other or at once, read the database once, and that the
+// first after it reads it again.
+func TestCollectorCache(t *testing.T) {
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		clock := drivertest.NewClock()
+		writer, reader := open(t, b, clock.Now)
+		require.NoError(t, writer.CreateStream(context.Background(), "s", 1))
+		ops := &countingOps{Ops: reader}
+		c := metrics.NewCollector(ops, &metrics.Options{Clock: clock.Now, CacheFor: 3 * time.Second})
+		for range 3 {
+			require.Equal(t, 4, testutil.CollectAndCount(c))
+		}
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() { testutil.CollectAndCount(c) })
+		}
+		wg.Wait()
+		require.Equal(t, 1, ops.count(), "scrapes within CacheFor of the first read the database")
+		clock.Advance(3 * time.Second)
+		testutil.CollectAndCount(c)
+		require.Equal(t, 2, ops.count(), "the first scrape after CacheFor reads the database again")
+
+		uncached := &countingOps{Ops: reader}
+		c = metrics.NewCollector(uncached, &metrics.Options{CacheFor: -1})
+		testutil.CollectAndCount(c)
+		testutil.CollectAndCount(c)
+		require.Equal(t, 2, uncached.count(), "a negative CacheFor reads the database at every scrape")
+	})
 }
 
 // BenchmarkCollect scrapes 100 streams of 2 partitions with 10 groups
 // each, a few events behind, as the role granted rheo_reader: one scrape
 // per iteration.
 func BenchmarkCollect(b *testing.B) {
-	for _, backend := range backends {
-		b.Run(backend.name, func(b *testing.B) {
-			ctx := context.Background()
-			writer, reader := backend.open(b, nil)
-			for s := range 100 {
-				stream := "s" + strconv.Itoa(s)
-				require.NoError(b, writer.CreateStream(ctx, stream, 2))
-				items := make([]rheo.BatchItem, 20)
-				for i := range items {
-					items[i] = rheo.BatchItem{Payload: json.RawMessage(`{}`), Key: strconv.Itoa(i)}
-				}
-				_, err := writer.AppendBatch(ctx, stream, items, nil)
-				require.NoError(b, err)
-				for g := range 10 {
-					require.NoError(b, writer.CreateGroup(ctx, stream, "g"+strconv.Itoa(g), nil))
-				}
+	testbackend.Run(b, func(b *testing.B, backend *testbackend.Backend) {
+		ctx := context.Background()
+		writer, reader := open(b, backend, nil)
+		for s := range 100 {
+			stream := "s" + strconv.Itoa(s)
+			require.NoError(b, writer.CreateStream(ctx, stream, 2))
+			items := make([]rheo.BatchItem, 20)
+			for i := range items {
+				items[i] = rheo.BatchItem{Payload: json.RawMessage(`{}`), Key: strconv.Itoa(i)}
 			}
-			c := metrics.NewCollector(reader, nil)
-			b.ResetTimer()
-			for b.Loop() {
-				if n := testutil.CollectAndCount(c); n != 100*(2*2)+1000*(2+4)+2 {
-					b.Fatalf("%d metrics, want %d", n, 100*(2*2)+1000*(2+4)+2)
-				}
+			_, err := writer.AppendBatch(ctx, stream, items, nil)
+			require.NoError(b, err)
+			for g := range 10 {
+				require.NoError(b, writer.CreateGroup(ctx, stream, "g"+strconv.Itoa(g), nil))
 			}
-		})
-	}
+		}
+		c := metrics.NewCollector(reader, &metrics.Options{CacheFor: -1})
+		b.ResetTimer()
+		for b.Loop() {
+			if n := testutil.CollectAndCount(c); n != 100*(2*2)+1000*(2+4)+2 {
+				b.Fatalf("%d metrics, want %d", n, 100*(2*2)+1000*(2+4)+2)
+			}
+		}
+	})
 }
 
 // TestDocs checks that the Grafana dashboard of docs/ is valid JSON whose

@@ -11,18 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
-	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testclock"
-	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/internal/testskip"
-	"github.com/rheo-go/rheo/migrate"
 	"github.com/rheo-go/rheo/retention"
 )
 
@@ -60,37 +57,6 @@ func (r *recorder) next(t *testing.T) retention.PruneInfo {
 	}
 }
 
-// opener makes drivers of one kind on a database of its own.
-type opener struct {
-	name string
-	open func(t *testing.T, clock driver.Clock) driver.Driver
-}
-
-// drivers prepares one database of each kind for t.
-func drivers(t *testing.T) []opener {
-	t.Helper()
-	return []opener{
-		{"sqlite", func(t *testing.T, clock driver.Clock) driver.Driver {
-			d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock, Migrate: true})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = d.Close() })
-			return d
-		}},
-		{"postgres", func(t *testing.T, clock driver.Clock) driver.Driver {
-			url := testdb.NewDatabase(t)
-			ctx := context.Background()
-			conn, err := pgx.Connect(ctx, url)
-			require.NoError(t, err)
-			require.NoError(t, migrate.Postgres(ctx, conn, nil))
-			require.NoError(t, conn.Close(ctx))
-			d, err := postgres.Open(ctx, url, &postgres.Options{Clock: clock})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = d.Close() })
-			return d
-		}},
-	}
-}
-
 // bundle is what a test works with: a driver and a pruner's clock.
 type bundle struct {
 	t     *testing.T
@@ -99,13 +65,12 @@ type bundle struct {
 	clock *testclock.Clock
 }
 
+// forEachDriver runs fn on each backend, with a driver and a clock at epoch.
 func forEachDriver(t *testing.T, fn func(t *testing.T, b *bundle)) {
-	for _, o := range drivers(t) {
-		t.Run(o.name, func(t *testing.T) {
-			clock := testclock.At(epoch)
-			fn(t, &bundle{t: t, ctx: context.Background(), d: o.open(t, clock.Now), clock: clock})
-		})
-	}
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		clock := testclock.At(epoch)
+		fn(t, &bundle{t: t, ctx: context.Background(), d: b.Open(t, clock.Now), clock: clock})
+	})
 }
 
 var streamSeq atomic.Int64

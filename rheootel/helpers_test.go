@@ -2,18 +2,11 @@ package rheootel_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -24,129 +17,14 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
-	"github.com/rheo-go/rheo/driver/postgres"
-	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testclock"
-	"github.com/rheo-go/rheo/migrate"
 	"github.com/rheo-go/rheo/rheootel"
 	"github.com/rheo-go/rheo/worker"
 )
 
 // waitTimeout bounds every wait for something the test expects.
 const waitTimeout = 30 * time.Second
-
-// envURL points the tests at a PostgreSQL server, as in the core module.
-const envURL = "RHEO_TEST_DATABASE_URL"
-
-const localURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-
-// backend is a migrated database of one kind that tests open drivers on.
-type backend struct {
-	name string
-	// open returns a new driver on the database, closed when t ends.
-	open func(t testing.TB, clock driver.Clock) driver.Driver
-}
-
-// backends prepares one database of each kind for t.
-func backends(t testing.TB) []*backend {
-	t.Helper()
-	return []*backend{newPostgresBackend(t), newSQLiteBackend(t)}
-}
-
-var (
-	serverOnce sync.Once
-	serverURL  string
-	serverErr  error
-)
-
-// postgresServer returns the URL of a reachable PostgreSQL server, or
-// skips t (fails it under CI=true).
-func postgresServer(t testing.TB) string {
-	t.Helper()
-	serverOnce.Do(func() {
-		serverURL = os.Getenv(envURL)
-		if serverURL == "" {
-			serverURL = localURL
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, serverURL)
-		if err != nil {
-			serverErr = err
-			return
-		}
-		serverErr = conn.Close(ctx)
-	})
-	if serverErr != nil {
-		msg := fmt.Sprintf("no PostgreSQL for tests at %s: %v; set %s=postgres://… or start PostgreSQL on 127.0.0.1:5432",
-			redacted(serverURL), serverErr, envURL)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return serverURL
-}
-
-func redacted(u string) string {
-	parsed, err := url.Parse(u)
-	if err != nil {
-		return "the server"
-	}
-	return parsed.Redacted()
-}
-
-// newPostgresBackend creates a migrated database for t, dropped when t
-// ends.
-func newPostgresBackend(t testing.TB) *backend {
-	t.Helper()
-	admin := postgresServer(t)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "rheootel_test_" + hex.EncodeToString(b)
-	ctx := context.Background()
-	exec := func(sql string) error {
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, sql)
-		return err
-	}
-	ident := pgx.Identifier{name}.Sanitize()
-	require.NoError(t, exec("CREATE DATABASE "+ident))
-	t.Cleanup(func() {
-		if err := exec("DROP DATABASE IF EXISTS " + ident + " WITH (FORCE)"); err != nil {
-			t.Errorf("drop test database: %v", err)
-		}
-	})
-	u, err := url.Parse(admin)
-	require.NoError(t, err)
-	u.Path = "/" + name
-	dsn := u.String()
-	conn, err := pgx.Connect(ctx, dsn)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	require.NoError(t, migrate.Postgres(ctx, conn, nil))
-	return &backend{name: "postgres", open: func(t testing.TB, clock driver.Clock) driver.Driver {
-		d, err := postgres.Open(context.Background(), dsn, &postgres.Options{Clock: clock})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = d.Close() })
-		return d
-	}}
-}
-
-func newSQLiteBackend(t testing.TB) *backend {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "rheo.db")
-	return &backend{name: "sqlite", open: func(t testing.TB, clock driver.Clock) driver.Driver {
-		d, err := sqlite.Open(context.Background(), path, &sqlite.Options{Clock: clock, Migrate: true})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = d.Close() })
-		return d
-	}}
-}
 
 // streamSeq makes stream names unique within a test binary run.
 var streamSeq atomic.Int64
@@ -167,7 +45,7 @@ type bundle struct {
 
 // setup opens a traced driver on b with a stream of one partition and a
 // group; opts may set ParentWindow (the providers are the test's own).
-func setup(t *testing.T, b *backend, maxAttempts int, opts *rheootel.Options) *bundle {
+func setup(t *testing.T, b *testbackend.Backend, maxAttempts int, opts *rheootel.Options) *bundle {
 	t.Helper()
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
@@ -185,7 +63,7 @@ func setup(t *testing.T, b *backend, maxAttempts int, opts *rheootel.Options) *b
 	o.TracerProvider, o.MeterProvider = tp, mp
 
 	clock := testclock.New()
-	raw := b.open(t, clock.Now)
+	raw := b.Open(t, clock.Now)
 	stream := fmt.Sprintf("otel%d", streamSeq.Add(1))
 	ctx := context.Background()
 	require.NoError(t, raw.CreateStream(ctx, stream, 1))

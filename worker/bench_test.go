@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -30,9 +31,9 @@ func (c *ackCounter) Acked(context.Context, worker.AckInfo) {
 // e.g. -benchtime=20000x.
 func BenchmarkDrain(b *testing.B) {
 	ctx := context.Background()
-	for _, be := range backends(b) {
-		b.Run(be.name+"/worker", func(b *testing.B) {
-			drv := be.open(b, be.dsn, nil)
+	testbackend.Run(b, func(b *testing.B, be *testbackend.Backend) {
+		b.Run("worker", func(b *testing.B) {
+			drv := be.Open(b, nil)
 			stream, group := newStream(b, drv, 4, 5)
 			appendSpread(b, drv, stream, b.N)
 			counter := &ackCounter{done: make(chan struct{})}
@@ -51,8 +52,8 @@ func BenchmarkDrain(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
 
-		b.Run(be.name+"/fetch_ack_loop", func(b *testing.B) {
-			drv := be.open(b, be.dsn, nil)
+		b.Run("fetch_ack_loop", func(b *testing.B) {
+			drv := be.Open(b, nil)
 			stream, group := newStream(b, drv, 4, 5)
 			appendSpread(b, drv, stream, b.N)
 
@@ -71,5 +72,5 @@ func BenchmarkDrain(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 		})
-	}
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/faultproxy"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/worker"
 )
@@ -120,104 +121,121 @@ func (p ackPrinter) Acked(_ context.Context, i worker.AckInfo) {
 }
 
 func TestWorkerSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	const events, childAcks = 200, 50
-	for _, b := range backends(t) {
-		t.Run(b.name+": a worker killed mid-batch loses nothing", func(t *testing.T) {
-			clock := testclock.New()
-			drv := b.open(t, b.dsn, clock.Now)
-			stream, group := newStream(t, drv, 2, 5)
-			appended := appendSpread(t, drv, stream, events)
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		// A worker killed mid-batch loses nothing.
+		clock := testclock.New()
+		drv := b.Open(t, clock.Now)
+		stream, group := newStream(t, drv, 2, 5)
+		appended := appendSpread(t, drv, stream, events)
 
-			exe, err := os.Executable()
-			require.NoError(t, err)
-			cmd := exec.Command(exe)
-			cmd.Env = append(os.Environ(),
-				childEnv+"="+b.name, childDSNEnv+"="+b.dsn, childStreamEnv+"="+stream,
-				childClockEnv+"="+clock.Now().Format(time.RFC3339Nano), childAcksEnv+"="+strconv.Itoa(childAcks))
-			cmd.Stderr = os.Stderr
-			stdout, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			t.Cleanup(func() {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			})
-
-			// Kill the child once its acks are committed and every one of
-			// its handlers holds a lease.
-			childAcked, blocked := map[string]bool{}, map[string]bool{}
-			lines := bufio.NewScanner(stdout)
-			for len(childAcked) < childAcks || len(blocked) < childConcurrent {
-				require.True(t, lines.Scan(), "child output ended: %v", lines.Err())
-				word, id, _ := strings.Cut(lines.Text(), " ")
-				switch word {
-				case "acked":
-					childAcked[id] = true
-				case "blocked":
-					blocked[id] = true
-				}
-			}
-			require.NoError(t, cmd.Process.Kill())
+		exe, err := os.Executable()
+		require.NoError(t, err)
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(),
+			childEnv+"="+b.Name, childDSNEnv+"="+b.DSN, childStreamEnv+"="+stream,
+			childClockEnv+"="+clock.Now().Format(time.RFC3339Nano), childAcksEnv+"="+strconv.Itoa(childAcks))
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
+		})
 
-			// The child's leases expire without anyone waiting for them.
-			clock.Advance(leaseDuration + time.Second)
-			rec := &recorder{}
-			var mu sync.Mutex
-			handled := map[string]int{}
-			startWorker(t, drv, &worker.Config{
-				Stream: stream, Group: group, Concurrency: 8, LeaseDuration: leaseDuration,
-				Clock: clock, Hooks: []any{rec},
-				Handler: func(ctx context.Context, l rheo.Lease) error {
-					mu.Lock()
-					defer mu.Unlock()
-					handled[l.Event.ID]++
-					return nil
-				},
-			})
-			rec.waitFor(t, "every event the child did not ack", func(s recorded) bool {
-				return len(s.acked) == events-childAcks
-			})
-
-			mu.Lock()
-			defer mu.Unlock()
-			for _, e := range appended {
-				if childAcked[e.ID] {
-					assert.Zero(t, handled[e.ID], "event %s was acked by the child", e.ID)
-				} else {
-					assert.Equal(t, 1, handled[e.ID], "event %s", e.ID)
+		// Kill the child once its acks are committed and every one of
+		// its handlers holds a lease.
+		childAcked, blocked := map[string]bool{}, map[string]bool{}
+		lines, stopReading := make(chan string), make(chan struct{})
+		t.Cleanup(func() { close(stopReading) })
+		go func() {
+			defer close(lines)
+			scanner := bufio.NewScanner(stdout)
+			for scanner.Scan() {
+				select {
+				case lines <- scanner.Text():
+				case <-stopReading:
+					return
 				}
 			}
-			// The child's leases are delivered again: those of its blocked
-			// handlers and those it had queued for them.
-			s := rec.snapshot()
-			require.GreaterOrEqual(t, len(s.redelivered), childConcurrent, "the child's leases are delivered again")
-			require.LessOrEqual(t, len(s.redelivered), childDemand, "the child held at most MaxDemand leases")
-			redelivered := map[string]bool{}
-			for _, r := range s.redelivered {
-				redelivered[r.Lease.Event.ID] = true
-				assert.False(t, childAcked[r.Lease.Event.ID])
-				assert.Equal(t, 2, r.Lease.Attempt)
+		}()
+		for len(childAcked) < childAcks || len(blocked) < childConcurrent {
+			line, ok := receiveOK(t, "the child's next line", lines)
+			require.True(t, ok, "the child's output ended")
+			word, id, _ := strings.Cut(line, " ")
+			switch word {
+			case "acked":
+				childAcked[id] = true
+			case "blocked":
+				blocked[id] = true
 			}
-			for id := range blocked {
-				assert.True(t, redelivered[id], "the blocked handler's event %s is delivered again", id)
-			}
-			assert.Equal(t, int64(0), groupInfo(t, drv, stream, group).Lag)
-			assert.Empty(t, deadLetters(t, drv, stream, group))
+		}
+		require.NoError(t, cmd.Process.Kill())
+		for range lines {
+			// What the child printed before it died.
+		}
+		_ = cmd.Wait()
+
+		// The child's leases expire without anyone waiting for them.
+		clock.Advance(leaseDuration + time.Second)
+		rec := &recorder{}
+		var mu sync.Mutex
+		handled := map[string]int{}
+		startWorker(t, drv, &worker.Config{
+			Stream: stream, Group: group, Concurrency: 8, LeaseDuration: leaseDuration,
+			Clock: clock, Hooks: []any{rec},
+			Handler: func(ctx context.Context, l rheo.Lease) error {
+				mu.Lock()
+				defer mu.Unlock()
+				handled[l.Event.ID]++
+				return nil
+			},
 		})
-	}
+		rec.waitFor(t, "every event the child did not ack", func(s recorded) bool {
+			return len(s.acked) == events-childAcks
+		})
+
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range appended {
+			if childAcked[e.ID] {
+				assert.Zero(t, handled[e.ID], "event %s was acked by the child", e.ID)
+			} else {
+				assert.Equal(t, 1, handled[e.ID], "event %s", e.ID)
+			}
+		}
+		// The child's leases are delivered again: those of its blocked
+		// handlers and those it had queued for them.
+		s := rec.snapshot()
+		require.GreaterOrEqual(t, len(s.redelivered), childConcurrent, "the child's leases are delivered again")
+		require.LessOrEqual(t, len(s.redelivered), childDemand, "the child held at most MaxDemand leases")
+		redelivered := map[string]bool{}
+		for _, r := range s.redelivered {
+			redelivered[r.Lease.Event.ID] = true
+			assert.False(t, childAcked[r.Lease.Event.ID])
+			assert.Equal(t, 2, r.Lease.Attempt)
+		}
+		for id := range blocked {
+			assert.True(t, redelivered[id], "the blocked handler's event %s is delivered again", id)
+		}
+		assert.Equal(t, int64(0), groupInfo(t, drv, stream, group).Lag)
+		assert.Empty(t, deadLetters(t, drv, stream, group))
+	})
 }
 
 func TestWorkerSurvivesConnectionLoss(t *testing.T) {
+	t.Parallel()
 	const events, concurrency, maxDemand = 300, 8, 32
-	b := newPostgresBackend(t)
-	u, err := url.Parse(b.dsn)
+	b := testbackend.Postgres(t)
+	u, err := url.Parse(b.DSN)
 	require.NoError(t, err)
 	p := faultproxy.New(t, u.Host)
 
 	clock := testclock.New()
-	admin := openPostgres(t, b.dsn, clock.Now)
-	drv := openPostgres(t, p.URL(t, b.dsn), clock.Now)
+	admin := openPostgres(t, b.DSN, clock.Now)
+	drv := openPostgres(t, p.URL(t, b.DSN), clock.Now)
 	stream, group := newStream(t, admin, 4, 5)
 	appended := appendSpread(t, admin, stream, events)
 
@@ -251,17 +269,17 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	// Leases whose settle was lost with the connection are left to expire:
 	// move the clock on whenever the worker makes no progress.
 	last := -1
-	eventually(t, "every event is terminal", func() bool {
+	progressing(t, "every event is terminal", func() (int, bool) {
 		if groupInfo(t, admin, stream, group).Lag == 0 {
-			return true
+			return 0, true
 		}
-		if n := len(rec.snapshot().acked); n == last {
+		n := len(rec.snapshot().acked)
+		if n == last {
 			clock.Advance(time.Second)
-		} else {
-			last = n
 		}
+		last = n
 		time.Sleep(20 * time.Millisecond)
-		return false
+		return n, false
 	})
 
 	mu.Lock()
@@ -279,42 +297,42 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 }
 
 func TestCompetingWorkers(t *testing.T) {
+	t.Parallel()
 	const events, workers = 10000, 8
-	for _, b := range backends(t) {
-		t.Run(b.name+": 8 workers handle every event exactly once", func(t *testing.T) {
-			admin := b.open(t, b.dsn, nil)
-			stream, group := newStream(t, admin, 4, 5)
-			appended := appendSpread(t, admin, stream, events)
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		// 8 workers handle every event exactly once.
+		admin := b.Open(t, nil)
+		stream, group := newStream(t, admin, 4, 5)
+		appended := appendSpread(t, admin, stream, events)
 
-			var mu sync.Mutex
-			handled := map[string]int{}
-			total := 0
-			start := time.Now()
-			for range workers {
-				drv := b.open(t, b.dsn, nil)
-				startWorker(t, drv, &worker.Config{
-					Stream: stream, Group: group, Concurrency: 16,
-					Handler: func(ctx context.Context, l rheo.Lease) error {
-						mu.Lock()
-						defer mu.Unlock()
-						handled[l.Event.ID]++
-						total++
-						return nil
-					},
-				})
-			}
-			eventually(t, "every event is terminal", func() bool {
-				return groupInfo(t, admin, stream, group).Lag == 0
+		var mu sync.Mutex
+		handled := map[string]int{}
+		total := 0
+		start := time.Now()
+		for range workers {
+			drv := b.Open(t, nil)
+			startWorker(t, drv, &worker.Config{
+				Stream: stream, Group: group, Concurrency: 16,
+				Handler: func(ctx context.Context, l rheo.Lease) error {
+					mu.Lock()
+					defer mu.Unlock()
+					handled[l.Event.ID]++
+					total++
+					return nil
+				},
 			})
-			t.Logf("%d events drained by %d workers in %s", events, workers, time.Since(start))
-
-			mu.Lock()
-			defer mu.Unlock()
-			assert.Equal(t, events, total, "no faults, so no duplicates")
-			for _, e := range appended {
-				assert.Equal(t, 1, handled[e.ID], "event %s", e.ID)
-			}
-			assert.Empty(t, deadLetters(t, admin, stream, group))
+		}
+		eventually(t, "every event is terminal", func() bool {
+			return groupInfo(t, admin, stream, group).Lag == 0
 		})
-	}
+		t.Logf("%d events drained by %d workers in %s", events, workers, time.Since(start))
+
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, events, total, "no faults, so no duplicates")
+		for _, e := range appended {
+			assert.Equal(t, 1, handled[e.ID], "event %s", e.ID)
+		}
+		assert.Empty(t, deadLetters(t, admin, stream, group))
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,59 +17,19 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
-	"github.com/rheo-go/rheo/driver/sqlite"
-	"github.com/rheo-go/rheo/internal/testdb"
-	"github.com/rheo-go/rheo/migrate"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/worker"
 )
 
 // waitTimeout bounds every wait for something the test expects to happen.
 const waitTimeout = 30 * time.Second
 
-// backend is a migrated database of one kind that tests open drivers on.
-type backend struct {
-	name string
-	// dsn is the database's URL (PostgreSQL) or file path (SQLite).
-	dsn string
-	// open returns a new driver on the database, closed when t ends.
-	open func(t testing.TB, dsn string, clock driver.Clock) driver.Driver
-	// placeholder is the first positional parameter of plain SQL.
-	placeholder string
-}
-
-// backends prepares one database of each kind for t.
-func backends(t testing.TB) []*backend {
-	t.Helper()
-	return []*backend{newPostgresBackend(t), newSQLiteBackend(t)}
-}
-
-func newPostgresBackend(t testing.TB) *backend {
-	t.Helper()
-	url := testdb.NewDatabase(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	require.NoError(t, migrate.Postgres(ctx, conn, nil))
-	return &backend{name: "postgres", dsn: url, open: openPostgres, placeholder: "$1"}
-}
-
+// openPostgres opens a PostgreSQL driver on dsn, closed when t ends: for
+// a database reached other than as its backend opens it, such as through
+// a fault proxy.
 func openPostgres(t testing.TB, dsn string, clock driver.Clock) driver.Driver {
 	t.Helper()
 	d, err := postgres.Open(context.Background(), dsn, &postgres.Options{Clock: clock})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.Close() })
-	return d
-}
-
-func newSQLiteBackend(t testing.TB) *backend {
-	t.Helper()
-	return &backend{name: "sqlite", dsn: filepath.Join(t.TempDir(), "rheo.db"), open: openSQLite, placeholder: "?"}
-}
-
-func openSQLite(t testing.TB, dsn string, clock driver.Clock) driver.Driver {
-	t.Helper()
-	d, err := sqlite.Open(context.Background(), dsn, &sqlite.Options{Clock: clock, Migrate: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
@@ -140,7 +99,8 @@ func deadLetters(t testing.TB, drv driver.Driver, stream, group string) []rheo.D
 	return dls
 }
 
-// eventually waits until cond holds, checking every few milliseconds.
+// eventually waits until cond holds, checking every few milliseconds,
+// for at most waitTimeout.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
@@ -152,12 +112,46 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// progressing waits until step reports done, checking every few
+// milliseconds. It fails when step's progress (a count of what happened
+// so far) stands still for waitTimeout: a loaded machine that is slow
+// but moving is given the time it needs, a stalled one is not.
+func progressing(t testing.TB, what string, step func() (progress int, done bool)) {
+	t.Helper()
+	last, deadline := -1, time.Now()
+	for {
+		progress, done := step()
+		if done {
+			return
+		}
+		if progress != last {
+			last, deadline = progress, time.Now().Add(waitTimeout)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s: no progress for %s", what, waitTimeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // receive waits for a value from ch.
 func receive[T any](t testing.TB, what string, ch <-chan T) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
+	case <-time.After(waitTimeout):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// receiveOK waits for a value from ch, or for ch to be closed (ok false).
+func receiveOK[T any](t testing.TB, what string, ch <-chan T) (v T, ok bool) {
+	t.Helper()
+	select {
+	case v, ok = <-ch:
+		return v, ok
 	case <-time.After(waitTimeout):
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
@@ -277,15 +271,22 @@ func (r *recorder) snapshot() recorded {
 }
 
 // waitFor waits until cond holds for what the recorder was told, and
-// returns that.
+// returns that. It fails only when the recorder is told nothing new for
+// waitTimeout (see progressing).
 func (r *recorder) waitFor(t testing.TB, what string, cond func(s recorded) bool) recorded {
 	t.Helper()
 	var s recorded
-	eventually(t, what, func() bool {
+	progressing(t, what, func() (int, bool) {
 		s = r.snapshot()
-		return cond(s)
+		return s.count(), cond(s)
 	})
 	return s
+}
+
+// count is the number of calls recorded.
+func (s recorded) count() int {
+	return len(s.fetched) + len(s.fetchFailed) + len(s.handled) + len(s.acked) + len(s.retried) +
+		len(s.deadLettered) + len(s.redelivered) + len(s.renewed) + len(s.leaseLost) + len(s.settleFailed)
 }
 
 // sideTable is a table of the host's that transactional handlers write.
@@ -311,10 +312,10 @@ func execTx(ctx context.Context, tx driver.Tx, query string, args ...any) error 
 }
 
 // sideRows counts the side table's rows for an event.
-func sideRows(t testing.TB, b *backend, drv driver.Driver, eventID string) int {
+func sideRows(t testing.TB, b *testbackend.Backend, drv driver.Driver, eventID string) int {
 	t.Helper()
 	var n int
-	query := "SELECT count(*) FROM side WHERE event_id = " + b.placeholder
+	query := "SELECT count(*) FROM side WHERE event_id = " + b.Placeholder
 	require.NoError(t, drv.(driver.Transactor).InTx(context.Background(), func(ctx context.Context, tx driver.Tx) error {
 		switch native := tx.Native().(type) {
 		case pgx.Tx:

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testlog"
 	"github.com/rheo-go/rheo/worker"
 )
@@ -25,41 +26,42 @@ import (
 // that event claimable, which no wakeup announces, so the worker must
 // fetch again on its own.
 func TestWorkerOrderedGroup(t *testing.T) {
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
-				t.Run(string(o), func(t *testing.T) {
-					bd := setup(t, b, 5)
-					bd.group = "ordered-" + string(o)
-					require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, bd.group,
-						&rheo.CreateGroupOptions{Ordering: o}))
-					items := make([]rheo.BatchItem, 4)
-					for i := range items {
-						items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), Key: "k"}
-					}
-					_, err := bd.drv.AppendBatch(context.Background(), bd.stream, items, nil)
-					require.NoError(t, err)
-					cfg := bd.config(func(context.Context, rheo.Lease) error { return nil })
-					cfg.AckFlushInterval = time.Hour
-					startWorker(t, bd.drv, cfg)
+	t.Parallel()
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
+			t.Run(string(o), func(t *testing.T) {
+				bd := setup(t, b, 5)
+				bd.group = "ordered-" + string(o)
+				require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, bd.group,
+					&rheo.CreateGroupOptions{Ordering: o}))
+				items := make([]rheo.BatchItem, 4)
+				for i := range items {
+					items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), Key: "k"}
+				}
+				_, err := bd.drv.AppendBatch(context.Background(), bd.stream, items, nil)
+				require.NoError(t, err)
+				cfg := bd.config(func(context.Context, rheo.Lease) error { return nil })
+				cfg.AckFlushInterval = time.Hour
+				startWorker(t, bd.drv, cfg)
 
-					s := bd.rec.waitFor(t, "4 acks", func(s recorded) bool { return len(s.acked) == 4 })
-					for i, l := range s.acked {
-						assert.Equal(t, i, payloadN(t, l.Lease), "in sequence order")
-					}
-				})
-			}
-		})
-	}
+				s := bd.rec.waitFor(t, "4 acks", func(s recorded) bool { return len(s.acked) == 4 })
+				for i, l := range s.acked {
+					assert.Equal(t, i, payloadN(t, l.Lease), "in sequence order")
+				}
+			})
+		}
+	})
 }
 
 // TestWorkerOrderedInProcess: under key and partition ordering a
 // re-delivery of an event whose lost lease's handler still runs waits for
 // that handler, while the database no longer holds the key for it.
 func TestWorkerOrderedInProcess(t *testing.T) {
-	for _, b := range backends(t) {
+	t.Parallel()
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
-			t.Run(b.name+": "+string(o)+": a lost lease's handler keeps its key until it returns", func(t *testing.T) {
+			// A lost lease's handler keeps its key until it returns.
+			t.Run(string(o), func(t *testing.T) {
 				ctx := context.Background()
 				bd := setup(t, b, 5)
 				bd.group = "ordered-" + string(o)
@@ -108,56 +110,56 @@ func TestWorkerOrderedInProcess(t *testing.T) {
 				assert.Equal(t, 1, most, "never two handlers of the key at once")
 			})
 		}
-	}
+	})
 }
 
 // TestWorkerOrderedRetryDelay: a lease handed out before a set_ordering
 // waits, in the worker's queue, for the delay of an earlier event of its
 // key that was retried.
 func TestWorkerOrderedRetryDelay(t *testing.T) {
+	t.Parallel()
 	const delay = 10 * time.Second
-	for _, b := range backends(t) {
-		t.Run(b.name+": a retry's delay holds its key", func(t *testing.T) {
-			ctx := context.Background()
-			bd := setup(t, b, 5)
-			for i := range 2 {
-				_, err := bd.drv.Append(ctx, bd.stream, json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), &rheo.AppendOptions{Key: "k"})
-				require.NoError(t, err)
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		// A retry's delay holds its key.
+		ctx := context.Background()
+		bd := setup(t, b, 5)
+		for i := range 2 {
+			_, err := bd.drv.Append(ctx, bd.stream, json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), &rheo.AppendOptions{Key: "k"})
+			require.NoError(t, err)
+		}
+		logs := testlog.New()
+		starts := make(chan rheo.Lease, 10)
+		retry := make(chan struct{})
+		cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+			starts <- l
+			if payloadN(t, l) == 0 && l.Attempt == 1 {
+				<-retry
+				return worker.Retry(delay, errors.New("later"))
 			}
-			logs := testlog.New()
-			starts := make(chan rheo.Lease, 10)
-			retry := make(chan struct{})
-			cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
-				starts <- l
-				if payloadN(t, l) == 0 && l.Attempt == 1 {
-					<-retry
-					return worker.Retry(delay, errors.New("later"))
-				}
-				return nil
-			})
-			cfg.Concurrency, cfg.MaxDemand, cfg.Logger = 1, 2, logs.Logger()
-			startWorker(t, bd.drv, cfg)
-			// Under 'none' both events are fetched: 0 runs, 1 is queued.
-			first := receive(t, "event 0's handler", starts)
-			require.Equal(t, 0, payloadN(t, first))
-			bd.rec.waitFor(t, "both events fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
-
-			require.NoError(t, bd.drv.SetOrdering(ctx, bd.stream, bd.group, rheo.OrderingKey))
-			bd.clock.Advance(cfg.PollInterval)
-			logs.WaitCount(t, waitTimeout, 1, slog.LevelInfo, "group ordering changed")
-
-			close(retry)
-			bd.rec.waitFor(t, "event 0 retried", func(s recorded) bool { return len(s.retried) == 1 })
-			bd.clock.Advance(delay - time.Second)
-			assert.Empty(t, starts, "event 1 waits for event 0's delay")
-
-			// Past the delay event 0 is claimable again, and its key free in
-			// the worker: event 1 runs (it was leased first), then event 0.
-			bd.clock.Advance(2 * time.Second)
-			assert.Equal(t, 1, payloadN(t, receive(t, "event 1's handler", starts)))
-			again := receive(t, "event 0's second handler", starts)
-			assert.Equal(t, 0, payloadN(t, again))
-			assert.Equal(t, 2, again.Attempt)
+			return nil
 		})
-	}
+		cfg.Concurrency, cfg.MaxDemand, cfg.Logger = 1, 2, logs.Logger()
+		startWorker(t, bd.drv, cfg)
+		// Under 'none' both events are fetched: 0 runs, 1 is queued.
+		first := receive(t, "event 0's handler", starts)
+		require.Equal(t, 0, payloadN(t, first))
+		bd.rec.waitFor(t, "both events fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
+
+		require.NoError(t, bd.drv.SetOrdering(ctx, bd.stream, bd.group, rheo.OrderingKey))
+		bd.clock.Advance(cfg.PollInterval)
+		logs.WaitCount(t, waitTimeout, 1, slog.LevelInfo, "group ordering changed")
+
+		close(retry)
+		bd.rec.waitFor(t, "event 0 retried", func(s recorded) bool { return len(s.retried) == 1 })
+		bd.clock.Advance(delay - time.Second)
+		assert.Empty(t, starts, "event 1 waits for event 0's delay")
+
+		// Past the delay event 0 is claimable again, and its key free in
+		// the worker: event 1 runs (it was leased first), then event 0.
+		bd.clock.Advance(2 * time.Second)
+		assert.Equal(t, 1, payloadN(t, receive(t, "event 1's handler", starts)))
+		again := receive(t, "event 0's second handler", starts)
+		assert.Equal(t, 0, payloadN(t, again))
+		assert.Equal(t, 2, again.Attempt)
+	})
 }

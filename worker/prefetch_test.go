@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -39,9 +40,10 @@ func fetchedCount(s recorded) int {
 }
 
 func TestPrefetch(t *testing.T) {
+	t.Parallel()
 	const concurrency, maxDemand = 2, 4
-	for _, b := range backends(t) {
-		t.Run(b.name+": leases are queued up to MaxDemand, renewed while queued, and given back on stop", func(t *testing.T) {
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		t.Run("leases are queued up to MaxDemand, renewed while queued, and given back on stop", func(t *testing.T) {
 			bd := setup(t, b, 5)
 			events := appendN(t, bd.drv, bd.stream, 10)
 			h := newBlocking()
@@ -115,7 +117,7 @@ func TestPrefetch(t *testing.T) {
 			assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
 		})
 
-		t.Run(b.name+": a queued lease that renewal finds lost is not handled", func(t *testing.T) {
+		t.Run("a queued lease that renewal finds lost is not handled", func(t *testing.T) {
 			bd := setup(t, b, 5)
 			appendN(t, bd.drv, bd.stream, 2)
 			h := newBlocking()
@@ -150,12 +152,13 @@ func TestPrefetch(t *testing.T) {
 			}
 			assert.Len(t, s.handled, 3, "the first lease's handler, and the two replayed events")
 		})
-	}
+	})
 }
 
 func TestPrefetchLastAttempt(t *testing.T) {
-	for _, b := range backends(t) {
-		t.Run(b.name+": a stop handles the queued leases at their last attempt instead of giving them back", func(t *testing.T) {
+	t.Parallel()
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		t.Run("a stop handles the queued leases at their last attempt instead of giving them back", func(t *testing.T) {
 			ctx := context.Background()
 			bd := setup(t, b, 2)
 			events := appendN(t, bd.drv, bd.stream, 4)
@@ -199,5 +202,5 @@ func TestPrefetchLastAttempt(t *testing.T) {
 			assert.Len(t, s.retried, 1)
 			assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group), "no event is dead-lettered by the stop")
 		})
-	}
+	})
 }

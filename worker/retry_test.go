@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/worker"
 )
@@ -39,6 +40,7 @@ func leaseIDs(n int) []string {
 }
 
 func TestDefaultRetryPolicy(t *testing.T) {
+	t.Parallel()
 	ids := leaseIDs(500)
 
 	t.Run("the delay doubles from 1s to a cap of 5 minutes, with ±20% jitter", func(t *testing.T) {
@@ -129,246 +131,245 @@ func pollEveryMillisecond(cfg *worker.Config) *worker.Config {
 }
 
 func TestWorkerRetryBackoff(t *testing.T) {
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			t.Run("a failing handler backs off by the schedule and is dead-lettered once its attempts are used up", func(t *testing.T) {
-				bd := setup(t, b, 5)
-				faulty := newFaultyDriver(bd.drv)
-				appendN(t, bd.drv, bd.stream, 1)
-				start := bd.clock.Now()
-				startWorker(t, faulty, pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
-					return errors.New("downstream down")
-				})))
+	t.Parallel()
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		t.Run("a failing handler backs off by the schedule and is dead-lettered once its attempts are used up", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			faulty := newFaultyDriver(bd.drv)
+			appendN(t, bd.drv, bd.stream, 1)
+			start := bd.clock.Now()
+			startWorker(t, faulty, pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
+				return errors.New("downstream down")
+			})))
 
-				nominal := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
-				var waited time.Duration
-				for i, step := range nominal {
-					attempt := i + 1
-					s := bd.rec.waitFor(t, fmt.Sprintf("retry %d", attempt), func(s recorded) bool { return len(s.retried) == attempt })
-					r := s.retried[i]
-					assert.Equal(t, attempt, r.Lease.Attempt)
-					assert.Equal(t, "downstream down", r.Reason)
-					assertJittered(t, step, r.Delay, "after attempt %d", attempt)
-					assert.Equal(t, worker.DefaultRetryPolicy(r.Lease, nil), r.Delay)
-					calls := faulty.retryCalls()
-					require.Len(t, calls, attempt)
-					assert.Equal(t, r.Delay, calls[i].Delay, "the delay the worker passed to the driver")
-					assert.Equal(t, "downstream down", calls[i].Reason)
-					assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group), "not dead-lettered while attempts remain")
-					info := bd.info(t)
-					assert.Equal(t, int64(1), info.PendingRetry)
-					assert.Equal(t, int64(0), info.Inflight)
-
-					bd.expectDue(t, r.Delay)
-					waited += r.Delay
-				}
-
-				// Attempt 5 is the group's last: its failure dead-letters.
-				s := bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
-				assert.Len(t, s.retried, 4)
-				assert.Len(t, s.handled, 5)
-				assert.Equal(t, "downstream down", s.deadLettered[0].Reason)
-				dls := deadLetters(t, bd.drv, bd.stream, bd.group)
-				require.Len(t, dls, 1)
-				assert.Equal(t, "downstream down", dls[0].Reason)
-				assert.Equal(t, 5, dls[0].Attempt)
-				assert.Equal(t, bd.clock.Now(), start.Add(waited), "the clock moved only by the delays")
-				assert.GreaterOrEqual(t, waited, 12*time.Second, "at least 80% of 1+2+4+8s")
-				assert.Equal(t, int64(0), bd.info(t).Lag)
-				assert.Empty(t, s.settleFailed)
-			})
-
-			t.Run("a panic backs off by the same schedule", func(t *testing.T) {
-				bd := setup(t, b, 3)
-				faulty := newFaultyDriver(bd.drv)
-				appendN(t, bd.drv, bd.stream, 1)
-				startWorker(t, faulty, pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
-					panic("kaboom")
-				})))
-
-				for i, step := range []time.Duration{time.Second, 2 * time.Second} {
-					s := bd.rec.waitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.retried) == i+1 })
-					assert.Equal(t, "panic: kaboom", s.retried[i].Reason)
-					assertJittered(t, step, s.retried[i].Delay, "after attempt %d", i+1)
-					assert.Equal(t, worker.DefaultRetryPolicy(s.retried[i].Lease, nil), s.retried[i].Delay)
-					bd.expectDue(t, s.retried[i].Delay)
-				}
-				bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
-				dls := deadLetters(t, bd.drv, bd.stream, bd.group)
-				require.Len(t, dls, 1)
-				assert.Equal(t, "panic: kaboom", dls[0].Reason)
-				assert.Equal(t, 3, dls[0].Attempt)
-			})
-
-			t.Run("RetryPolicy replaces the default schedule", func(t *testing.T) {
-				bd := setup(t, b, 3)
-				faulty := newFaultyDriver(bd.drv)
-				appendN(t, bd.drv, bd.stream, 1)
-				var mu sync.Mutex
-				var asked []string
-				cfg := pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
-					return fmt.Errorf("down at attempt %d", l.Attempt)
-				}))
-				cfg.RetryPolicy = func(l rheo.Lease, err error) time.Duration {
-					mu.Lock()
-					defer mu.Unlock()
-					asked = append(asked, fmt.Sprintf("%d: %v", l.Attempt, err))
-					return time.Duration(l.Attempt) * 3 * time.Second
-				}
-				startWorker(t, faulty, cfg)
-
-				for i, want := range []time.Duration{3 * time.Second, 6 * time.Second} {
-					s := bd.rec.waitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.retried) == i+1 })
-					assert.Equal(t, want, s.retried[i].Delay)
-					assert.Equal(t, want, faulty.retryCalls()[i].Delay)
-					bd.expectDue(t, want)
-				}
-				bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
-				dls := deadLetters(t, bd.drv, bd.stream, bd.group)
-				require.Len(t, dls, 1)
-				assert.Equal(t, "down at attempt 3", dls[0].Reason)
-				mu.Lock()
-				defer mu.Unlock()
-				assert.Equal(t, []string{"1: down at attempt 1", "2: down at attempt 2", "3: down at attempt 3"}, asked,
-					"the policy is given each failed lease and its error")
-			})
-
-			t.Run("Retry keeps its own delay over RetryPolicy", func(t *testing.T) {
-				bd := setup(t, b, 5)
-				faulty := newFaultyDriver(bd.drv)
-				appendN(t, bd.drv, bd.stream, 1)
-				cfg := pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
-					if l.Attempt == 1 {
-						return fmt.Errorf("wrapped: %w", worker.Retry(2*time.Second, errors.New("later")))
-					}
-					return nil
-				}))
-				var policyCalls atomic.Int32
-				cfg.RetryPolicy = func(rheo.Lease, error) time.Duration {
-					policyCalls.Add(1)
-					return time.Hour
-				}
-				startWorker(t, faulty, cfg)
-
-				s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
-				assert.Equal(t, 2*time.Second, s.retried[0].Delay)
-				assert.Equal(t, 2*time.Second, faulty.retryCalls()[0].Delay)
-				bd.expectDue(t, 2*time.Second)
-				bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				assert.Zero(t, policyCalls.Load())
-			})
-
-			t.Run("a negative delay from RetryPolicy retries at once", func(t *testing.T) {
-				bd := setup(t, b, 5)
-				faulty := newFaultyDriver(bd.drv)
-				appendN(t, bd.drv, bd.stream, 1)
-				cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
-					if l.Attempt == 1 {
-						return errors.New("flaky")
-					}
-					return nil
-				})
-				cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return -time.Second }
-				startWorker(t, faulty, cfg)
-
-				// No clock advance: "at once" must not wait for a poll.
-				s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				require.Len(t, s.retried, 1)
-				assert.Equal(t, time.Duration(0), s.retried[0].Delay)
-				assert.Equal(t, time.Duration(0), faulty.retryCalls()[0].Delay)
-				assert.Equal(t, 2, s.acked[0].Lease.Attempt)
-			})
-
-			t.Run("a delay beyond the drivers' limit counts as the limit", func(t *testing.T) {
-				bd := setup(t, b, 5)
-				faulty := newFaultyDriver(bd.drv)
-				appendN(t, bd.drv, bd.stream, 1)
-				cfg := bd.config(func(ctx context.Context, l rheo.Lease) error { return errors.New("down") })
-				cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return 1000 * time.Hour }
-				startWorker(t, faulty, cfg)
-
-				s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
-				assert.Equal(t, math.MaxInt32*time.Millisecond, s.retried[0].Delay)
-				assert.Empty(t, s.settleFailed, "the driver accepted the delay")
+			nominal := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
+			var waited time.Duration
+			for i, step := range nominal {
+				attempt := i + 1
+				s := bd.rec.waitFor(t, fmt.Sprintf("retry %d", attempt), func(s recorded) bool { return len(s.retried) == attempt })
+				r := s.retried[i]
+				assert.Equal(t, attempt, r.Lease.Attempt)
+				assert.Equal(t, "downstream down", r.Reason)
+				assertJittered(t, step, r.Delay, "after attempt %d", attempt)
+				assert.Equal(t, worker.DefaultRetryPolicy(r.Lease, nil), r.Delay)
+				calls := faulty.retryCalls()
+				require.Len(t, calls, attempt)
+				assert.Equal(t, r.Delay, calls[i].Delay, "the delay the worker passed to the driver")
+				assert.Equal(t, "downstream down", calls[i].Reason)
+				assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group), "not dead-lettered while attempts remain")
 				info := bd.info(t)
 				assert.Equal(t, int64(1), info.PendingRetry)
 				assert.Equal(t, int64(0), info.Inflight)
-			})
+
+				bd.expectDue(t, r.Delay)
+				waited += r.Delay
+			}
+
+			// Attempt 5 is the group's last: its failure dead-letters.
+			s := bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+			assert.Len(t, s.retried, 4)
+			assert.Len(t, s.handled, 5)
+			assert.Equal(t, "downstream down", s.deadLettered[0].Reason)
+			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+			require.Len(t, dls, 1)
+			assert.Equal(t, "downstream down", dls[0].Reason)
+			assert.Equal(t, 5, dls[0].Attempt)
+			assert.Equal(t, bd.clock.Now(), start.Add(waited), "the clock moved only by the delays")
+			assert.GreaterOrEqual(t, waited, 12*time.Second, "at least 80% of 1+2+4+8s")
+			assert.Equal(t, int64(0), bd.info(t).Lag)
+			assert.Empty(t, s.settleFailed)
 		})
-	}
+
+		t.Run("a panic backs off by the same schedule", func(t *testing.T) {
+			bd := setup(t, b, 3)
+			faulty := newFaultyDriver(bd.drv)
+			appendN(t, bd.drv, bd.stream, 1)
+			startWorker(t, faulty, pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
+				panic("kaboom")
+			})))
+
+			for i, step := range []time.Duration{time.Second, 2 * time.Second} {
+				s := bd.rec.waitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.retried) == i+1 })
+				assert.Equal(t, "panic: kaboom", s.retried[i].Reason)
+				assertJittered(t, step, s.retried[i].Delay, "after attempt %d", i+1)
+				assert.Equal(t, worker.DefaultRetryPolicy(s.retried[i].Lease, nil), s.retried[i].Delay)
+				bd.expectDue(t, s.retried[i].Delay)
+			}
+			bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+			require.Len(t, dls, 1)
+			assert.Equal(t, "panic: kaboom", dls[0].Reason)
+			assert.Equal(t, 3, dls[0].Attempt)
+		})
+
+		t.Run("RetryPolicy replaces the default schedule", func(t *testing.T) {
+			bd := setup(t, b, 3)
+			faulty := newFaultyDriver(bd.drv)
+			appendN(t, bd.drv, bd.stream, 1)
+			var mu sync.Mutex
+			var asked []string
+			cfg := pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
+				return fmt.Errorf("down at attempt %d", l.Attempt)
+			}))
+			cfg.RetryPolicy = func(l rheo.Lease, err error) time.Duration {
+				mu.Lock()
+				defer mu.Unlock()
+				asked = append(asked, fmt.Sprintf("%d: %v", l.Attempt, err))
+				return time.Duration(l.Attempt) * 3 * time.Second
+			}
+			startWorker(t, faulty, cfg)
+
+			for i, want := range []time.Duration{3 * time.Second, 6 * time.Second} {
+				s := bd.rec.waitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.retried) == i+1 })
+				assert.Equal(t, want, s.retried[i].Delay)
+				assert.Equal(t, want, faulty.retryCalls()[i].Delay)
+				bd.expectDue(t, want)
+			}
+			bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+			require.Len(t, dls, 1)
+			assert.Equal(t, "down at attempt 3", dls[0].Reason)
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, []string{"1: down at attempt 1", "2: down at attempt 2", "3: down at attempt 3"}, asked,
+				"the policy is given each failed lease and its error")
+		})
+
+		t.Run("Retry keeps its own delay over RetryPolicy", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			faulty := newFaultyDriver(bd.drv)
+			appendN(t, bd.drv, bd.stream, 1)
+			cfg := pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
+				if l.Attempt == 1 {
+					return fmt.Errorf("wrapped: %w", worker.Retry(2*time.Second, errors.New("later")))
+				}
+				return nil
+			}))
+			var policyCalls atomic.Int32
+			cfg.RetryPolicy = func(rheo.Lease, error) time.Duration {
+				policyCalls.Add(1)
+				return time.Hour
+			}
+			startWorker(t, faulty, cfg)
+
+			s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
+			assert.Equal(t, 2*time.Second, s.retried[0].Delay)
+			assert.Equal(t, 2*time.Second, faulty.retryCalls()[0].Delay)
+			bd.expectDue(t, 2*time.Second)
+			bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			assert.Zero(t, policyCalls.Load())
+		})
+
+		t.Run("a negative delay from RetryPolicy retries at once", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			faulty := newFaultyDriver(bd.drv)
+			appendN(t, bd.drv, bd.stream, 1)
+			cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+				if l.Attempt == 1 {
+					return errors.New("flaky")
+				}
+				return nil
+			})
+			cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return -time.Second }
+			startWorker(t, faulty, cfg)
+
+			// No clock advance: "at once" must not wait for a poll.
+			s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			require.Len(t, s.retried, 1)
+			assert.Equal(t, time.Duration(0), s.retried[0].Delay)
+			assert.Equal(t, time.Duration(0), faulty.retryCalls()[0].Delay)
+			assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+		})
+
+		t.Run("a delay beyond the drivers' limit counts as the limit", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			faulty := newFaultyDriver(bd.drv)
+			appendN(t, bd.drv, bd.stream, 1)
+			cfg := bd.config(func(ctx context.Context, l rheo.Lease) error { return errors.New("down") })
+			cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return 1000 * time.Hour }
+			startWorker(t, faulty, cfg)
+
+			s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
+			assert.Equal(t, math.MaxInt32*time.Millisecond, s.retried[0].Delay)
+			assert.Empty(t, s.settleFailed, "the driver accepted the delay")
+			info := bd.info(t)
+			assert.Equal(t, int64(1), info.PendingRetry)
+			assert.Equal(t, int64(0), info.Inflight)
+		})
+	})
 }
 
 func TestWorkerBacksOffThroughFaults(t *testing.T) {
+	t.Parallel()
 	const events = 60
-	for _, b := range backends(t) {
-		t.Run(b.name+": flaky handlers and failed settles lose nothing and settle nothing stale", func(t *testing.T) {
-			clock := testclock.New()
-			drv := b.open(t, b.dsn, clock.Now)
-			stream, group := newStream(t, drv, 2, 5)
-			appended := appendSpread(t, drv, stream, events)
-			faulty := newFaultyDriver(drv)
-			unavailable := rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused")
-			for _, n := range []int{2, 5, 9} {
-				faulty.failOn("retry", n, unavailable) // left to expire
-			}
-			faulty.failOn("ack_batch", 2, &rheo.AmbiguousError{Op: "ack_batch", Err: errors.New("connection lost")})
-			faulty.failOn("fetch", 3, unavailable)
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		// Flaky handlers and failed settles lose nothing and settle nothing stale.
+		clock := testclock.New()
+		drv := b.Open(t, clock.Now)
+		stream, group := newStream(t, drv, 2, 5)
+		appended := appendSpread(t, drv, stream, events)
+		faulty := newFaultyDriver(drv)
+		unavailable := rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused")
+		for _, n := range []int{2, 5, 9} {
+			faulty.failOn("retry", n, unavailable) // left to expire
+		}
+		faulty.failOn("ack_batch", 2, &rheo.AmbiguousError{Op: "ack_batch", Err: errors.New("connection lost")})
+		faulty.failOn("fetch", 3, unavailable)
 
-			rec := &recorder{}
-			var mu sync.Mutex
-			handled, succeeded := map[string]int{}, map[string]int{}
-			startWorker(t, faulty, &worker.Config{
-				Stream: stream, Group: group, Concurrency: 4, LeaseDuration: leaseDuration,
-				Clock: clock, Hooks: []any{rec},
-				Handler: func(ctx context.Context, l rheo.Lease) error {
-					mu.Lock()
-					defer mu.Unlock()
-					handled[l.Event.ID]++
-					// Every third event fails its first two handlings: a
-					// downstream that comes back.
-					if l.Event.Sequence%3 == 0 && handled[l.Event.ID] <= 2 {
-						return errors.New("downstream down")
-					}
-					succeeded[l.Event.ID]++
-					return nil
-				},
-			})
-
-			// Retries wait for their back-off and failed settles for their
-			// lease to expire: move the clock on whenever nothing happens.
-			last := -1
-			eventually(t, "every event is terminal", func() bool {
-				if groupInfo(t, drv, stream, group).Lag == 0 {
-					return true
+		rec := &recorder{}
+		var mu sync.Mutex
+		handled, succeeded := map[string]int{}, map[string]int{}
+		startWorker(t, faulty, &worker.Config{
+			Stream: stream, Group: group, Concurrency: 4, LeaseDuration: leaseDuration,
+			Clock: clock, Hooks: []any{rec},
+			Handler: func(ctx context.Context, l rheo.Lease) error {
+				mu.Lock()
+				defer mu.Unlock()
+				handled[l.Event.ID]++
+				// Every third event fails its first two handlings: a
+				// downstream that comes back.
+				if l.Event.Sequence%3 == 0 && handled[l.Event.ID] <= 2 {
+					return errors.New("downstream down")
 				}
-				if n := len(rec.snapshot().handled); n == last {
-					clock.Advance(time.Second)
-				} else {
-					last = n
-				}
-				time.Sleep(20 * time.Millisecond)
-				return false
-			})
-
-			mu.Lock()
-			defer mu.Unlock()
-			for _, e := range appended {
-				assert.GreaterOrEqual(t, succeeded[e.ID], 1, "event %s was handled successfully", e.ID)
-			}
-			assert.Empty(t, deadLetters(t, drv, stream, group), "the back-off outlasted the failures")
-			s := rec.snapshot()
-			require.NotEmpty(t, s.retried)
-			for _, r := range s.retried {
-				assertJittered(t, time.Second<<(r.Lease.Attempt-1), r.Delay, "the retry of attempt %d", r.Lease.Attempt)
-			}
-			failed := map[string]int{}
-			for _, f := range s.settleFailed {
-				assert.NotErrorIs(t, f.Err, rheo.ErrStaleLease, "no settle of a lease someone else holds (%s)", f.Op)
-				assert.Equal(t, worker.ActionLeftToExpire, f.Action)
-				failed[f.Op]++
-			}
-			assert.Equal(t, 3, failed["retry"], "the injected retry failures")
-			assert.GreaterOrEqual(t, failed["ack"], 1, "the leases of the failed ack batch")
+				succeeded[l.Event.ID]++
+				return nil
+			},
 		})
-	}
+
+		// Retries wait for their back-off and failed settles for their
+		// lease to expire: move the clock on whenever nothing happens.
+		last := -1
+		progressing(t, "every event is terminal", func() (int, bool) {
+			if groupInfo(t, drv, stream, group).Lag == 0 {
+				return 0, true
+			}
+			n := len(rec.snapshot().handled)
+			if n == last {
+				clock.Advance(time.Second)
+			}
+			last = n
+			time.Sleep(20 * time.Millisecond)
+			return n, false
+		})
+
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range appended {
+			assert.GreaterOrEqual(t, succeeded[e.ID], 1, "event %s was handled successfully", e.ID)
+		}
+		assert.Empty(t, deadLetters(t, drv, stream, group), "the back-off outlasted the failures")
+		s := rec.snapshot()
+		require.NotEmpty(t, s.retried)
+		for _, r := range s.retried {
+			assertJittered(t, time.Second<<(r.Lease.Attempt-1), r.Delay, "the retry of attempt %d", r.Lease.Attempt)
+		}
+		failed := map[string]int{}
+		for _, f := range s.settleFailed {
+			assert.NotErrorIs(t, f.Err, rheo.ErrStaleLease, "no settle of a lease someone else holds (%s)", f.Op)
+			assert.Equal(t, worker.ActionLeftToExpire, f.Action)
+			failed[f.Op]++
+		}
+		assert.Equal(t, 3, failed["retry"], "the injected retry failures")
+		assert.GreaterOrEqual(t, failed["ack"], 1, "the leases of the failed ack batch")
+	})
 }

@@ -12,282 +12,281 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/worker"
 )
 
 func TestWorkerSettlePolicy(t *testing.T) {
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			t.Run("a stale ack is dropped", func(t *testing.T) {
-				bd := setup(t, b, 5)
-				appendN(t, bd.drv, bd.stream, 1)
-				started, release := make(chan struct{}), make(chan struct{})
-				var calls atomic.Int32
-				startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
-					if calls.Add(1) == 1 {
-						close(started)
-						<-release
-					}
-					return nil
-				}))
-				receive(t, "the handler", started)
-				require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
-				close(release)
+	t.Parallel()
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		t.Run("a stale ack is dropped", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			appendN(t, bd.drv, bd.stream, 1)
+			started, release := make(chan struct{}), make(chan struct{})
+			var calls atomic.Int32
+			startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+				if calls.Add(1) == 1 {
+					close(started)
+					<-release
+				}
+				return nil
+			}))
+			receive(t, "the handler", started)
+			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
+			close(release)
 
-				s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
-				f := s.settleFailed[0]
-				assert.Equal(t, "ack", f.Op)
-				assert.Equal(t, worker.ActionDropped, f.Action)
-				assert.ErrorIs(t, f.Err, rheo.ErrStaleLease)
-				assert.Empty(t, s.acked)
-				assert.Empty(t, s.retried)
-			})
+			s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
+			f := s.settleFailed[0]
+			assert.Equal(t, "ack", f.Op)
+			assert.Equal(t, worker.ActionDropped, f.Action)
+			assert.ErrorIs(t, f.Err, rheo.ErrStaleLease)
+			assert.Empty(t, s.acked)
+			assert.Empty(t, s.retried)
+		})
 
-			for _, tc := range []struct {
-				name string
-				err  error
-			}{
-				{"an ack whose outcome is unknown leaves the lease to expire", &rheo.AmbiguousError{Op: "ack_batch", Err: errors.New("connection lost")}},
-				{"an ack that cannot reach the database leaves the lease to expire", rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused")},
-			} {
-				t.Run(tc.name, func(t *testing.T) {
-					bd := setup(t, b, 5)
-					faulty := newFaultyDriver(bd.drv)
-					faulty.failOn("ack_batch", 1, tc.err)
-					appendN(t, bd.drv, bd.stream, 1)
-					startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
-
-					s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
-					assert.Equal(t, worker.ActionLeftToExpire, s.settleFailed[0].Action)
-					assert.ErrorIs(t, s.settleFailed[0].Err, tc.err)
-					assert.Equal(t, int64(1), bd.info(t).Inflight, "the lease is left as it is")
-
-					bd.clock.Advance(leaseDuration + time.Second)
-					s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-					assert.Equal(t, 2, s.acked[0].Lease.Attempt)
-					assert.Empty(t, s.retried)
-				})
-			}
-
-			t.Run("an ack that definitely failed retries the event at once", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			err  error
+		}{
+			{"an ack whose outcome is unknown leaves the lease to expire", &rheo.AmbiguousError{Op: "ack_batch", Err: errors.New("connection lost")}},
+			{"an ack that cannot reach the database leaves the lease to expire", rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused")},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
 				bd := setup(t, b, 5)
 				faulty := newFaultyDriver(bd.drv)
-				failure := &rheo.FailedError{Op: "ack_batch", Err: errors.New("deadlock detected")}
-				faulty.failOn("ack_batch", 1, failure)
+				faulty.failOn("ack_batch", 1, tc.err)
 				appendN(t, bd.drv, bd.stream, 1)
 				startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
-				s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				require.Len(t, s.settleFailed, 1)
-				assert.Equal(t, worker.ActionRetried, s.settleFailed[0].Action)
-				require.Len(t, s.retried, 1)
-				assert.Contains(t, s.retried[0].Reason, "deadlock detected")
+				s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
+				assert.Equal(t, worker.ActionLeftToExpire, s.settleFailed[0].Action)
+				assert.ErrorIs(t, s.settleFailed[0].Err, tc.err)
+				assert.Equal(t, int64(1), bd.info(t).Inflight, "the lease is left as it is")
+
+				bd.clock.Advance(leaseDuration + time.Second)
+				s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
 				assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+				assert.Empty(t, s.retried)
 			})
+		}
 
-			for _, op := range []string{"retry", "reject"} {
-				t.Run("a failed "+op+" leaves the lease to expire", func(t *testing.T) {
-					bd := setup(t, b, 5)
-					faulty := newFaultyDriver(bd.drv)
-					unavailable := rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused")
-					faulty.failOn(op, 1, unavailable)
-					appendN(t, bd.drv, bd.stream, 1)
-					startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error {
-						if l.Attempt > 1 {
-							return nil
-						}
-						if op == "retry" {
-							return errors.New("try again")
-						}
-						return worker.Reject(errors.New("poison"))
-					}))
+		t.Run("an ack that definitely failed retries the event at once", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			faulty := newFaultyDriver(bd.drv)
+			failure := &rheo.FailedError{Op: "ack_batch", Err: errors.New("deadlock detected")}
+			faulty.failOn("ack_batch", 1, failure)
+			appendN(t, bd.drv, bd.stream, 1)
+			startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
-					s := bd.rec.waitFor(t, "the failed "+op, func(s recorded) bool { return len(s.settleFailed) == 1 })
-					assert.Equal(t, op, s.settleFailed[0].Op)
-					assert.Equal(t, worker.ActionLeftToExpire, s.settleFailed[0].Action)
-					assert.Equal(t, int64(1), bd.info(t).Inflight)
+			s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			require.Len(t, s.settleFailed, 1)
+			assert.Equal(t, worker.ActionRetried, s.settleFailed[0].Action)
+			require.Len(t, s.retried, 1)
+			assert.Contains(t, s.retried[0].Reason, "deadlock detected")
+			assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+		})
 
-					bd.clock.Advance(leaseDuration + time.Second)
-					s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-					assert.Equal(t, 2, s.acked[0].Lease.Attempt)
-					assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
-				})
-			}
-
-			t.Run("fetch errors back off, doubling with jitter, and reset on success", func(t *testing.T) {
+		for _, op := range []string{"retry", "reject"} {
+			t.Run("a failed "+op+" leaves the lease to expire", func(t *testing.T) {
 				bd := setup(t, b, 5)
 				faulty := newFaultyDriver(bd.drv)
 				unavailable := rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused")
-				for _, n := range []int{1, 2, 3, 5} {
-					faulty.failOn("fetch", n, unavailable)
-				}
+				faulty.failOn(op, 1, unavailable)
 				appendN(t, bd.drv, bd.stream, 1)
-				startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
+				startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error {
+					if l.Attempt > 1 {
+						return nil
+					}
+					if op == "retry" {
+						return errors.New("try again")
+					}
+					return worker.Reject(errors.New("poison"))
+				}))
 
-				s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				require.Len(t, s.fetchFailed, 3)
-				// ±20% around 100ms, 200ms, 400ms: the ranges do not overlap,
-				// so each wait is a step up.
-				for i, nominal := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
-					assertJittered(t, nominal, s.fetchFailed[i].Backoff, "fetch error %d", i+1)
-					assert.ErrorIs(t, s.fetchFailed[i].Err, rheo.ErrBackendUnavailable)
-				}
+				s := bd.rec.waitFor(t, "the failed "+op, func(s recorded) bool { return len(s.settleFailed) == 1 })
+				assert.Equal(t, op, s.settleFailed[0].Op)
+				assert.Equal(t, worker.ActionLeftToExpire, s.settleFailed[0].Action)
+				assert.Equal(t, int64(1), bd.info(t).Inflight)
 
-				// Fetch 4 succeeded; fetch 5, the next poll, fails afresh.
-				bd.clock.Advance(time.Second)
-				s = bd.rec.waitFor(t, "another fetch error", func(s recorded) bool { return len(s.fetchFailed) == 4 })
-				assertJittered(t, 100*time.Millisecond, s.fetchFailed[3].Backoff, "the fetch error after a success")
-				nominal := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond}
-				jittered := false
-				for i, f := range s.fetchFailed {
-					jittered = jittered || f.Backoff != nominal[i]
-				}
-				assert.True(t, jittered, "the waits are jittered, not all exactly nominal (odds of that by chance: 1 in 400^4)")
+				bd.clock.Advance(leaseDuration + time.Second)
+				s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+				assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+				assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
 			})
+		}
+
+		t.Run("fetch errors back off, doubling with jitter, and reset on success", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			faulty := newFaultyDriver(bd.drv)
+			unavailable := rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused")
+			for _, n := range []int{1, 2, 3, 5} {
+				faulty.failOn("fetch", n, unavailable)
+			}
+			appendN(t, bd.drv, bd.stream, 1)
+			startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
+
+			s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			require.Len(t, s.fetchFailed, 3)
+			// ±20% around 100ms, 200ms, 400ms: the ranges do not overlap,
+			// so each wait is a step up.
+			for i, nominal := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
+				assertJittered(t, nominal, s.fetchFailed[i].Backoff, "fetch error %d", i+1)
+				assert.ErrorIs(t, s.fetchFailed[i].Err, rheo.ErrBackendUnavailable)
+			}
+
+			// Fetch 4 succeeded; fetch 5, the next poll, fails afresh.
+			bd.clock.Advance(time.Second)
+			s = bd.rec.waitFor(t, "another fetch error", func(s recorded) bool { return len(s.fetchFailed) == 4 })
+			assertJittered(t, 100*time.Millisecond, s.fetchFailed[3].Backoff, "the fetch error after a success")
+			nominal := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond}
+			jittered := false
+			for i, f := range s.fetchFailed {
+				jittered = jittered || f.Backoff != nominal[i]
+			}
+			assert.True(t, jittered, "the waits are jittered, not all exactly nominal (odds of that by chance: 1 in 400^4)")
 		})
-	}
+	})
 }
 
 func TestWorkerTransactional(t *testing.T) {
-	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			txConfig := func(bd *bundle, h worker.TxHandler) *worker.Config {
-				cfg := bd.config(nil)
-				cfg.TxHandler = h
-				return cfg
+	t.Parallel()
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		txConfig := func(bd *bundle, h worker.TxHandler) *worker.Config {
+			cfg := bd.config(nil)
+			cfg.TxHandler = h
+			return cfg
+		}
+		insert := func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+			return execTx(ctx, tx, "INSERT INTO side (event_id) VALUES ("+b.Placeholder+")", l.Event.ID)
+		}
+
+		t.Run("the handler's writes commit with the ack", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			createSideTable(t, bd.drv)
+			events := appendN(t, bd.drv, bd.stream, 3)
+			startWorker(t, bd.drv, txConfig(bd, insert))
+
+			bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
+			for _, e := range events {
+				assert.Equal(t, 1, sideRows(t, b, bd.drv, e.ID))
 			}
-			insert := func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
-				return execTx(ctx, tx, "INSERT INTO side (event_id) VALUES ("+b.placeholder+")", l.Event.ID)
-			}
-
-			t.Run("the handler's writes commit with the ack", func(t *testing.T) {
-				bd := setup(t, b, 5)
-				createSideTable(t, bd.drv)
-				events := appendN(t, bd.drv, bd.stream, 3)
-				startWorker(t, bd.drv, txConfig(bd, insert))
-
-				bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
-				for _, e := range events {
-					assert.Equal(t, 1, sideRows(t, b, bd.drv, e.ID))
-				}
-				assert.Equal(t, int64(0), bd.info(t).Lag)
-			})
-
-			t.Run("a handler error rolls its writes back and retries", func(t *testing.T) {
-				bd := setup(t, b, 5)
-				createSideTable(t, bd.drv)
-				events := appendN(t, bd.drv, bd.stream, 1)
-				startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
-					if err := insert(ctx, tx, l); err != nil {
-						return err
-					}
-					if l.Attempt == 1 {
-						return errors.New("undo")
-					}
-					return nil
-				}))
-
-				s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
-				assert.Equal(t, "undo", s.retried[0].Reason)
-				assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "the default back-off")
-				assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
-
-				bd.clock.Advance(2 * time.Second) // past the delay and the poll
-				bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
-			})
-
-			t.Run("a panic rolls the writes back and retries", func(t *testing.T) {
-				bd := setup(t, b, 5)
-				createSideTable(t, bd.drv)
-				events := appendN(t, bd.drv, bd.stream, 1)
-				startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
-					if err := insert(ctx, tx, l); err != nil {
-						return err
-					}
-					if l.Attempt == 1 {
-						panic("kaboom")
-					}
-					return nil
-				}))
-
-				s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
-				assert.Equal(t, "panic: kaboom", s.retried[0].Reason)
-				assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "the default back-off")
-				assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
-
-				bd.clock.Advance(2 * time.Second) // past the delay and the poll
-				bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
-			})
-
-			t.Run("a stale ack rolls the handler's writes back", func(t *testing.T) {
-				if !concurrentWriters(b) {
-					t.Skip("SQLite's transaction holds the only write lock: nothing can take the lease while the handler runs")
-				}
-				bd := setup(t, b, 5)
-				createSideTable(t, bd.drv)
-				events := appendN(t, bd.drv, bd.stream, 1)
-				started, release := make(chan struct{}), make(chan struct{})
-				startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
-					if err := insert(ctx, tx, l); err != nil {
-						return err
-					}
-					if l.Attempt == 1 {
-						close(started)
-						<-release
-					}
-					return nil
-				}))
-				receive(t, "the handler", started)
-				require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
-				close(release)
-
-				s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
-				assert.Equal(t, worker.ActionDropped, s.settleFailed[0].Action)
-				assert.ErrorIs(t, s.settleFailed[0].Err, rheo.ErrStaleLease)
-				assert.Empty(t, s.acked)
-				assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the write rolled back with the ack")
-			})
-
-			t.Run("a lease lost while the handler runs rolls its writes back", func(t *testing.T) {
-				if !concurrentWriters(b) {
-					t.Skip("SQLite's transaction holds the only write lock: nothing can take the lease while the handler runs")
-				}
-				bd := setup(t, b, 5)
-				createSideTable(t, bd.drv)
-				events := appendN(t, bd.drv, bd.stream, 1)
-				started, release := make(chan struct{}), make(chan struct{})
-				var calls atomic.Int32
-				startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
-					if err := insert(ctx, tx, l); err != nil {
-						return err
-					}
-					if calls.Add(1) == 1 {
-						close(started)
-						<-release // ignores ctx, and reports success
-					}
-					return nil
-				}))
-				receive(t, "the handler", started)
-				require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
-				bd.clock.Advance(6 * time.Second)
-				bd.rec.waitFor(t, "the lost lease", func(s recorded) bool { return len(s.leaseLost) == 1 })
-				close(release)
-
-				// The reset made the event claimable again, and the poll
-				// that the advance fired delivers it anew.
-				s := bd.rec.waitFor(t, "the discarded outcome and the new delivery's ack", func(s recorded) bool {
-					return len(outcomes(s, worker.OutcomeDiscarded)) == 1 && len(s.acked) == 1
-				})
-				assert.Empty(t, s.settleFailed)
-				assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID), "the lost delivery's write rolled back")
-			})
+			assert.Equal(t, int64(0), bd.info(t).Lag)
 		})
-	}
+
+		t.Run("a handler error rolls its writes back and retries", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			createSideTable(t, bd.drv)
+			events := appendN(t, bd.drv, bd.stream, 1)
+			startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+				if err := insert(ctx, tx, l); err != nil {
+					return err
+				}
+				if l.Attempt == 1 {
+					return errors.New("undo")
+				}
+				return nil
+			}))
+
+			s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
+			assert.Equal(t, "undo", s.retried[0].Reason)
+			assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "the default back-off")
+			assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
+
+			bd.clock.Advance(2 * time.Second) // past the delay and the poll
+			bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
+		})
+
+		t.Run("a panic rolls the writes back and retries", func(t *testing.T) {
+			bd := setup(t, b, 5)
+			createSideTable(t, bd.drv)
+			events := appendN(t, bd.drv, bd.stream, 1)
+			startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+				if err := insert(ctx, tx, l); err != nil {
+					return err
+				}
+				if l.Attempt == 1 {
+					panic("kaboom")
+				}
+				return nil
+			}))
+
+			s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
+			assert.Equal(t, "panic: kaboom", s.retried[0].Reason)
+			assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "the default back-off")
+			assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
+
+			bd.clock.Advance(2 * time.Second) // past the delay and the poll
+			bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
+		})
+
+		t.Run("a stale ack rolls the handler's writes back", func(t *testing.T) {
+			if !concurrentWriters(b) {
+				t.Skip("SQLite's transaction holds the only write lock: nothing can take the lease while the handler runs")
+			}
+			bd := setup(t, b, 5)
+			createSideTable(t, bd.drv)
+			events := appendN(t, bd.drv, bd.stream, 1)
+			started, release := make(chan struct{}), make(chan struct{})
+			startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+				if err := insert(ctx, tx, l); err != nil {
+					return err
+				}
+				if l.Attempt == 1 {
+					close(started)
+					<-release
+				}
+				return nil
+			}))
+			receive(t, "the handler", started)
+			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
+			close(release)
+
+			s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
+			assert.Equal(t, worker.ActionDropped, s.settleFailed[0].Action)
+			assert.ErrorIs(t, s.settleFailed[0].Err, rheo.ErrStaleLease)
+			assert.Empty(t, s.acked)
+			assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the write rolled back with the ack")
+		})
+
+		t.Run("a lease lost while the handler runs rolls its writes back", func(t *testing.T) {
+			if !concurrentWriters(b) {
+				t.Skip("SQLite's transaction holds the only write lock: nothing can take the lease while the handler runs")
+			}
+			bd := setup(t, b, 5)
+			createSideTable(t, bd.drv)
+			events := appendN(t, bd.drv, bd.stream, 1)
+			started, release := make(chan struct{}), make(chan struct{})
+			var calls atomic.Int32
+			startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+				if err := insert(ctx, tx, l); err != nil {
+					return err
+				}
+				if calls.Add(1) == 1 {
+					close(started)
+					<-release // ignores ctx, and reports success
+				}
+				return nil
+			}))
+			receive(t, "the handler", started)
+			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
+			bd.clock.Advance(6 * time.Second)
+			bd.rec.waitFor(t, "the lost lease", func(s recorded) bool { return len(s.leaseLost) == 1 })
+			close(release)
+
+			// The reset made the event claimable again, and the poll
+			// that the advance fired delivers it anew.
+			s := bd.rec.waitFor(t, "the discarded outcome and the new delivery's ack", func(s recorded) bool {
+				return len(outcomes(s, worker.OutcomeDiscarded)) == 1 && len(s.acked) == 1
+			})
+			assert.Empty(t, s.settleFailed)
+			assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID), "the lost delivery's write rolled back")
+		})
+	})
 }
 
 // concurrentWriters reports whether the backend lets a second connection
 // change a lease while a transaction is open (PostgreSQL does, SQLite does
 // not).
-func concurrentWriters(b *backend) bool { return b.name == "postgres" }
+func concurrentWriters(b *testbackend.Backend) bool { return b.Name == "postgres" }

@@ -1,8 +1,6 @@
 package drivertest
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,372 +10,280 @@ import (
 )
 
 func lifecycleCases(t *testing.T, h Harness) {
-	t.Run("ping answers", func(t *testing.T) {
-		b := setup(t, h)
-		require.NoError(t, b.d.Ping(b.ctx))
-	})
+	dropCases(t, h)
+	resetCases(t, h)
+}
 
-	t.Run("creating a stream twice reports already_exists", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		require.ErrorIs(t, b.d.CreateStream(b.ctx, s, 1), rheo.ErrAlreadyExists)
-		require.ErrorIs(t, b.d.CreateStream(b.ctx, s, 3), rheo.ErrAlreadyExists)
-	})
-
-	t.Run("creating a group twice reports already_exists", func(t *testing.T) {
+func dropCases(t *testing.T, h Harness) {
+	t.Run("drop_group and drop_stream without confirm report confirm_required before any other check", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)
 		g := b.group(s, nil)
-		require.ErrorIs(t, b.d.CreateGroup(b.ctx, s, g, nil), rheo.ErrAlreadyExists)
-	})
-
-	t.Run("one group name can be used on two streams", func(t *testing.T) {
-		b := setup(t, h)
-		s1, s2 := b.stream(1), b.stream(1)
-		require.NoError(t, b.d.CreateGroup(b.ctx, s1, "workers", nil))
-		require.NoError(t, b.d.CreateGroup(b.ctx, s2, "workers", nil))
-	})
-
-	t.Run("a stream needs at least one partition", func(t *testing.T) {
-		b := setup(t, h)
-		for _, n := range []int{0, -1} {
-			require.ErrorIs(t, b.d.CreateStream(b.ctx, uniqueName("s"), n), rheo.ErrInvalidPartitionCount, "partition_count %d", n)
-		}
-	})
-
-	t.Run("invalid names on create report invalid_argument", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		invalid := []string{"", "-starts-with-dash", ".starts-with-dot", "has space", "tab\there",
-			"nul\x00byte", "ümlaut", "star*", strings.Repeat("a", 129)}
-		for _, name := range invalid {
-			require.ErrorIs(t, b.d.CreateStream(b.ctx, name, 1), rheo.ErrInvalidArgument, "stream %q", name)
-			require.ErrorIs(t, b.d.CreateGroup(b.ctx, s, name, nil), rheo.ErrInvalidArgument, "group %q", name)
-		}
-	})
-
-	t.Run("valid names on create are accepted", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		prefix := uniqueName("n")
-		for _, suffix := range []string{"a.b", "a_b", "a:b", "a/b", "a-b", "A9"} {
-			require.NoError(t, b.d.CreateStream(b.ctx, prefix+suffix, 1), "stream %q", prefix+suffix)
-			require.NoError(t, b.d.CreateGroup(b.ctx, s, prefix+suffix, nil), "group %q", prefix+suffix)
-		}
-		long := prefix + strings.Repeat("x", 128-len(prefix))
-		require.NoError(t, b.d.CreateStream(b.ctx, long, 1), "a 128-character stream name")
-		require.NoError(t, b.d.CreateGroup(b.ctx, s, long, nil), "a 128-character group name")
-		require.NoError(t, b.d.CreateGroup(b.ctx, s, "0", nil), "a one-digit group name")
-	})
-
-	t.Run("invalid names in lookups report not found", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		_, err := b.d.Fetch(b.ctx, "has space", "g", nil)
-		require.ErrorIs(t, err, rheo.ErrStreamNotFound)
-		_, err = b.d.Fetch(b.ctx, s, "has space", nil)
-		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
-		_, err = b.d.Append(b.ctx, "", json.RawMessage(`{}`), nil)
-		require.ErrorIs(t, err, rheo.ErrStreamNotFound)
-		_, err = b.d.Lag(b.ctx, s, "", nil)
-		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
-	})
-
-	t.Run("operations on a missing stream report stream_not_found", func(t *testing.T) {
-		b := setup(t, h)
+		b.appendN(s, 2)
 		missing := uniqueName("missing")
-		ops := map[string]func() error{
-			"create_group": func() error { return b.d.CreateGroup(b.ctx, missing, "g", nil) },
-			"append": func() error {
-				_, err := b.d.Append(b.ctx, missing, payload(1), nil)
-				return err
-			},
-			"append_batch": func() error {
-				_, err := b.d.AppendBatch(b.ctx, missing, []rheo.BatchItem{{Payload: payload(1)}}, nil)
-				return err
-			},
-			"empty append_batch": func() error {
-				_, err := b.d.AppendBatch(b.ctx, missing, nil, nil)
-				return err
-			},
-			"read": func() error {
-				_, err := b.d.Read(b.ctx, missing, nil)
-				return err
-			},
-			"fetch": func() error {
-				_, err := b.d.Fetch(b.ctx, missing, "g", nil)
-				return err
-			},
-			"replay": func() error {
-				_, err := b.d.Replay(b.ctx, missing, "g", rheo.ReplayOptions{FromSequence: ptr(int64(0))})
-				return err
-			},
-			"reset_group": func() error {
-				return b.d.ResetGroup(b.ctx, missing, "g", rheo.ResetOptions{Confirm: true})
-			},
-			"lag": func() error {
-				_, err := b.d.Lag(b.ctx, missing, "g", nil)
-				return err
-			},
-			"list_groups": func() error {
-				_, err := b.d.ListGroups(b.ctx, missing)
-				return err
-			},
-			"dead_letters": func() error {
-				_, err := b.d.DeadLetters(b.ctx, missing, "g", nil)
-				return err
-			},
-			"group_info": func() error {
-				_, err := b.d.GroupInfo(b.ctx, missing, "g")
-				return err
-			},
+		for name, op := range map[string]func() error{
+			"drop_group":                       func() error { return b.d.DropGroup(b.ctx, s, g, false) },
+			"drop_group of a missing group":    func() error { return b.d.DropGroup(b.ctx, s, missing, false) },
+			"drop_group on a missing stream":   func() error { return b.d.DropGroup(b.ctx, missing, missing, false) },
+			"drop_group with an invalid name":  func() error { return b.d.DropGroup(b.ctx, "has space", "", false) },
+			"drop_stream":                      func() error { _, err := b.d.DropStream(b.ctx, s, false); return err },
+			"drop_stream of a missing stream":  func() error { _, err := b.d.DropStream(b.ctx, missing, false); return err },
+			"drop_stream with an invalid name": func() error { _, err := b.d.DropStream(b.ctx, "has space", false); return err },
+		} {
+			require.ErrorIs(t, op(), rheo.ErrConfirmRequired, name)
 		}
-		for name, op := range ops {
+		groups, err := b.d.ListGroups(b.ctx, s)
+		require.NoError(t, err)
+		require.Len(t, groups, 1, "nothing was dropped")
+		require.Equal(t, []int64{1, 2}, b.readAfter(s, 0, 0))
+	})
+
+	t.Run("the drops look the stream up before the group", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		missing := uniqueName("missing")
+		require.ErrorIs(t, b.d.DropGroup(b.ctx, missing, missing, true), rheo.ErrStreamNotFound)
+		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, missing, true), rheo.ErrGroupNotFound)
+		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, "has space", true), rheo.ErrGroupNotFound, "an invalid name in a lookup")
+		_, err := b.d.DropStream(b.ctx, missing, true)
+		require.ErrorIs(t, err, rheo.ErrStreamNotFound)
+		_, err = b.d.DropStream(b.ctx, "has space", true)
+		require.ErrorIs(t, err, rheo.ErrStreamNotFound, "an invalid name in a lookup")
+	})
+
+	t.Run("drop_group removes the group with its deliveries, dead letters and cursors", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		g := b.group(s, nil)
+		b.appendN(s, 5)
+		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, "poison")) // 1: dead letter
+		b.fetchAck(s, g, 1)                                                                  // 2: acked
+		_, err := b.d.Retry(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, &rheo.RetryOptions{Delay: time.Hour})
+		require.NoError(t, err)     // 3: waiting for its delay
+		b.fetchOne(s, g, time.Hour) // 4: in flight
+
+		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
+		groups, err := b.d.ListGroups(b.ctx, s)
+		require.NoError(t, err)
+		require.Empty(t, groups)
+		_, err = b.d.Lag(b.ctx, s, g, nil)
+		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
+		_, err = b.d.DeadLetters(b.ctx, s, g, nil)
+		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
+		_, err = b.d.Fetch(b.ctx, s, g, nil)
+		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
+		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, g, true), rheo.ErrGroupNotFound, "a second drop")
+
+		// A group created anew under the name starts from nothing.
+		require.NoError(t, b.d.CreateGroup(b.ctx, s, g, nil))
+		require.Equal(t, rheo.GroupInfo{Lag: 5, OldestUnsettledTS: ptr(Epoch)}, normalizeInfo(b.info(s, g)))
+		require.Empty(t, b.deadLetters(s, g))
+		leases := b.fetch(s, g, nil)
+		require.Equal(t, []int64{1, 2, 3, 4, 5}, sequences(leases))
+		for _, l := range leases {
+			require.Equal(t, 1, l.Attempt)
+		}
+		require.Equal(t, []int64{1, 2, 3, 4, 5}, b.readAfter(s, 0, 0), "the log is untouched")
+	})
+
+	t.Run("the leases of a dropped group are stale", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		g := b.group(s, nil)
+		b.appendN(s, 1)
+		l := b.fetchOne(s, g, time.Hour)
+		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
+		b.requireStale(l, "the group was dropped")
+		require.NoError(t, b.d.CreateGroup(b.ctx, s, g, nil))
+		b.requireStale(l, "the group was created anew")
+	})
+
+	t.Run("drop_group leaves the stream's other groups alone", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		g, other := b.group(s, nil), b.group(s, nil)
+		b.appendN(s, 3)
+		b.fetchAck(s, other, 1)
+		held := b.fetchOne(s, other, time.Hour)
+		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, ""))
+		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, other, time.Hour).LeaseID, ""))
+
+		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
+		require.Equal(t, []int64{1}, b.frontiers(s, other))
+		require.Len(t, b.deadLetters(s, other), 1)
+		require.NoError(t, b.d.Ack(b.ctx, held.LeaseID), "the other group's lease is still held")
+		require.Equal(t, []int64{3}, b.frontiers(s, other))
+	})
+
+	t.Run("drop_stream removes the stream, its groups and every event and returns how many", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(2)
+		g := b.group(s, nil)
+		for i := range 5 {
+			b.appendTo(s, i%2, i)
+		}
+		held := b.fetchOne(s, g, time.Hour)
+		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, ""))
+		require.NoError(t, b.d.SetRetention(b.ctx, s, retentionAge))
+
+		n, err := b.d.DropStream(b.ctx, s, true)
+		require.NoError(t, err)
+		require.Equal(t, int64(5), n)
+		streams, err := b.d.ListStreams(b.ctx)
+		require.NoError(t, err)
+		for _, info := range streams {
+			require.NotEqual(t, s, info.Name)
+		}
+		for name, op := range map[string]func() error{
+			"read":        func() error { _, err := b.d.Read(b.ctx, s, nil); return err },
+			"list_groups": func() error { _, err := b.d.ListGroups(b.ctx, s); return err },
+			"lag":         func() error { _, err := b.d.Lag(b.ctx, s, g, nil); return err },
+			"stream_info": func() error { _, err := b.d.StreamInfo(b.ctx, s); return err },
+			"append":      func() error { _, err := b.d.Append(b.ctx, s, payload(1), nil); return err },
+			"drop_stream": func() error { _, err := b.d.DropStream(b.ctx, s, true); return err },
+		} {
 			require.ErrorIs(t, op(), rheo.ErrStreamNotFound, name)
 		}
+		b.requireStale(held, "the stream was dropped")
 	})
 
-	t.Run("operations on a missing group report group_not_found", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(1)
-		b.appendN(s, 1)
-		missing := uniqueName("missing")
-		ops := map[string]func() error{
-			"fetch": func() error {
-				_, err := b.d.Fetch(b.ctx, s, missing, nil)
-				return err
-			},
-			"replay": func() error {
-				_, err := b.d.Replay(b.ctx, s, missing, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
-				return err
-			},
-			"reset_group": func() error {
-				return b.d.ResetGroup(b.ctx, s, missing, rheo.ResetOptions{Confirm: true})
-			},
-			"lag": func() error {
-				_, err := b.d.Lag(b.ctx, s, missing, nil)
-				return err
-			},
-			"dead_letters": func() error {
-				_, err := b.d.DeadLetters(b.ctx, s, missing, nil)
-				return err
-			},
-			"group_info": func() error {
-				_, err := b.d.GroupInfo(b.ctx, s, missing)
-				return err
-			},
-		}
-		for name, op := range ops {
-			require.ErrorIs(t, op(), rheo.ErrGroupNotFound, name)
-		}
-	})
-
-	t.Run("the stream is checked before the group and the group before the arguments", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(2)
-		missingStream, missingGroup := uniqueName("missing"), uniqueName("missing")
-		cases := []struct {
-			name string
-			want error
-			op   func() error
-		}{
-			{"fetch with a bad max_count on a missing stream", rheo.ErrStreamNotFound, func() error {
-				_, err := b.d.Fetch(b.ctx, missingStream, missingGroup, &rheo.FetchOptions{MaxCount: -1})
-				return err
-			}},
-			{"fetch with a bad max_count on a missing group", rheo.ErrGroupNotFound, func() error {
-				_, err := b.d.Fetch(b.ctx, s, missingGroup, &rheo.FetchOptions{MaxCount: -1})
-				return err
-			}},
-			{"fetch with a bad partition on a missing group", rheo.ErrGroupNotFound, func() error {
-				_, err := b.d.Fetch(b.ctx, s, missingGroup, &rheo.FetchOptions{Partitions: []int{99}})
-				return err
-			}},
-			{"replay without selector on a missing stream", rheo.ErrStreamNotFound, func() error {
-				_, err := b.d.Replay(b.ctx, missingStream, missingGroup, rheo.ReplayOptions{})
-				return err
-			}},
-			{"replay without selector on a missing group", rheo.ErrGroupNotFound, func() error {
-				_, err := b.d.Replay(b.ctx, s, missingGroup, rheo.ReplayOptions{})
-				return err
-			}},
-			{"reset with a bad partition on a missing group", rheo.ErrGroupNotFound, func() error {
-				return b.d.ResetGroup(b.ctx, s, missingGroup, rheo.ResetOptions{Confirm: true, Partitions: []int{99}})
-			}},
-			{"create_group with an invalid name on a missing stream", rheo.ErrStreamNotFound, func() error {
-				return b.d.CreateGroup(b.ctx, missingStream, "has space", nil)
-			}},
-			{"create_group with bad max_attempts on a missing stream", rheo.ErrStreamNotFound, func() error {
-				return b.d.CreateGroup(b.ctx, missingStream, "g", &rheo.CreateGroupOptions{MaxAttempts: -1})
-			}},
-			{"append of a non-object to a missing stream", rheo.ErrStreamNotFound, func() error {
-				_, err := b.d.Append(b.ctx, missingStream, json.RawMessage(`[1]`), nil)
-				return err
-			}},
-			{"append to a bad partition of a missing stream", rheo.ErrStreamNotFound, func() error {
-				_, err := b.d.Append(b.ctx, missingStream, payload(1), &rheo.AppendOptions{Partition: ptr(99)})
-				return err
-			}},
-			{"read of a bad partition of a missing stream", rheo.ErrStreamNotFound, func() error {
-				_, err := b.d.Read(b.ctx, missingStream, &rheo.ReadOptions{Partition: 99})
-				return err
-			}},
-			{"lag of a bad partition on a missing group", rheo.ErrGroupNotFound, func() error {
-				_, err := b.d.Lag(b.ctx, s, missingGroup, []int{99})
-				return err
-			}},
-			{"dead letters after an unknown id on a missing group", rheo.ErrGroupNotFound, func() error {
-				_, err := b.d.DeadLetters(b.ctx, s, missingGroup, &rheo.DeadLetterOptions{After: "nope"})
-				return err
-			}},
-		}
-		for _, c := range cases {
-			require.ErrorIs(t, c.op(), c.want, c.name)
-		}
-	})
-
-	t.Run("bad arguments report invalid_argument", func(t *testing.T) {
+	t.Run("a dropped stream's name can be created anew with sequences from 1", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)
 		g := b.group(s, nil)
-		b.appendN(s, 1)
-		cases := []struct {
-			name string
-			op   func() error
-		}{
-			{"create_group with negative max_attempts", func() error {
-				return b.d.CreateGroup(b.ctx, s, uniqueName("g"), &rheo.CreateGroupOptions{MaxAttempts: -1})
-			}},
-			{"create_group with negative start_after", func() error {
-				return b.d.CreateGroup(b.ctx, s, uniqueName("g"), &rheo.CreateGroupOptions{StartAfter: ptr(int64(-1))})
-			}},
-			{"append of a JSON array", func() error {
-				_, err := b.d.Append(b.ctx, s, json.RawMessage(`[1, 2]`), nil)
-				return err
-			}},
-			{"append of a JSON number", func() error {
-				_, err := b.d.Append(b.ctx, s, json.RawMessage(`1`), nil)
-				return err
-			}},
-			{"append of JSON null", func() error {
-				_, err := b.d.Append(b.ctx, s, json.RawMessage(`null`), nil)
-				return err
-			}},
-			{"append of bytes that are not JSON", func() error {
-				_, err := b.d.Append(b.ctx, s, json.RawMessage(`{"a":`), nil)
-				return err
-			}},
-			{"append of a nil payload", func() error {
-				_, err := b.d.Append(b.ctx, s, nil, nil)
-				return err
-			}},
-			{"append with array metadata", func() error {
-				_, err := b.d.Append(b.ctx, s, payload(1), &rheo.AppendOptions{Metadata: json.RawMessage(`[]`)})
-				return err
-			}},
-			{"append_batch with a non-object payload", func() error {
-				_, err := b.d.AppendBatch(b.ctx, s, []rheo.BatchItem{{Payload: payload(1)}, {Payload: json.RawMessage(`"x"`)}}, nil)
-				return err
-			}},
-			{"append_batch with string metadata", func() error {
-				_, err := b.d.AppendBatch(b.ctx, s, []rheo.BatchItem{{Payload: payload(1)}},
-					&rheo.AppendBatchOptions{Metadata: json.RawMessage(`"x"`)})
-				return err
-			}},
-			{"read with negative max_count", func() error {
-				_, err := b.d.Read(b.ctx, s, &rheo.ReadOptions{MaxCount: -1})
-				return err
-			}},
-			{"fetch with negative max_count", func() error {
-				_, err := b.d.Fetch(b.ctx, s, g, &rheo.FetchOptions{MaxCount: -1})
-				return err
-			}},
-			{"fetch with a negative lease duration", func() error {
-				_, err := b.d.Fetch(b.ctx, s, g, &rheo.FetchOptions{LeaseDuration: -time.Second})
-				return err
-			}},
-			{"renew for no time", func() error {
-				_, err := b.d.Renew(b.ctx, neverIssued, 0)
-				return err
-			}},
-			{"renew for a negative time", func() error {
-				_, err := b.d.Renew(b.ctx, neverIssued, -time.Second)
-				return err
-			}},
-			{"retry with a negative delay", func() error {
-				_, err := b.d.Retry(b.ctx, neverIssued, &rheo.RetryOptions{Delay: -time.Millisecond})
-				return err
-			}},
-			{"dead letters with negative max_count", func() error {
-				_, err := b.d.DeadLetters(b.ctx, s, g, &rheo.DeadLetterOptions{MaxCount: -1})
-				return err
-			}},
+		b.retain(s)
+		first := b.append(s, payload(1), &rheo.AppendOptions{ID: "once"})
+		b.appendN(s, 2)
+		b.drain(s, g)
+		n, err := b.d.DropStream(b.ctx, s, true)
+		require.NoError(t, err)
+		require.Equal(t, int64(3), n)
+
+		require.NoError(t, b.d.CreateStream(b.ctx, s, 2))
+		require.NoError(t, b.d.CreateGroup(b.ctx, s, g, nil))
+		again := b.append(s, payload(99), &rheo.AppendOptions{ID: "once", Partition: ptr(0)})
+		require.Equal(t, int64(1), again.Sequence, "sequences start from 1")
+		require.NotEqual(t, string(first.Payload), string(again.Payload), "the id is free for other content")
+		require.Equal(t, rheo.StreamRange{Partitions: []rheo.PartitionRange{
+			{Partition: 0, LowWatermark: 1, HighWatermark: 1},
+			{Partition: 1, LowWatermark: 1, HighWatermark: 0},
+		}}, b.streamRange(s), "no retention and no watermarks are left from before")
+		require.Equal(t, []int64{0, 0}, b.frontiers(s, g))
+		require.Empty(t, b.deadLetters(s, g))
+		require.Equal(t, []int64{1}, sequences(b.fetch(s, g, nil)))
+	})
+
+	t.Run("drop_stream of an empty stream returns 0", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(3)
+		n, err := b.d.DropStream(b.ctx, s, true)
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
+
+	t.Run("drop_stream leaves other streams alone", func(t *testing.T) {
+		b := setup(t, h)
+		s, other := b.stream(1), b.stream(1)
+		g := b.group(other, nil)
+		b.appendN(s, 2)
+		b.appendN(other, 3)
+		held := b.fetchOne(other, g, time.Hour)
+		_, err := b.d.DropStream(b.ctx, s, true)
+		require.NoError(t, err)
+		require.Equal(t, []int64{1, 2, 3}, b.readAfter(other, 0, 0))
+		require.NoError(t, b.d.Ack(b.ctx, held.LeaseID))
+		require.Equal(t, int64(2), b.lag(other, g, nil).Total)
+	})
+}
+
+func resetCases(t *testing.T, h Harness) {
+	t.Run("reset without confirm reports confirm_required before anything else", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		g := b.group(s, nil)
+		missing := uniqueName("missing")
+		for name, args := range map[string][2]string{"missing stream": {missing, missing}, "missing group": {s, missing}, "group": {s, g}} {
+			err := b.d.ResetGroup(b.ctx, args[0], args[1], rheo.ResetOptions{StartAfter: ptr(int64(-1)), Partitions: []int{99}})
+			require.ErrorIs(t, err, rheo.ErrConfirmRequired, name)
 		}
-		for _, c := range cases {
-			require.ErrorIs(t, c.op(), rheo.ErrInvalidArgument, c.name)
+	})
+
+	t.Run("reset drops leases, retries and dead letters and starts at the beginning", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		g := b.group(s, nil)
+		before := b.appendN(s, 4)
+		leases := b.fetch(s, g, nil)
+		require.NoError(t, b.d.Ack(b.ctx, leases[0].LeaseID))
+		_, err := b.d.Retry(b.ctx, leases[1].LeaseID, &rheo.RetryOptions{Delay: time.Hour})
+		require.NoError(t, err)
+		require.NoError(t, b.d.Reject(b.ctx, leases[2].LeaseID, ""))
+
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true}))
+		require.ErrorIs(t, b.d.Ack(b.ctx, leases[3].LeaseID), rheo.ErrStaleLease)
+		require.Empty(t, b.deadLetters(s, g))
+		info := b.info(s, g)
+		require.Equal(t, int64(4), info.Lag)
+		require.Zero(t, info.Inflight+info.PendingRetry+info.DeadLetters)
+		again := b.fetch(s, g, nil)
+		require.Equal(t, []int64{1, 2, 3, 4}, sequences(again))
+		for _, l := range again {
+			require.Equal(t, 1, l.Attempt)
 		}
-		// Nothing was written by the failed appends.
 		events, err := b.d.Read(b.ctx, s, nil)
 		require.NoError(t, err)
-		require.Len(t, events, 1)
+		require.Equal(t, eventSequences(before), eventSequences(events), "the log is kept")
 	})
 
-	t.Run("partitions out of range report invalid_partition", func(t *testing.T) {
-		b := setup(t, h)
-		s := b.stream(2)
-		g := b.group(s, nil)
-		for _, p := range []int{2, -1} {
-			cases := map[string]func() error{
-				"append": func() error {
-					_, err := b.d.Append(b.ctx, s, payload(1), &rheo.AppendOptions{Partition: ptr(p)})
-					return err
-				},
-				"append_batch": func() error {
-					_, err := b.d.AppendBatch(b.ctx, s, []rheo.BatchItem{{Payload: payload(1)}},
-						&rheo.AppendBatchOptions{Partition: ptr(p)})
-					return err
-				},
-				"read": func() error {
-					_, err := b.d.Read(b.ctx, s, &rheo.ReadOptions{Partition: p})
-					return err
-				},
-				"create_group": func() error {
-					return b.d.CreateGroup(b.ctx, s, uniqueName("g"), &rheo.CreateGroupOptions{Partitions: []int{0, p}})
-				},
-				"fetch": func() error {
-					_, err := b.d.Fetch(b.ctx, s, g, &rheo.FetchOptions{Partitions: []int{p}})
-					return err
-				},
-				"lag": func() error {
-					_, err := b.d.Lag(b.ctx, s, g, []int{p})
-					return err
-				},
-				"replay": func() error {
-					_, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0)), Partitions: []int{p}})
-					return err
-				},
-				"reset_group": func() error {
-					return b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, Partitions: []int{p}})
-				},
-			}
-			for name, op := range cases {
-				require.ErrorIs(t, op(), rheo.ErrInvalidPartition, "%s of partition %d", name, p)
-			}
-		}
-		lag := b.lag(s, g, nil)
-		require.Zero(t, lag.Partitions[0].HighWatermark+lag.Partitions[1].HighWatermark, "nothing was appended")
-	})
-
-	t.Run("arguments are checked before the lease", func(t *testing.T) {
+	t.Run("reset with start_after places the cursor after it", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)
 		g := b.group(s, nil)
-		b.appendN(s, 1)
-		l := b.fetchOne(s, g, time.Minute)
-		require.NoError(t, b.d.Ack(b.ctx, l.LeaseID))
-		_, err := b.d.Retry(b.ctx, l.LeaseID, &rheo.RetryOptions{Delay: -time.Second})
+		b.appendN(s, 5)
+		b.drain(s, g)
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(3))}))
+		require.Equal(t, []int64{3}, b.frontiers(s, g))
+		require.Equal(t, []int64{4, 5}, sequences(b.fetch(s, g, nil)))
+	})
+
+	t.Run("reset with start_at places the cursor at the first event at or after it", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		g := b.group(s, nil)
+		for m := range 4 {
+			b.append(s, payload(m), &rheo.AppendOptions{TS: ptr(Epoch.Add(time.Duration(m) * time.Minute))})
+		}
+		b.drain(s, g)
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAt: ptr(Epoch.Add(2 * time.Minute))}))
+		require.Equal(t, []int64{3, 4}, sequences(b.fetch(s, g, nil)))
+	})
+
+	t.Run("reset limited to partitions keeps the others' state", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(2)
+		g := b.group(s, nil)
+		b.appendTo(s, 0, 1)
+		b.appendTo(s, 1, 2)
+		b.appendTo(s, 1, 3)
+		leases := b.fetch(s, g, nil)
+		require.Equal(t, []position{{0, 1}, {1, 1}, {1, 2}}, positions(leases))
+		require.NoError(t, b.d.Ack(b.ctx, leases[0].LeaseID))
+		require.NoError(t, b.d.Reject(b.ctx, leases[1].LeaseID, ""))
+
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, Partitions: []int{0}}))
+		require.Equal(t, []int64{0, 1}, b.frontiers(s, g))
+		require.Len(t, b.deadLetters(s, g), 1, "partition 1 keeps its dead letter")
+		require.NoError(t, b.d.Ack(b.ctx, leases[2].LeaseID), "partition 1 keeps its lease")
+		require.Equal(t, []position{{0, 1}}, positions(b.fetch(s, g, nil)))
+	})
+
+	t.Run("reset with start_after and start_at together reports invalid_argument", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		g := b.group(s, nil)
+		err := b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(1)), StartAt: ptr(Epoch)})
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
-		_, err = b.d.Renew(b.ctx, l.LeaseID, -time.Second)
+		err = b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(-1))})
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
 	})
 }

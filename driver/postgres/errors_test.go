@@ -36,6 +36,7 @@ func (connClosed) SafeToRetry() bool { return true }
 func (connClosed) Unwrap() error     { return pgconn.ErrConnClosed }
 
 func TestInterpretError(t *testing.T) {
+	t.Parallel()
 	netDown := &netError{}
 	fatal := func(code string) error {
 		return &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code}
@@ -128,6 +129,7 @@ func (*netError) Timeout() bool   { return false }
 func (*netError) Temporary() bool { return false }
 
 func TestArguments(t *testing.T) {
+	t.Parallel()
 	t.Run("durations round down to milliseconds and stay negative", func(t *testing.T) {
 		for d, want := range map[time.Duration]int32{
 			0:                       0,
@@ -166,6 +168,7 @@ func TestArguments(t *testing.T) {
 }
 
 func TestListenerDropsWhenFull(t *testing.T) {
+	t.Parallel()
 	l := newListener(nil, nil)
 	ch := make(chan driver.Wakeup, wakeupBuffer)
 	l.subs["s"] = map[chan driver.Wakeup]struct{}{ch: {}}

@@ -2,11 +2,6 @@ package postgres
 
 import (
 	"context"
-	"math"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
@@ -15,126 +10,71 @@ import (
 // DropGroup removes a group with its deliveries, dead letters and
 // cursors: one call of rheo.drop_group.
 func (o *ops) DropGroup(ctx context.Context, stream, group string, confirm bool) error {
-	return o.run(ctx, "drop_group", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.drop_group(stream => $1, group_name => $2, confirm => $3)`,
-			stream, group, confirm)
-		return err
-	})
+	return o.runReadCommitted(ctx, "drop_group", `SELECT rheo.drop_group(stream => $1, group_name => $2, confirm => $3)`,
+		[]any{stream, group, confirm})
 }
 
 // DropStream removes a stream, its groups and every event, and returns
 // how many events it deleted: one call of rheo.drop_stream.
 func (o *ops) DropStream(ctx context.Context, stream string, confirm bool) (int64, error) {
 	var n int64
-	err := o.run(ctx, "drop_stream", true, func(q querier) error {
-		return q.QueryRow(ctx, `SELECT rheo.drop_stream(stream => $1, confirm => $2)`, stream, confirm).Scan(&n)
-	})
+	err := o.runReadCommitted(ctx, "drop_stream", `SELECT rheo.drop_stream(stream => $1, confirm => $2)`,
+		[]any{stream, confirm}, &n)
 	return n, err
-}
-
-// SetRetention sets a stream's max age, in whole microseconds; 0 passes
-// NULL, which removes it.
-func (o *ops) SetRetention(ctx context.Context, stream string, maxAge time.Duration) error {
-	var interval pgtype.Interval
-	if maxAge != 0 {
-		interval = pgtype.Interval{Microseconds: driver.Micros(maxAge), Valid: true}
-	}
-	return o.run(ctx, "set_retention", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.set_retention(stream => $1, max_age => $2)`, stream, interval)
-		return err
-	})
 }
 
 // SetOrdering changes a group's ordering: one call of rheo.set_ordering,
 // which checks the word (anything but none, key and partition is
 // invalid_argument, after stream_not_found and group_not_found).
 func (o *ops) SetOrdering(ctx context.Context, stream, group string, ordering rheo.Ordering) error {
-	return o.run(ctx, "set_ordering", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.set_ordering(stream => $1, group_name => $2, ordering => $3)`,
-			stream, group, string(ordering))
+	return o.runReadCommitted(ctx, "set_ordering", `SELECT rheo.set_ordering(stream => $1, group_name => $2, ordering => $3)`,
+		[]any{stream, group, string(ordering)})
+}
+
+// CreateStream creates a stream with partitionCount partitions (passed
+// through: below 1 is invalid_partition_count).
+func (o *ops) CreateStream(ctx context.Context, stream string, partitionCount int) error {
+	clock, err := o.clockArg()
+	if err != nil {
+		return err
+	}
+	return o.run(ctx, "create_stream", true, func(q querier) error {
+		_, err := q.Exec(ctx, `SELECT rheo.create_stream(stream => $1, partition_count => $2, clock => $3)`,
+			stream, clampInt32(partitionCount), clock)
 		return err
 	})
 }
 
-// Prune deletes up to MaxCount of a stream's events past its retention
-// and returns how many: one call of rheo.prune. opts may be nil.
-func (o *ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
-	if opts == nil {
-		opts = &rheo.PruneOptions{}
-	}
-	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultPruneCount
+// CreateGroup creates a consumer group. opts may be nil; an empty
+// Ordering is sent as 'none', the SQL default, and any other word as
+// given, for rheo.create_group to check.
+func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
+	opts = driver.WithDefaults(opts)
+	maxAttempts := opts.MaxAttempts
+	// Clamping would store another max_attempts than the one asked for.
+	attempts, err := driver.Int32("max_attempts", maxAttempts)
+	if err != nil {
+		return err
 	}
 	clock, err := o.clockArg()
 	if err != nil {
-		return 0, err
-	}
-	var n int64
-	err = o.run(ctx, "prune", true, func(q querier) error {
-		return q.QueryRow(ctx, `SELECT rheo.prune(stream => $1, max_count => $2, force => $3, clock => $4)`,
-			stream, clampInt32(maxCount), opts.Force, clock).Scan(&n)
-	})
-	return n, err
-}
-
-// StreamInfo reports a stream's retention and each partition's low and
-// high watermarks: one call of rheo.stream_info.
-func (o *ops) StreamInfo(ctx context.Context, stream string) (rheo.StreamRange, error) {
-	info := rheo.StreamRange{Partitions: []rheo.PartitionRange{}}
-	err := o.run(ctx, "stream_info", false, func(q querier) error {
-		rows, err := q.Query(ctx, `SELECT i."partition", i.low_watermark, i.high_watermark, i.max_age
-			FROM rheo.stream_info(stream => $1) AS i`, stream)
-		if err != nil {
-			return err
-		}
-		var p rheo.PartitionRange
-		var maxAge pgtype.Interval
-		_, err = pgx.ForEachRow(rows, []any{&p.Partition, &p.LowWatermark, &p.HighWatermark, &maxAge}, func() error {
-			info.Partitions = append(info.Partitions, p)
-			info.MaxAge = intervalDuration(maxAge)
-			return nil
-		})
 		return err
-	})
+	}
+	ordering := opts.Ordering
+	return o.runReadCommitted(ctx, "create_group", `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
+			start_after => $4, start_at => $5, partitions => $6, clock => $7, ordering => $8)`,
+		[]any{stream, group, attempts, opts.StartAfter, boundArg(opts.StartAt),
+			partitionArray(opts.Partitions), clock, string(ordering)})
+}
+
+// ResetGroup drops a group's deliveries and places its cursors anew.
+func (o *ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error {
+	clock, err := o.clockArg()
 	if err != nil {
-		return rheo.StreamRange{}, err
+		return err
 	}
-	return info, nil
-}
-
-// intervalDuration converts a retention read back from SQL, where it may
-// have been set in months or days, with PostgreSQL's own equivalences
-// for comparing intervals (a month is 30 days, a day 24 hours). An
-// interval longer than time.Duration holds (about 292 years) is read as
-// the longest Duration; NULL is 0.
-func intervalDuration(iv pgtype.Interval) time.Duration {
-	if !iv.Valid {
-		return 0
-	}
-	const day = int64(24 * time.Hour)
-	ns, ok := mulAdd(0, iv.Microseconds, int64(time.Microsecond))
-	if ok {
-		ns, ok = mulAdd(ns, int64(iv.Days), day)
-	}
-	if ok {
-		ns, ok = mulAdd(ns, int64(iv.Months), 30*day)
-	}
-	if !ok {
-		// Retentions are positive: a negative interval cannot be stored.
-		return time.Duration(math.MaxInt64)
-	}
-	return time.Duration(ns)
-}
-
-// mulAdd returns acc + n*unit, and false when that overflows an int64.
-func mulAdd(acc, n, unit int64) (int64, bool) {
-	if n > math.MaxInt64/unit || n < math.MinInt64/unit {
-		return 0, false
-	}
-	sum := acc + n*unit
-	if (n > 0 && sum < acc) || (n < 0 && sum > acc) {
-		return 0, false
-	}
-	return sum, true
+	return o.runReadCommitted(ctx, "reset_group", `SELECT rheo.reset_group(stream => $1, group_name => $2, confirm => $3,
+			start_after => $4, start_at => $5, partitions => $6, clock => $7)`,
+		[]any{stream, group, opts.Confirm, opts.StartAfter, boundArg(opts.StartAt),
+			partitionArray(opts.Partitions), clock})
 }

@@ -4,25 +4,50 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver/postgres"
 )
 
-func TestStreamInfo(t *testing.T) {
-	d, pool := setup(t)
+// TestReadCommittedOnRepeatableReadConnections runs the functions that
+// refuse any level but READ COMMITTED through a pool whose connections
+// default to REPEATABLE READ: the driver runs each in a READ COMMITTED
+// transaction of its own, so each succeeds, while the same SQL on such a
+// connection is invalid_argument.
+func TestReadCommittedOnRepeatableReadConnections(t *testing.T) {
+	url := newDatabase(t)
 	ctx := t.Context()
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	d := postgres.New(pool, nil)
+	t.Cleanup(func() { _ = d.Close() })
+
 	require.NoError(t, d.CreateStream(ctx, "s", 1))
-	for sql, want := range map[string]time.Duration{
-		"interval '1 mon 2 days 03:00:00.5'": (30+2)*24*time.Hour + 3*time.Hour + 500*time.Millisecond,
-		"interval '2 weeks'":                 14 * 24 * time.Hour,
-		"interval '1 day -1 hour'":           23 * time.Hour,
-		"interval '300 years'":               time.Duration(1<<63 - 1),
-	} {
-		t.Run("a retention of "+sql+" set in SQL reads as "+want.String(), func(t *testing.T) {
-			_, err := pool.Exec(ctx, "SELECT rheo.set_retention('s', "+sql+")")
-			require.NoError(t, err)
-			info, err := d.StreamInfo(ctx, "s")
-			require.NoError(t, err)
-			require.Equal(t, want, info.MaxAge)
-		})
-	}
+	require.NoError(t, d.SetRetention(ctx, "s", time.Hour))
+	_, err = pool.Exec(ctx, `SELECT rheo.create_group('s', 'g')`)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Contains(t, pgErr.Detail, "create_group must run at READ COMMITTED, not REPEATABLE READ")
+
+	// A failure inside the driver's transaction leaves it rolled back.
+	_, err = d.Prune(ctx, "missing", nil)
+	require.ErrorIs(t, err, rheo.ErrStreamNotFound)
+	require.NoError(t, d.CreateGroup(ctx, "s", "g", nil))
+	require.NoError(t, d.SetOrdering(ctx, "s", "g", rheo.OrderingKey))
+	from := int64(0)
+	_, err = d.Replay(ctx, "s", "g", rheo.ReplayOptions{FromSequence: &from})
+	require.NoError(t, err)
+	require.NoError(t, d.ResetGroup(ctx, "s", "g", rheo.ResetOptions{Confirm: true}))
+	_, err = d.Prune(ctx, "s", &rheo.PruneOptions{Force: true})
+	require.NoError(t, err)
+	require.NoError(t, d.DropGroup(ctx, "s", "g", true))
+	_, err = d.DropStream(ctx, "s", true)
+	require.NoError(t, err)
 }

@@ -126,6 +126,7 @@ func waitFired(t *testing.T, tr *faultproxy.Trigger) {
 // every write that commits on its own has committed, and must say
 // ambiguous, never backend_unavailable.
 func TestOutcomes(t *testing.T) {
+	t.Parallel()
 	s := newScene(t)
 	ctx := t.Context()
 

@@ -6,8 +6,8 @@
 // transaction of the host's (WithTx, InTx), so that an append or an ack
 // commits or rolls back with the host's own writes.
 //
-// Go zero values of the option structs stand for the SQL defaults (see
-// package rheo); other values, negative ones included, are passed to SQL
+// Go zero values of the option structs stand for the SQL defaults
+// (driver.WithDefaults); other values, negative ones included, are passed to SQL
 // as they are, so the functions report invalid_argument in their order of
 // checks. Counts beyond int32 are clamped (still out of range), and
 // durations are whole milliseconds, rounded down.

@@ -16,20 +16,13 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
-	"github.com/rheo-go/rheo/internal/testdb"
-	"github.com/rheo-go/rheo/migrate"
+	"github.com/rheo-go/rheo/internal/testbackend"
 )
 
 // newDatabase returns the URL of a fresh migrated database.
 func newDatabase(t *testing.T) string {
 	t.Helper()
-	url := testdb.NewDatabase(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	require.NoError(t, migrate.Postgres(ctx, conn, nil))
-	return url
+	return testbackend.PostgresURL(t)
 }
 
 // setup returns a driver on its own pool of a fresh database, and the
@@ -46,6 +39,7 @@ func setup(t *testing.T) (*postgres.Driver, *pgxpool.Pool) {
 }
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 
 	t.Run("an opened driver owns its pool and closes it", func(t *testing.T) {
@@ -75,6 +69,7 @@ func TestOpen(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	t.Run("closing the driver leaves the host's pool open", func(t *testing.T) {
 		d, pool := setup(t)
 		require.NoError(t, d.Close())
@@ -110,6 +105,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	d, pool := setup(t)
 	ctx := t.Context()
 	require.NoError(t, d.CreateStream(ctx, "s", 1))
@@ -179,6 +175,7 @@ func lockPartition(t *testing.T, pool *pgxpool.Pool, stream string) (release fun
 }
 
 func TestWithTx(t *testing.T) {
+	t.Parallel()
 	d, pool := setup(t)
 	ctx := t.Context()
 	require.NoError(t, d.CreateStream(ctx, "s", 1))

@@ -35,10 +35,7 @@ func (o *ops) Query(ctx context.Context, stream string, q rheo.Query) (rheo.Page
 	if err != nil {
 		return rheo.Page{}, err
 	}
-	maxCount := q.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultQueryCount
-	}
+	maxCount := driver.WithDefaults(&q).MaxCount
 	page := rheo.Page{Events: []rheo.Event{}}
 	err = o.run(ctx, "query", false, func(qr querier) error {
 		// The LEFT JOIN keeps one row, without an event, for an empty page.

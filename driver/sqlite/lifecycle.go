@@ -2,8 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"time"
 
 	"github.com/rheo-go/rheo"
@@ -30,19 +28,6 @@ func (o ops) DropStream(ctx context.Context, stream string, confirm bool) (int64
 	return n, err
 }
 
-// SetRetention sets a stream's max age, stored in whole microseconds; 0
-// removes it.
-func (o ops) SetRetention(ctx context.Context, stream string, maxAge time.Duration) error {
-	var micros *int64
-	if maxAge != 0 {
-		us := driver.Micros(maxAge)
-		micros = &us
-	}
-	return o.runChecked(ctx, "set_retention", []string{stream}, func(s *session) error {
-		return s.setRetention(ctx, stream, micros)
-	})
-}
-
 // SetOrdering changes a group's ordering from its next fetch on; any
 // word but none, key and partition is invalid_argument. It reads the
 // clock when it leaves key (the blocked events become due at it).
@@ -50,37 +35,6 @@ func (o ops) SetOrdering(ctx context.Context, stream, group string, ordering rhe
 	return o.runChecked(ctx, "set_ordering", []string{stream, group, string(ordering)}, func(s *session) error {
 		return s.setOrdering(ctx, stream, group, ordering)
 	})
-}
-
-// Prune deletes up to MaxCount of a stream's events past its retention
-// and returns how many. opts may be nil.
-func (o ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
-	if opts == nil {
-		opts = &rheo.PruneOptions{}
-	}
-	maxCount := opts.MaxCount
-	if maxCount == 0 {
-		maxCount = driver.DefaultPruneCount
-	}
-	var n int64
-	err := o.runClocked(ctx, "prune", []string{stream}, func(s *session) error {
-		var err error
-		n, err = s.prune(ctx, stream, maxCount, opts.Force)
-		return err
-	})
-	return n, err
-}
-
-// StreamInfo reports a stream's retention and each partition's low and
-// high watermarks.
-func (o ops) StreamInfo(ctx context.Context, stream string) (rheo.StreamRange, error) {
-	var info rheo.StreamRange
-	err := o.runChecked(ctx, "stream_info", []string{stream}, func(s *session) error {
-		var err error
-		info, err = s.streamInfo(ctx, stream)
-		return err
-	})
-	return info, err
 }
 
 func confirmRequired(op, what string) error {
@@ -160,19 +114,6 @@ func (s *session) dropStream(ctx context.Context, stream string, confirm bool) (
 	return deleted, nil
 }
 
-// setRetention sets the stream's max age in microseconds; nil removes
-// it.
-func (s *session) setRetention(ctx context.Context, stream string, micros *int64) error {
-	if _, err := s.stream(ctx, stream); err != nil {
-		return err
-	}
-	if micros != nil && *micros <= 0 {
-		return rheo.Errorf(rheo.ErrInvalidArgument, "max_age must be positive, got %s", time.Duration(*micros)*time.Microsecond)
-	}
-	_, err := s.exec(ctx, `UPDATE rheo_streams SET max_age = ?2 WHERE stream = ?1`, stream, micros)
-	return err
-}
-
 // setOrdering sets a group's ordering. Leaving key, the events blocked
 // behind their keys become pending and due at the clock, attempt
 // unchanged, as on PostgreSQL: what the other orderings make of them, so
@@ -211,168 +152,191 @@ func (s *session) setOrdering(ctx context.Context, stream, group string, orderin
 	return err
 }
 
-func (s *session) streamInfo(ctx context.Context, stream string) (rheo.StreamRange, error) {
-	info := rheo.StreamRange{Partitions: []rheo.PartitionRange{}}
-	var maxAge sql.NullInt64
-	err := s.queryRow(ctx, `SELECT max_age FROM rheo_streams WHERE stream = ?`, stream).Scan(&maxAge)
-	if errors.Is(err, sql.ErrNoRows) {
-		return info, rheo.Errorf(rheo.ErrStreamNotFound, "stream %q does not exist", stream)
-	}
-	if err != nil {
-		return info, err
-	}
-	info.MaxAge = time.Duration(maxAge.Int64) * time.Microsecond
-	rows, err := s.query(ctx, `
-		SELECT "partition", low_watermark, high_watermark FROM rheo_partitions
-		 WHERE stream = ? ORDER BY "partition"`, stream)
-	err = scanAll(rows, err, func(rows *sql.Rows) error {
-		var p rheo.PartitionRange
-		err := rows.Scan(&p.Partition, &p.LowWatermark, &p.HighWatermark)
-		info.Partitions = append(info.Partitions, p)
-		return err
+// CreateStream creates a stream with partitionCount partitions.
+func (o ops) CreateStream(ctx context.Context, stream string, partitionCount int) error {
+	return o.runClocked(ctx, "create_stream", []string{stream}, func(s *session) error {
+		return s.createStream(ctx, stream, partitionCount)
 	})
-	return info, err
 }
 
-// prune deletes, partition by partition in order, each partition's
-// longest run of lowest sequences that are older than the stream's
-// retention and (unless force) passed by every group, at most maxCount
-// in all, and returns how many it deleted.
-func (s *session) prune(ctx context.Context, stream string, maxCount int, force bool) (int64, error) {
-	var count int
-	var maxAge sql.NullInt64
-	err := s.queryRow(ctx, `SELECT partition_count, max_age FROM rheo_streams WHERE stream = ?`, stream).Scan(&count, &maxAge)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, rheo.Errorf(rheo.ErrStreamNotFound, "stream %q does not exist", stream)
+// CreateGroup creates a consumer group. opts may be nil; an empty
+// Ordering is OrderingNone.
+func (o ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
+	opts = driver.WithDefaults(opts)
+	maxAttempts := opts.MaxAttempts
+	// As on PostgreSQL, whose column is an int.
+	if _, err := driver.Int32("max_attempts", maxAttempts); err != nil {
+		return err
 	}
+	ordering := opts.Ordering
+	return o.runClocked(ctx, "create_group", []string{stream, group, string(ordering)}, func(s *session) error {
+		return s.createGroup(ctx, stream, group, maxAttempts, start{after: opts.StartAfter, at: opts.StartAt},
+			opts.Partitions, ordering)
+	})
+}
+
+// ResetGroup drops a group's deliveries and places its cursors anew.
+func (o ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error {
+	return o.runClocked(ctx, "reset_group", []string{stream, group}, func(s *session) error {
+		return s.resetGroup(ctx, stream, group, opts)
+	})
+}
+
+// resetGroup drops a group's leases, pending retries and dead letters in
+// the listed partitions and places its cursors as createGroup would. The
+// log is untouched.
+func (s *session) resetGroup(ctx context.Context, stream, group string, o rheo.ResetOptions) error {
+	if !o.Confirm {
+		return rheo.Errorf(rheo.ErrConfirmRequired, "reset_group drops leases, retries and dead letters: call it with confirm")
+	}
+	g, err := s.group(ctx, stream, group)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if maxCount < 0 {
-		return 0, rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", maxCount)
+	st := start{after: o.StartAfter, at: o.StartAt}
+	if err := st.check(); err != nil {
+		return err
 	}
-	if !maxAge.Valid {
-		return 0, nil // no retention: kept forever
+	scope, err := partitionScope(o.Partitions, g.partitionCount)
+	if err != nil {
+		return err
 	}
-	cutoff := s.now - maxAge.Int64
-	var total int64
-	for p := 0; p < count && total < int64(maxCount); p++ {
-		last, err := s.prunable(ctx, stream, p, cutoff, int64(maxCount)-total, force)
-		if err != nil {
-			return 0, err
+	scopeJSON := intsJSON(scope)
+	for _, q := range []string{
+		`DELETE FROM rheo_deliveries WHERE group_id = ? AND "partition" IN (SELECT value FROM json_each(?))`,
+		`DELETE FROM rheo_dead_letters WHERE group_id = ? AND "partition" IN (SELECT value FROM json_each(?))`,
+	} {
+		if _, err := s.exec(ctx, q, g.id, scopeJSON); err != nil {
+			return err
 		}
-		n, err := s.pruneThrough(ctx, stream, p, last, force)
-		if err != nil {
-			return 0, err
-		}
-		total += n
 	}
-	return total, nil
+	return s.placeCursors(ctx, g.id, stream, scope, st)
 }
 
-// prunable returns the last sequence of partition p that prune may
-// delete: the end of the run from the low watermark, at most limit long,
-// of events with ts < cutoff and (unless force) at or below every
-// group's frontier. Below the low watermark, nothing.
-func (s *session) prunable(ctx context.Context, stream string, p int, cutoff, limit int64, force bool) (int64, error) {
-	var low, high int64
-	// The lowest frontier over the stream's groups: the lowest delivery
-	// in progress minus one, or the cursor minus one (as in lag); NULL
-	// without groups.
-	var frontier sql.NullInt64
+func (s *session) createStream(ctx context.Context, stream string, partitionCount int) error {
+	if !validName.MatchString(stream) {
+		return rheo.Errorf(rheo.ErrInvalidArgument, "invalid stream name %q: %s", stream, nameRule)
+	}
+	var exists bool
+	if err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rheo_streams WHERE stream = ?)`, stream).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return rheo.Errorf(rheo.ErrAlreadyExists, "stream %q already exists", stream)
+	}
+	if partitionCount < 1 || partitionCount > driver.MaxPartitionCount {
+		return rheo.Errorf(rheo.ErrInvalidPartitionCount, "partition_count must be between 1 and %d, got %d",
+			driver.MaxPartitionCount, partitionCount)
+	}
+	if _, err := s.exec(ctx, `INSERT INTO rheo_streams (stream, partition_count, created_at) VALUES (?, ?, ?)`,
+		stream, partitionCount, s.now); err != nil {
+		return err
+	}
+	_, err := s.exec(ctx, `
+		INSERT INTO rheo_partitions (stream, "partition", high_watermark)
+		WITH RECURSIVE p(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM p WHERE n + 1 < ?2)
+		SELECT ?1, n, 0 FROM p`, stream, partitionCount)
+	return err
+}
+
+// start is where create_group and reset_group place cursors: after a
+// sequence, at a time, or (neither) at the beginning.
+type start struct {
+	after *int64
+	at    *time.Time
+}
+
+func (st start) check() error {
+	if st.after != nil && st.at != nil {
+		return rheo.Errorf(rheo.ErrInvalidArgument, "give start_after or start_at, not both")
+	}
+	if st.after != nil {
+		return driver.CheckSequence("start_after", *st.after)
+	}
+	return nil
+}
+
+// checkOrdering reports a word other than none, key and partition as
+// invalid_argument.
+func checkOrdering(o rheo.Ordering) error {
+	switch o {
+	case rheo.OrderingNone, rheo.OrderingKey, rheo.OrderingPartition:
+		return nil
+	}
+	return rheo.Errorf(rheo.ErrInvalidArgument, "ordering must be none, key or partition, got %q", string(o))
+}
+
+func (s *session) createGroup(ctx context.Context, stream, group string, maxAttempts int, st start, partitions []int, ordering rheo.Ordering) error {
+	count, err := s.stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	if !validName.MatchString(group) {
+		return rheo.Errorf(rheo.ErrInvalidArgument, "invalid group name %q: %s", group, nameRule)
+	}
+	var exists bool
+	if err := s.queryRow(ctx, `SELECT EXISTS (SELECT 1 FROM rheo_groups WHERE stream = ? AND group_name = ?)`,
+		stream, group).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return rheo.Errorf(rheo.ErrAlreadyExists, "group %q already exists on stream %q", group, stream)
+	}
+	if maxAttempts < 1 {
+		return rheo.Errorf(rheo.ErrInvalidArgument, "max_attempts must be >= 1, got %d", maxAttempts)
+	}
+	if err := st.check(); err != nil {
+		return err
+	}
+	scope, err := partitionScope(partitions, count)
+	if err != nil {
+		return err
+	}
+	if err := checkOrdering(ordering); err != nil {
+		return err
+	}
+
+	var groupID int64
 	if err := s.queryRow(ctx, `
-		SELECT p.low_watermark, p.high_watermark,
-		       (SELECT min(coalesce((SELECT d.sequence FROM rheo_deliveries AS d
-		                              WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-		                              ORDER BY d.sequence LIMIT 1),
-		                            c.next_sequence) - 1)
-		          FROM rheo_cursors AS c
-		         WHERE c.group_id IN `+groupsOf+` AND c."partition" = ?2)
-		  FROM rheo_partitions AS p
-		 WHERE p.stream = ?1 AND p."partition" = ?2`, stream, p).Scan(&low, &high, &frontier); err != nil {
-		return 0, err
+		INSERT INTO rheo_groups (stream, group_name, max_attempts, created_at, ordering) VALUES (?, ?, ?, ?, ?)
+		RETURNING group_id`, stream, group, maxAttempts, s.now, string(ordering)).Scan(&groupID); err != nil {
+		return err
 	}
-	last := low - 1 + min(limit, high-low+1)
-	if frontier.Valid && !force {
-		last = min(last, frontier.Int64)
+	if _, err := s.exec(ctx, `
+		INSERT INTO rheo_cursors (group_id, "partition", next_sequence)
+		SELECT ?1, "partition", low_watermark FROM rheo_partitions WHERE stream = ?2`, groupID, stream); err != nil {
+		return err
 	}
-	if last < low {
-		return low - 1, nil
+	if st.after == nil && st.at == nil {
+		return nil
 	}
-	// The first event not old enough stops the partition, so no hole
-	// opens: an older event behind a younger one waits. The range read is
-	// at most limit events of the primary key.
-	var young sql.NullInt64
-	if err := s.queryRow(ctx, `
-		SELECT min(e.sequence) FROM rheo_events AS e
-		 WHERE e.stream = ?1 AND e."partition" = ?2 AND e.sequence BETWEEN ?3 AND ?4 AND e.ts >= ?5`,
-		stream, p, low, last, cutoff).Scan(&young); err != nil {
-		return 0, err
-	}
-	if young.Valid {
-		last = young.Int64 - 1
-	}
-	return last, nil
+	return s.placeCursors(ctx, groupID, stream, scope, st)
 }
 
-// pruneThrough deletes the events of partition p from its low watermark
-// through last, with the dead letters of every group on them and their
-// time marks, and raises the low watermark past them. With force it also
-// deletes the groups' deliveries of them (their leases become stale) and
-// moves the cursors still at or below last past it. It returns how many
-// events it deleted.
-func (s *session) pruneThrough(ctx context.Context, stream string, p int, last int64, force bool) (int64, error) {
-	var low int64
-	if err := s.queryRow(ctx, `SELECT low_watermark FROM rheo_partitions WHERE stream = ?1 AND "partition" = ?2`,
-		stream, p).Scan(&low); err != nil {
-		return 0, err
+// placeCursors places a group's cursors in the given partitions: after
+// st.after, at the first event with ts >= st.at (or past the high
+// watermark when there is none), or at the beginning; never below the
+// low watermark, since pruned events count as terminal.
+func (s *session) placeCursors(ctx context.Context, groupID int64, stream string, scope []int, st start) error {
+	var at *int64
+	if st.at != nil {
+		us := boundMicros(*st.at)
+		at = &us
 	}
-	if last < low {
-		return 0, nil
-	}
-	// The permit the delete guard looks for (sql/sqlite/004_lifecycle.sql),
-	// removed again before the transaction ends.
-	if _, err := s.exec(ctx, `INSERT INTO rheo_event_deletions (stream, "partition", through) VALUES (?1, ?2, ?3)`,
-		stream, p, last); err != nil {
-		return 0, err
-	}
-	res, err := s.exec(ctx, `
-		DELETE FROM rheo_events WHERE stream = ?1 AND "partition" = ?2 AND sequence BETWEEN ?3 AND ?4`,
-		stream, p, low, last)
-	if err != nil {
-		return 0, err
-	}
-	deleted, err := res.RowsAffected()
-	if err != nil {
-		return 0, err
-	}
-	statements := []string{
-		`DELETE FROM rheo_event_deletions WHERE stream = ?1 AND "partition" = ?2`,
-		`DELETE FROM rheo_dead_letters WHERE group_id IN ` + groupsOf + ` AND "partition" = ?2 AND sequence <= ?3`,
-		`DELETE FROM rheo_time_marks WHERE stream = ?1 AND "partition" = ?2 AND sequence <= ?3`,
-		`UPDATE rheo_partitions SET low_watermark = ?3 + 1 WHERE stream = ?1 AND "partition" = ?2`,
-	}
-	if force {
-		statements = append(statements,
-			`UPDATE rheo_cursors SET next_sequence = ?3 + 1
-			  WHERE group_id IN `+groupsOf+` AND "partition" = ?2 AND next_sequence <= ?3`)
-	}
-	for _, q := range statements {
-		if _, err := s.exec(ctx, q, stream, p, last); err != nil {
-			return 0, err
-		}
-	}
-	if !force {
-		return deleted, nil
-	}
-	// The deliveries of the deleted events go, and the keys they held
-	// back are unblocked.
-	rows, err := s.query(ctx, `
-		DELETE FROM rheo_deliveries WHERE group_id IN `+groupsOf+` AND "partition" = ?2 AND sequence <= ?3
-		RETURNING group_id, "partition", key`, stream, p, last)
-	keys, err := scanKeys(rows, err)
-	if err != nil {
-		return 0, err
-	}
-	return deleted, s.unblock(ctx, keys)
+	_, err := s.exec(ctx, `
+		UPDATE rheo_cursors AS c
+		   SET next_sequence = max(
+		           (SELECT p.low_watermark FROM rheo_partitions AS p
+		             WHERE p.stream = ?2 AND p."partition" = c."partition"),
+		           CASE
+		               WHEN ?3 IS NOT NULL THEN ?3 + 1
+		               WHEN ?4 IS NOT NULL THEN coalesce(
+		                   `+firstAtSQL("?2", `c."partition"`, "?4")+`,
+		                   (SELECT p.high_watermark + 1 FROM rheo_partitions AS p
+		                     WHERE p.stream = ?2 AND p."partition" = c."partition"))
+		               ELSE 1
+		           END)
+		 WHERE c.group_id = ?1 AND c."partition" IN (SELECT value FROM json_each(?5))`,
+		groupID, stream, st.after, at, intsJSON(scope))
+	return err
 }

@@ -369,3 +369,81 @@ func (s *session) read(ctx context.Context, stream string, after int64, maxCount
 	})
 	return events, err
 }
+
+// Append adds one event; payload must be a JSON object. opts may be nil.
+func (o ops) Append(ctx context.Context, stream string, payload json.RawMessage, opts *rheo.AppendOptions) (rheo.Event, error) {
+	if opts == nil {
+		opts = &rheo.AppendOptions{}
+	}
+	if err := checkItem(payload, opts.Key, opts.ID); err != nil {
+		return rheo.Event{}, err
+	}
+	metadata, err := metadataArg(opts.Metadata)
+	if err != nil {
+		return rheo.Event{}, err
+	}
+	if opts.TS != nil {
+		if err := driver.CheckTime("ts", *opts.TS); err != nil {
+			return rheo.Event{}, err
+		}
+	}
+	var events []rheo.Event
+	err = o.runClocked(ctx, "append", []string{stream}, func(s *session) error {
+		items := []rheo.BatchItem{{Payload: payload, Key: opts.Key, ID: opts.ID}}
+		var err error
+		events, err = s.append(ctx, stream, items, opts.Partition, metadata, opts.TS)
+		return err
+	})
+	if err != nil {
+		return rheo.Event{}, err
+	}
+	return events[0], nil
+}
+
+// AppendBatch adds events atomically; the result keeps input order.
+// opts may be nil.
+func (o ops) AppendBatch(ctx context.Context, stream string, items []rheo.BatchItem, opts *rheo.AppendBatchOptions) ([]rheo.Event, error) {
+	if opts == nil {
+		opts = &rheo.AppendBatchOptions{}
+	}
+	metadata, err := metadataArg(opts.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	for _, item := range items {
+		if err := checkItem(item.Payload, item.Key, item.ID); err != nil {
+			return nil, err
+		}
+	}
+	var events []rheo.Event
+	err = o.runClocked(ctx, "append_batch", []string{stream}, func(s *session) error {
+		var err error
+		events, err = s.append(ctx, stream, items, opts.Partition, metadata, nil)
+		return err
+	})
+	return events, err
+}
+
+// Read returns a page of one partition in sequence order. opts may be nil.
+func (o ops) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) ([]rheo.Event, error) {
+	opts = driver.WithDefaults(opts)
+	maxCount := opts.MaxCount
+	var events []rheo.Event
+	err := o.runChecked(ctx, "read", []string{stream}, func(s *session) error {
+		var err error
+		events, err = s.read(ctx, stream, opts.After, maxCount, opts.Partition)
+		return err
+	})
+	return events, err
+}
+
+// checkItem checks what PostgreSQL checks of an event as it receives it.
+func checkItem(payload json.RawMessage, key, id string) error {
+	if err := checkJSON("payload", payload); err != nil {
+		return err
+	}
+	if err := checkText("key", key); err != nil {
+		return err
+	}
+	return checkText("event id", id)
+}

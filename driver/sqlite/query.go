@@ -117,10 +117,7 @@ func checkQuery(q rheo.Query, count int) (eventQuery, error) {
 	if q.UntilSequence != nil && *q.UntilSequence < 0 {
 		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter until_sequence must be an integer >= 0, got %d", *q.UntilSequence)
 	}
-	eq.maxCount = q.MaxCount
-	if eq.maxCount == 0 {
-		eq.maxCount = driver.DefaultQueryCount
-	}
+	eq.maxCount = driver.WithDefaults(&q).MaxCount
 	if eq.maxCount < 0 {
 		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", eq.maxCount)
 	}

@@ -17,15 +17,16 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/sqlite"
+	"github.com/rheo-go/rheo/internal/testskip"
 )
 
 // The behaviour shared with PostgreSQL is checked by the conformance
-// suite (tests/go); these tests cover what only SQLite has: files,
+// suite (TestConformance in conformance_test.go); these tests cover what only SQLite has: files,
 // in-memory databases, SQLite's locking, and host transactions on
 // database/sql.
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(testskip.Wrap(m))
 }
 
 type testBundle struct {

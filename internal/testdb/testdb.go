@@ -122,30 +122,64 @@ func startContainer() (u string, err error) {
 // It returns the database's URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	return NewDatabaseFrom(t, "")
+}
+
+// NewDatabaseFrom creates a database for t as a copy of the database
+// named template (empty: PostgreSQL's template1), and drops it when t
+// ends. It returns the database's URL.
+func NewDatabaseFrom(t testing.TB, template string) string {
+	t.Helper()
 	admin := ServerURL(t)
-	name := "rheo_test_" + randomSuffix()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		t.Fatalf("connect to test server: %v", err)
+	var name string
+	var err error
+	if template == "" {
+		name, err = CreateDatabase(ctx, admin, "rheo_test_")
+	} else {
+		name, err = CreateDatabase(ctx, admin, "rheo_test_", "TEMPLATE "+pgx.Identifier{template}.Sanitize())
 	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+	if err != nil {
 		t.Fatalf("create test database: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx := context.WithoutCancel(context.Background())
-		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Errorf("connect to drop test database: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		if err := DropDatabase(context.WithoutCancel(ctx), admin, name); err != nil {
 			t.Errorf("drop test database: %v", err)
 		}
 	})
 	return WithDatabase(t, admin, name)
+}
+
+// CreateDatabase creates a database named prefix and a random suffix on
+// the server at admin, with the options of CREATE DATABASE given, and
+// returns its name.
+func CreateDatabase(ctx context.Context, admin, prefix string, options ...string) (string, error) {
+	name := prefix + randomSuffix()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", fmt.Errorf("connect to the test server: %w", err)
+	}
+	defer conn.Close(ctx)
+	stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	for _, o := range options {
+		stmt += " " + o
+	}
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// DropDatabase drops the database name of the server at admin, closing
+// the connections left to it.
+func DropDatabase(ctx context.Context, admin, name string) error {
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("connect to the test server: %w", err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	return err
 }
 
 // WithDatabase returns serverURL pointed at database name.

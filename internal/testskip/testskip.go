@@ -73,10 +73,36 @@ type Runner interface {
 //	func TestMain(m *testing.M) { os.Exit(testskip.Run(m)) }
 //
 // and with goleak: goleak.VerifyTestMain(testskip.Wrap(m)).
+//
+// A package whose tests run longer than SlowAfter says so on the
+// terminal every SlowAfter while it runs, as go test shows nothing of a
+// package until it ends (see Slow).
 func Run(m Runner) int {
+	stop := Slow(SlowAfter)
 	code := m.Run()
+	stop()
 	report()
+	mu.Lock()
+	fns := atExit
+	atExit = nil
+	mu.Unlock()
+	for i := len(fns) - 1; i >= 0; i-- {
+		fns[i]()
+	}
 	return code
+}
+
+// atExit are the functions Run calls once the tests have run.
+var atExit []func()
+
+// AtExit has Run call f once the package's tests have run, in the
+// reverse order of the calls to AtExit, for what the whole test binary
+// shares (such as a template database). A test binary whose TestMain
+// does not call Run leaves f uncalled.
+func AtExit(f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	atExit = append(atExit, f)
 }
 
 // Wrap returns m with Run reporting the skips, for test mains that take a
@@ -113,6 +139,68 @@ func report() {
 			}
 		}
 		fmt.Fprint(os.Stderr, line) // in go test's output of a failing run
+	}
+}
+
+// SlowAfter is how long a package's tests run before Run says that they
+// still run.
+const SlowAfter = 30 * time.Second
+
+// Slow writes, every interval until the returned function is called, a
+// line naming the package whose tests still run:
+//
+//	rheo tests: ./tests/go still running after 1m0s (go test -v ./tests/go shows each test as it runs)
+//
+// to the terminal, which go test does not capture (nothing when there
+// is none, or under -v, which shows the tests as they run). The
+// function returns once the writer has stopped.
+func Slow(interval time.Duration) (stop func()) {
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		start := time.Now()
+		ticker := time.NewTicker(interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ticker.C:
+				if testing.Verbose() {
+					continue
+				}
+				tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+				if err != nil {
+					continue
+				}
+				pkg := packageDir()
+				fmt.Fprintf(tty, "rheo tests: %s still running after %s (go test -v %s shows each test as it runs)\n",
+					pkg, time.Since(start).Round(time.Second), pkg)
+				tty.Close()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// packageDir is the directory of the package under test (go test runs
+// its binary there) relative to the module's root, as ./dir.
+func packageDir() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "a package"
+	}
+	rel, err := filepath.Rel(filepath.Dir(stampPath()), dir)
+	switch {
+	case err != nil || strings.HasPrefix(rel, ".."):
+		return dir
+	case rel == ".":
+		return "."
+	default:
+		return "./" + filepath.ToSlash(rel)
 	}
 }
 

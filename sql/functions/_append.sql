@@ -164,10 +164,8 @@ BEGIN
         -- the INSERT itself. The effective key and the partition of each
         -- input are computed inline, at expression speed, rather than
         -- gathered into arrays first.
-        --
-        -- Routing: the first four bytes of md5(key), big-endian and unsigned
-        -- (bit(32)::bigint keeps it unsigned where ::int would wrap), modulo
-        -- the partition count.
+        -- The routing rule is rheo._route, inlined like the expression it
+        -- names.
         IF p_partition IS NOT NULL OR v_count = 1 THEN
             v_new_parts := ARRAY[coalesce(p_partition, 0)];
             v_counts := ARRAY[v_n];
@@ -176,10 +174,8 @@ BEGIN
               INTO v_new_parts, v_counts
               FROM (SELECT r.part, count(*)::int AS n
                       FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
-                     CROSS JOIN LATERAL (SELECT coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')) AS key) AS k
-                     CROSS JOIN LATERAL (SELECT CASE WHEN k.key IS NULL THEN 0
-                                                     ELSE ((('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint) % v_count)::int
-                                                END AS part) AS r
+                     CROSS JOIN LATERAL (SELECT rheo._event_key(p_keys[x.ord::int], x.v) AS key) AS k
+                     CROSS JOIN LATERAL (SELECT rheo._route(k.key, v_count) AS part) AS r
                      GROUP BY r.part) AS c;
         END IF;
         v_bases := rheo._allocate(p_stream, v_new_parts, v_counts, v_ts);
@@ -191,7 +187,7 @@ BEGIN
             INSERT INTO rheo.events AS e (stream, "partition", sequence, id, key, payload, metadata, ts)
             SELECT p_stream, v_new_parts[1], v_bases[1] + x.ord,
                    v_id_prefix || to_hex(v_id_base + x.ord),
-                   coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')), x.v, p_metadata, v_ts
+                   rheo._event_key(p_keys[x.ord::int], x.v), x.v, p_metadata, v_ts
               FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
             RETURNING e.*;
         ELSE
@@ -205,10 +201,8 @@ BEGIN
                        + row_number() OVER (PARTITION BY r.part ORDER BY x.ord),
                        v_id_prefix || to_hex(v_id_base + x.ord), k.key, x.v, p_metadata, v_ts
                   FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
-                 CROSS JOIN LATERAL (SELECT coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')) AS key) AS k
-                 CROSS JOIN LATERAL (SELECT CASE WHEN k.key IS NULL THEN 0
-                                                 ELSE ((('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint) % v_count)::int
-                                            END AS part) AS r
+                 CROSS JOIN LATERAL (SELECT rheo._event_key(p_keys[x.ord::int], x.v) AS key) AS k
+                 CROSS JOIN LATERAL (SELECT rheo._route(k.key, v_count) AS part) AS r
                 RETURNING e.*
             )
             SELECT * FROM inserted i ORDER BY i.id COLLATE "C";
@@ -219,15 +213,11 @@ BEGIN
         -- id, key and partition (routed as above).
         SELECT array_agg(coalesce(p_ids[x.ord::int], v_id_prefix || to_hex(v_id_base + x.ord)) ORDER BY x.ord),
                array_agg(k.key ORDER BY x.ord),
-               array_agg(coalesce(p_partition,
-                                  CASE WHEN k.key IS NULL THEN 0
-                                       ELSE ((('x' || substr(md5(k.key), 1, 8))::bit(32)::bigint) % v_count)::int
-                                  END)
-                         ORDER BY x.ord),
+               array_agg(coalesce(p_partition, rheo._route(k.key, v_count)) ORDER BY x.ord),
                array_agg(x.v ORDER BY x.ord)
           INTO v_ids, v_keys, v_parts, v_payloads
           FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
-         CROSS JOIN LATERAL (SELECT coalesce(nullif(p_keys[x.ord::int], ''), nullif(x.v ->> 'key', '')) AS key) AS k;
+         CROSS JOIN LATERAL (SELECT rheo._event_key(p_keys[x.ord::int], x.v) AS key) AS k;
 
         SELECT u.id INTO v_conflict
           FROM unnest(v_ids, v_keys, v_payloads) AS u(id, key, payload)

@@ -98,41 +98,28 @@ BEGIN
     v_expires := v_now + make_interval(secs => p_lease_ms / 1000.0);
     v_consumer := coalesce(p_consumer_id, 'consumer-' || gen_random_uuid());
 
-    -- Lock the cursor rows of the partitions with work, and read what
-    -- each can give: events past the cursor, and deliveries due again
-    -- (retry delay passed, or lease expired below the attempt limit),
-    -- each capped at max_count. A lease expired at the attempt limit is
-    -- work too: this fetch dead-letters it below. A row changed by a
-    -- fetch that committed meanwhile is read again after it is locked.
-    --
-    -- In 'key' mode, keys with a wakeup are work too (below).
-    --
-    -- Deliveries are found by the index of their due time, so the leases
-    -- in flight, however many, are not read, nor the events blocked behind
-    -- their keys, which are due at 'infinity'. They are counted up to
-    -- max_count + 1: up to max_count, those are all the deliveries due in
-    -- the partition.
+    -- Lock the cursor rows of the partitions with work (rheo._has_work),
+    -- and read what each can give: events past the cursor (rheo._fresh),
+    -- and deliveries due again (rheo._due_count), each capped at
+    -- max_count. A lease expired at the attempt limit is work too: this
+    -- fetch dead-letters it below. A row changed by a fetch that
+    -- committed meanwhile is read again after it is locked. A cursor is
+    -- read as at least the low watermark: pruned events are terminal for
+    -- every group, and new events are read from there. In 'key' mode,
+    -- keys with a wakeup are work too (below). The helpers are inlined:
+    -- the plan is that of the expressions they name.
     SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
            array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
       INTO v_locked, v_next, v_fresh, v_reclaim
-      FROM (SELECT c."partition" AS part, c.next_sequence,
-                   greatest(0, least(p_max_count::bigint, pt.high_watermark - c.next_sequence + 1))::int AS fresh,
-                   (SELECT count(*)::int
-                      FROM (SELECT 1 FROM rheo.deliveries d
-                             WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                               AND d.expires_at <= v_now
-                               AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                             ORDER BY d.expires_at
-                             LIMIT p_max_count::bigint + 1) AS r) AS reclaim
+      FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
+                   rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count) AS fresh,
+                   (SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
+                                                  p_max_count::bigint + 1) AS n) AS reclaim
               FROM rheo.cursors c
               JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
+             CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, pt.high_watermark,
+                                               v_now, v_key) AS h
              WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
-               AND (c.next_sequence <= pt.high_watermark
-                    OR EXISTS (SELECT 1 FROM rheo.deliveries d
-                                WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                                  AND d.expires_at <= v_now)
-                    OR (v_key AND EXISTS (SELECT 1 FROM rheo.key_wakeups w
-                                           WHERE w.group_id = c.group_id AND w."partition" = c."partition")))
              ORDER BY c."partition"
                FOR NO KEY UPDATE OF c SKIP LOCKED) AS l;
     IF v_locked IS NULL THEN
@@ -144,26 +131,17 @@ BEGIN
         SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
-           AND (c.next_sequence <= pt.high_watermark
-                OR EXISTS (SELECT 1 FROM rheo.deliveries d
-                            WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                              AND d.expires_at <= v_now)
-                OR (v_key AND EXISTS (SELECT 1 FROM rheo.key_wakeups w
-                                       WHERE w.group_id = c.group_id AND w."partition" = c."partition")));
+         CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, pt.high_watermark,
+                                           v_now, v_key) AS h
+         WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope);
         IF v_candidates IS NULL THEN
             RETURN;
         END IF;
         v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
-        SELECT ARRAY[c."partition"], ARRAY[c.next_sequence],
-               ARRAY[greatest(0, least(p_max_count::bigint, pt.high_watermark - c.next_sequence + 1))::int],
-               ARRAY[(SELECT count(*)::int
-                        FROM (SELECT 1 FROM rheo.deliveries d
-                               WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                                 AND d.expires_at <= v_now
-                                 AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                               ORDER BY d.expires_at
-                               LIMIT p_max_count::bigint + 1) AS r)]
+        SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
+               ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count)],
+               ARRAY[(SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
+                                                    p_max_count::bigint + 1) AS n)]
           INTO v_locked, v_next, v_fresh, v_reclaim
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
@@ -272,10 +250,7 @@ BEGIN
                               THEN 1 ELSE 0 END ORDER BY x.ord)
           INTO v_fresh, v_reclaim
           FROM unnest(v_locked, v_fresh) WITH ORDINALITY AS x(part, f, ord)
-          LEFT JOIN LATERAL (SELECT d.sequence, d.state, d.attempt, d.expires_at FROM rheo.deliveries d
-                              WHERE d.group_id = v_group.group_id AND d."partition" = x.part
-                              ORDER BY d.sequence
-                              LIMIT 1) AS h ON true;
+          LEFT JOIN LATERAL rheo._turn(v_group.group_id, x.part) AS h ON true;
     END IF;
     IF p_max_count = 0 THEN
         RETURN;
@@ -283,10 +258,8 @@ BEGIN
 
     -- Quotas, as if dealt round-robin, one lease per partition per round
     -- from a rotating starting partition, until max_count or no work is
-    -- left; computed in closed form rather than lease by lease. After
-    -- v_level full rounds every partition has min(avail, v_level); the
-    -- leases still left go, one each, to the partitions that have more,
-    -- in rotation order.
+    -- left (rheo._quota). The rotation moves only when there is more work
+    -- than max_count, and the helper is called only then.
     v_k := cardinality(v_locked);
     SELECT array_agg(least(p_max_count, x.r + x.f) ORDER BY x.ord) INTO v_avail
       FROM unnest(v_reclaim, v_fresh) WITH ORDINALITY AS x(r, f, ord);
@@ -294,289 +267,152 @@ BEGIN
     IF v_total <= p_max_count THEN
         v_quota := v_avail;
     ELSE
-        -- The highest level whose full rounds fit in max_count: raising
-        -- the level from one partition's avail to the next costs one
-        -- lease per partition not yet exhausted.
-        v_level := 0;
-        v_below := 0;  -- leases dealt up to v_level
-        v_rest := v_k; -- partitions with avail above v_level
-        FOR v_a IN SELECT a FROM unnest(v_avail) AS a ORDER BY a LOOP
-            EXIT WHEN v_below + (v_a - v_level) * v_rest > p_max_count;
-            v_below := v_below + (v_a - v_level) * v_rest;
-            v_level := v_a;
-            v_rest := v_rest - 1;
-        END LOOP;
-        v_level := v_level + (p_max_count - v_below) / v_rest;
-        SELECT array_agg(least(a, v_level) ORDER BY ord) INTO v_quota
-          FROM unnest(v_avail) WITH ORDINALITY AS x(a, ord);
-        SELECT p_max_count - sum(q) INTO v_left FROM unnest(v_quota) AS q;
-        v_start := (nextval('rheo.fetch_rotation') % v_k)::int;
-        FOR i IN 0 .. v_k - 1 LOOP
-            EXIT WHEN v_left = 0;
-            v_p := 1 + (v_start + i) % v_k;  -- +1: arrays start at 1
-            IF v_avail[v_p] > v_quota[v_p] THEN
-                v_quota[v_p] := v_quota[v_p] + 1;
-                v_left := v_left - 1;
-            END IF;
-        END LOOP;
+        v_quota := rheo._quota(v_avail, p_max_count, (nextval('rheo.fetch_rotation') % v_k)::int);
     END IF;
 
     -- Claim every partition's quota in one statement: deliveries due
-    -- again first (attempt + 1, a new lease id), then new events by an
-    -- index range scan from the cursor, which moves past them. Within a
-    -- partition the deliveries due again all precede the cursor, so the
-    -- result is in (partition, sequence) order. A delivery row locked by
-    -- a settle in progress is that settle's to finish (SKIP LOCKED), so
-    -- the claim may return fewer leases than planned. The deliveries due
-    -- again are updated by ctid, as above.
-    IF v_key THEN
-        -- The same claim under 'key' (docs/design.md, "Ordering"): a due
-        -- delivery behind an earlier one of its key in progress is
-        -- blocked again instead of leased, and new events past the cursor
-        -- are leased or stored as blocked. A statement of its own, so
-        -- that the claims of the other orderings run the plan they ran
-        -- before orderings existed.
-        RETURN QUERY
-        WITH RECURSIVE plan AS (
-            SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
-                   x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim <= p_max_count AS due_known
-              FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
-             WHERE x.quota > 0
-        ), candidates AS (
-            -- The deliveries due again with the lowest sequences. When a
-            -- partition has at most max_count of them, they are read by the
-            -- index of their due time and sorted; when it has more, they are
-            -- many, and the primary key finds the lowest soon (unless they
-            -- are few among many more leases in flight: that costs a read of
-            -- the leases in flight below them).
-            SELECT d.tid
-              FROM plan p
-             CROSS JOIN LATERAL (SELECT y.tid
-                                   FROM (SELECT x.ctid AS tid, x.sequence FROM rheo.deliveries x
-                                          WHERE x.group_id = v_group.group_id AND x."partition" = p.part
-                                            AND x.expires_at <= v_now
-                                            AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
-                                          ORDER BY x.expires_at
-                                          LIMIT p_max_count) AS y
-                                  ORDER BY y.sequence
-                                  LIMIT p.reclaim) AS d
-             WHERE p.reclaim > 0 AND p.due_known
-            UNION ALL
-            SELECT d.tid
-              FROM plan p
-             CROSS JOIN LATERAL (SELECT x.ctid AS tid FROM rheo.deliveries x
-                                  WHERE x.group_id = v_group.group_id AND x."partition" = p.part
-                                    AND x.expires_at <= v_now
-                                    AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
-                                  ORDER BY x.sequence
-                                  LIMIT p.reclaim) AS d
-             WHERE p.reclaim > 0 AND NOT p.due_known
-        ), picked AS MATERIALIZED (
-            -- Locked with SKIP LOCKED, and the conditions checked again on the
-            -- row as it is once locked.
-            SELECT d.ctid AS tid, d."partition" AS part, d.sequence, d.key FROM rheo.deliveries d
-             WHERE d.ctid = ANY (ARRAY(SELECT c.tid FROM candidates c))
-               AND d.expires_at <= v_now
-               AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-               FOR UPDATE SKIP LOCKED
-        ), ahead AS MATERIALIZED (
-            -- 'key': the picked deliveries with an earlier delivery of their
-            -- key not terminal (a replay, or leases from before the ordering
-            -- was set, can leave such), and the nearest such one. They are
-            -- blocked instead of leased.
-            SELECT pk.tid, pk.part, pk.key, b.state, b.has_waiters
-              FROM picked pk
-             CROSS JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
-                                  WHERE x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = pk.part::bigint
-                                    AND x.key = pk.key AND x.sequence < pk.sequence
-                                  ORDER BY x.sequence DESC
-                                  LIMIT 1) AS b
-        ), reclaimed AS (
-            UPDATE rheo.deliveries AS d
-               SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
-                   attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
-             WHERE d.ctid = ANY (ARRAY(SELECT pk.tid FROM picked pk
-                                        WHERE NOT EXISTS (SELECT 1 FROM ahead a WHERE a.tid = pk.tid)))
-            RETURNING d."partition", d.sequence, d.lease_id, d.attempt
-        ), reblocked AS (
-            UPDATE rheo.deliveries AS d
-               SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
-             WHERE d.ctid = ANY (ARRAY(SELECT a.tid FROM ahead a))
-        ), key_walk AS (
-            -- 'key': the events past the cursor, leased or blocked, read
-            -- in a window of twice the quota from the cursor, and again in
-            -- a window twice the last while one read whole leases fewer
-            -- than the quota: so a fetch reads about what it leases when
-            -- few events are blocked, walks past a long backlog in a few
-            -- windows, and returns nothing only when nothing is claimable.
-            -- Each blocked event is stored and passed once.
-            --
-            -- In a window, an event is blocked when an earlier event of
-            -- its key is not terminal: an earlier one in the window
-            -- (row_number), or a delivery found by the key's index (probed
-            -- once per key, as of this statement). It is cut after the
-            -- quota's last lease. has_waiters: later events of its key are
-            -- in the window. wake: blocked behind a delivery not marked as
-            -- having waiters, which the next fetch marks (or finds settled).
-            -- more: the window was read whole and leases too few, so the
-            -- next one is read; only the rows of a partition's last window
-            -- are kept. A seed row per partition starts the walk.
-            SELECT p.part, p.next_sequence AS next, p.fresh, 2 * p.fresh::bigint AS size,
-                   true AS seed, true AS more, true AS driver,
-                   NULL::bigint AS sequence, NULL::text AS id, NULL::text AS key, NULL::text AS type,
-                   NULL::jsonb AS payload, NULL::jsonb AS metadata, NULL::timestamptz AS ts,
-                   false AS blocked, false AS has_waiters, false AS wake
-              FROM plan p
-             WHERE p.fresh > 0
-            UNION ALL
-            SELECT k.part, k.next, k.fresh, s.size, false, w.more, w.sequence = k.next + s.size - 1,
-                   w.sequence, w.id, w.key, w.type, w.payload, w.metadata, w.ts, w.blocked, w.has_waiters, w.wake
-              FROM key_walk k
-             CROSS JOIN LATERAL (SELECT CASE WHEN k.seed THEN k.size ELSE 2 * k.size END AS size) AS s
-             CROSS JOIN LATERAL (
-                    SELECT z.sequence, z.id, z.key, z.type, z.payload, z.metadata, z.ts, z.blocked, z.has_waiters,
-                           z.wake, z.n_read = s.size AND z.n_leasable < k.fresh AS more
-                      FROM (SELECT y.*,
-                                   count(*) FILTER (WHERE NOT y.blocked) OVER (ORDER BY y.sequence) AS n_leased,
-                                   count(*) FILTER (WHERE NOT y.blocked) OVER () AS n_leasable,
-                                   count(*) OVER () AS n_read
-                              FROM (SELECT e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts,
-                                           e.key IS NOT NULL AND (e.rn > 1 OR b.state IS NOT NULL) AS blocked,
-                                           e.key IS NOT NULL AND e.rn < e.cnt AS has_waiters,
-                                           coalesce(b.state <> 'blocked' AND NOT b.has_waiters, false) AS wake
-                                      FROM (SELECT r.*,
-                                                   row_number() OVER (PARTITION BY r.key ORDER BY r.sequence) AS rn,
-                                                   count(*) OVER (PARTITION BY r.key) AS cnt
-                                              FROM (SELECT ev.sequence, ev.id, ev.key, ev.type, ev.payload,
-                                                           ev.metadata, ev.ts
-                                                      FROM rheo.events ev
-                                                     WHERE ev.stream = p_stream AND ev."partition" = k.part
-                                                       AND ev.sequence >= k.next
-                                                     ORDER BY ev.sequence
-                                                     LIMIT s.size) AS r) AS e
-                                      LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
-                                                          WHERE x.group_id::bigint = v_group.group_id::bigint
-                                                            AND x."partition"::bigint = k.part::bigint
-                                                            AND x.key = e.key AND x.sequence < e.sequence
-                                                            AND e.rn = 1
-                                                          ORDER BY x.sequence DESC
-                                                          LIMIT 1) AS b ON true) AS y) AS z
-                     WHERE z.n_leased < k.fresh OR (z.n_leased = k.fresh AND NOT z.blocked)) AS w
-             WHERE k.driver AND k.more
-        ), fresh AS (
-            -- The lease ids are made here, so that the result can be read from
-            -- this CTE rather than joined back to the INSERT's RETURNING.
-            SELECT k.part, k.sequence, gen_random_uuid() AS lease_id, k.id, k.key, k.type, k.payload, k.metadata, k.ts,
-                   k.blocked, k.has_waiters, k.wake
-              FROM key_walk k
-             WHERE NOT k.seed AND NOT k.more
-        ), inserted AS (
-            INSERT INTO rheo.deliveries
-                   (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,
-                    key, has_waiters)
-            SELECT v_group.group_id, f.part, f.sequence,
-                   CASE WHEN f.blocked THEN 'blocked' ELSE 'leased' END,
-                   CASE WHEN f.blocked THEN NULL ELSE f.lease_id END,
-                   CASE WHEN f.blocked THEN NULL ELSE v_consumer END,
-                   CASE WHEN f.blocked THEN 0 ELSE 1 END,
-                   CASE WHEN f.blocked THEN NULL ELSE v_now END,
-                   CASE WHEN f.blocked THEN 'infinity' ELSE v_expires END,
-                   f.ts, f.key, f.has_waiters
-              FROM fresh f
-        ), woken AS (
-            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
-            SELECT DISTINCT v_group.group_id, w.part, w.key
-              FROM (SELECT f.part, f.key FROM fresh f WHERE f.wake
-                    UNION ALL
-                    SELECT a.part, a.key FROM ahead a WHERE a.state <> 'blocked' AND NOT a.has_waiters) AS w
-        ), advanced AS (
-            -- Sequences are contiguous and visible in order, so the claimed
-            -- ones are exactly next .. next + count - 1.
-            UPDATE rheo.cursors AS c
-               SET next_sequence = n.next_sequence + n.taken
-              FROM (SELECT p.part, p.next_sequence, count(*) AS taken
-                      FROM plan p JOIN fresh f ON f.part = p.part
-                     GROUP BY p.part, p.next_sequence) AS n
-             WHERE c.group_id = v_group.group_id AND c."partition" = n.part
-        )
-        SELECT r.lease_id, r.lease_id::text, p_stream, p_group_name, v_consumer, r.attempt,
-               v_now, v_expires, e.id, r."partition", r.sequence, e.key, e.type, e.payload, e.metadata, e.ts
-          FROM reclaimed r
-         CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
-                              WHERE ev.stream = p_stream AND ev."partition" = r."partition"
-                                AND ev.sequence = r.sequence LIMIT 1) AS e
-        UNION ALL
-        SELECT f.lease_id, f.lease_id::text, p_stream, p_group_name, v_consumer, 1,
-               v_now, v_expires, f.id, f.part, f.sequence, f.key, f.type, f.payload, f.metadata, f.ts
-          FROM fresh f
-         WHERE NOT f.blocked
-         ORDER BY 10, 11;  -- partition, sequence
-        RETURN;
-    END IF;
+    -- again first (attempt + 1, a new lease id), then new events past the
+    -- cursor, which moves past them. Within a partition the deliveries
+    -- due again all precede the cursor, so the result is in (partition,
+    -- sequence) order. A delivery row locked by a settle in progress is
+    -- that settle's to finish (SKIP LOCKED), so the claim may return
+    -- fewer leases than planned. The deliveries due again are updated by
+    -- ctid, as above.
+    --
+    -- One statement for every ordering, each step named for the ordering
+    -- it serves: under 'key' (docs/design.md, "Ordering") a due delivery
+    -- behind an earlier one of its key in progress is blocked again
+    -- instead of leased (ahead, reblocked), and new events past the
+    -- cursor are leased or stored as blocked (key_walk); under
+    -- 'partition' the earliest delivery is the one claimable (rheo._turn).
+    -- The steps of the other orderings are gated by v_key and v_part,
+    -- which the plan tests once per execution, and read nothing.
     RETURN QUERY
-    WITH plan AS (
+    WITH RECURSIVE plan AS (
         SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
                x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim <= p_max_count AS due_known
           FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
          WHERE x.quota > 0
     ), candidates AS (
-        -- The deliveries due again with the lowest sequences. When a
-        -- partition has at most max_count of them, they are read by the
-        -- index of their due time and sorted; when it has more, they are
-        -- many, and the primary key finds the lowest soon (unless they
-        -- are few among many more leases in flight: that costs a read of
-        -- the leases in flight below them).
+        -- The deliveries due again with the lowest sequences (rheo._due);
+        -- under 'partition', the earliest delivery, whatever its state
+        -- (rheo._turn), picked below only if it is still due.
         SELECT d.tid
           FROM plan p
-         CROSS JOIN LATERAL (SELECT y.tid
-                               FROM (SELECT x.ctid AS tid, x.sequence FROM rheo.deliveries x
-                                      WHERE x.group_id = v_group.group_id AND x."partition" = p.part
-                                        AND x.expires_at <= v_now
-                                        AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
-                                      ORDER BY x.expires_at
-                                      LIMIT p_max_count) AS y
-                              ORDER BY y.sequence
-                              LIMIT p.reclaim) AS d
-         WHERE p.reclaim > 0 AND p.due_known AND NOT v_part
+         CROSS JOIN LATERAL rheo._due(v_group.group_id, p.part, v_now, v_group.max_attempts, p_max_count,
+                                      p.reclaim, p.due_known) AS d(tid)
+         WHERE p.reclaim > 0 AND NOT v_part
         UNION ALL
         SELECT d.tid
           FROM plan p
-         CROSS JOIN LATERAL (SELECT x.ctid AS tid FROM rheo.deliveries x
-                              WHERE x.group_id = v_group.group_id AND x."partition" = p.part
-                                AND x.expires_at <= v_now
-                                AND (x.state = 'pending' OR x.attempt < v_group.max_attempts)
-                              ORDER BY x.sequence
-                              LIMIT p.reclaim) AS d
-         WHERE p.reclaim > 0 AND NOT p.due_known AND NOT v_part
-        UNION ALL
-        -- 'partition': the earliest delivery, whatever its state; picked
-        -- below only if it is still due.
-        SELECT d.tid
-          FROM plan p
-         CROSS JOIN LATERAL (SELECT x.ctid AS tid FROM rheo.deliveries x
-                              WHERE x.group_id = v_group.group_id AND x."partition" = p.part
-                              ORDER BY x.sequence
-                              LIMIT 1) AS d
+         CROSS JOIN LATERAL rheo._turn(v_group.group_id, p.part) AS d
          WHERE p.reclaim > 0 AND v_part
     ), picked AS MATERIALIZED (
         -- Locked with SKIP LOCKED, and the conditions checked again on the
         -- row as it is once locked.
-        SELECT d.ctid AS tid FROM rheo.deliveries d
+        SELECT d.ctid AS tid, d."partition" AS part, d.sequence, d.key FROM rheo.deliveries d
          WHERE d.ctid = ANY (ARRAY(SELECT c.tid FROM candidates c))
            AND d.expires_at <= v_now
            AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
            FOR UPDATE SKIP LOCKED
+    ), ahead AS MATERIALIZED (
+        -- 'key': the picked deliveries with an earlier delivery of their
+        -- key not terminal (a replay, or leases from before the ordering
+        -- was set, can leave such), and the nearest such one. They are
+        -- blocked instead of leased.
+        SELECT pk.tid, pk.part, pk.key, b.state, b.has_waiters
+          FROM picked pk
+         CROSS JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
+                              WHERE x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = pk.part::bigint
+                                AND x.key = pk.key AND x.sequence < pk.sequence
+                              ORDER BY x.sequence DESC
+                              LIMIT 1) AS b
+         WHERE v_key
     ), reclaimed AS (
         UPDATE rheo.deliveries AS d
            SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
                attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
-         WHERE d.ctid = ANY (ARRAY(SELECT picked.tid FROM picked))
+         WHERE d.ctid = ANY (ARRAY(SELECT pk.tid FROM picked pk
+                                    WHERE NOT EXISTS (SELECT 1 FROM ahead a WHERE a.tid = pk.tid)))
         RETURNING d."partition", d.sequence, d.lease_id, d.attempt
+    ), reblocked AS (
+        UPDATE rheo.deliveries AS d
+           SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
+         WHERE d.ctid = ANY (ARRAY(SELECT a.tid FROM ahead a))
+    ), key_walk AS (
+        -- 'key': the events past the cursor, leased or blocked, read
+        -- in a window of twice the quota from the cursor, and again in
+        -- a window twice the last while one read whole leases fewer
+        -- than the quota: so a fetch reads about what it leases when
+        -- few events are blocked, walks past a long backlog in a few
+        -- windows, and returns nothing only when nothing is claimable.
+        -- Each blocked event is stored and passed once.
+        --
+        -- In a window, an event is blocked when an earlier event of
+        -- its key is not terminal: an earlier one in the window
+        -- (row_number), or a delivery found by the key's index (probed
+        -- once per key, as of this statement). It is cut after the
+        -- quota's last lease. has_waiters: later events of its key are
+        -- in the window. wake: blocked behind a delivery not marked as
+        -- having waiters, which the next fetch marks (or finds settled).
+        -- more: the window was read whole and leases too few, so the
+        -- next one is read; only the rows of a partition's last window
+        -- are kept. A seed row per partition starts the walk.
+        SELECT p.part, p.next_sequence AS next, p.fresh, 2 * p.fresh::bigint AS size,
+               true AS seed, true AS more, true AS driver,
+               NULL::bigint AS sequence, NULL::text AS id, NULL::text AS key, NULL::text AS type,
+               NULL::jsonb AS payload, NULL::jsonb AS metadata, NULL::timestamptz AS ts,
+               false AS blocked, false AS has_waiters, false AS wake
+          FROM plan p
+         WHERE p.fresh > 0 AND v_key
+        UNION ALL
+        SELECT k.part, k.next, k.fresh, s.size, false, w.more, w.sequence = k.next + s.size - 1,
+               w.sequence, w.id, w.key, w.type, w.payload, w.metadata, w.ts, w.blocked, w.has_waiters, w.wake
+          FROM key_walk k
+         CROSS JOIN LATERAL (SELECT CASE WHEN k.seed THEN k.size ELSE 2 * k.size END AS size) AS s
+         CROSS JOIN LATERAL (
+                SELECT z.sequence, z.id, z.key, z.type, z.payload, z.metadata, z.ts, z.blocked, z.has_waiters,
+                       z.wake, z.n_read = s.size AND z.n_leasable < k.fresh AS more
+                  FROM (SELECT y.*,
+                               count(*) FILTER (WHERE NOT y.blocked) OVER (ORDER BY y.sequence) AS n_leased,
+                               count(*) FILTER (WHERE NOT y.blocked) OVER () AS n_leasable,
+                               count(*) OVER () AS n_read
+                          FROM (SELECT e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts,
+                                       e.key IS NOT NULL AND (e.rn > 1 OR b.state IS NOT NULL) AS blocked,
+                                       e.key IS NOT NULL AND e.rn < e.cnt AS has_waiters,
+                                       coalesce(b.state <> 'blocked' AND NOT b.has_waiters, false) AS wake
+                                  FROM (SELECT r.*,
+                                               row_number() OVER (PARTITION BY r.key ORDER BY r.sequence) AS rn,
+                                               count(*) OVER (PARTITION BY r.key) AS cnt
+                                          FROM (SELECT ev.sequence, ev.id, ev.key, ev.type, ev.payload,
+                                                       ev.metadata, ev.ts
+                                                  FROM rheo.events ev
+                                                 WHERE ev.stream = p_stream AND ev."partition" = k.part
+                                                   AND ev.sequence >= k.next
+                                                 ORDER BY ev.sequence
+                                                 LIMIT s.size) AS r) AS e
+                                  LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
+                                                      WHERE x.group_id::bigint = v_group.group_id::bigint
+                                                        AND x."partition"::bigint = k.part::bigint
+                                                        AND x.key = e.key AND x.sequence < e.sequence
+                                                        AND e.rn = 1
+                                                      ORDER BY x.sequence DESC
+                                                      LIMIT 1) AS b ON true) AS y) AS z
+                 WHERE z.n_leased < k.fresh OR (z.n_leased = k.fresh AND NOT z.blocked)) AS w
+         WHERE k.driver AND k.more
     ), fresh AS (
-        -- The lease ids are made here, so that the result can be read from
-        -- this CTE rather than joined back to the INSERT's RETURNING.
-        SELECT p.part, e.sequence, gen_random_uuid() AS lease_id,
-               e.id, e.key, e.type, e.payload, e.metadata, e.ts
+        -- The events past the cursor: under 'key' those the walk found,
+        -- leased or blocked; under the other orderings the next ones, by
+        -- an index range scan from the cursor. The lease ids are made
+        -- here, so that the result can be read from this CTE rather than
+        -- joined back to the INSERT's RETURNING.
+        SELECT k.part, k.sequence, gen_random_uuid() AS lease_id, k.id, k.key, k.type, k.payload, k.metadata, k.ts,
+               k.blocked, k.has_waiters, k.wake
+          FROM key_walk k
+         WHERE NOT k.seed AND NOT k.more
+        UNION ALL
+        SELECT p.part, e.sequence, gen_random_uuid(), e.id, e.key, e.type, e.payload, e.metadata, e.ts,
+               false, false, false
           FROM plan p
          CROSS JOIN LATERAL (SELECT e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts
                                FROM rheo.events e
@@ -584,15 +420,30 @@ BEGIN
                                 AND e.sequence >= p.next_sequence
                               ORDER BY e.sequence
                               LIMIT p.fresh) AS e
-         WHERE p.fresh > 0
+         WHERE p.fresh > 0 AND NOT v_key
     ), inserted AS (
-        -- No key: only 'key' fetches read it (set_ordering copies it into
-        -- the deliveries in progress when a group turns to 'key'), and
-        -- without it the delivery skips deliveries_key_idx.
+        -- The key is stored only under 'key', which alone reads it
+        -- (set_ordering copies it into the deliveries in progress when a
+        -- group turns to 'key'): without it a delivery skips
+        -- deliveries_key_idx.
         INSERT INTO rheo.deliveries
-               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
-        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts
+               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,
+                key, has_waiters)
+        SELECT v_group.group_id, f.part, f.sequence,
+               CASE WHEN f.blocked THEN 'blocked' ELSE 'leased' END,
+               CASE WHEN f.blocked THEN NULL ELSE f.lease_id END,
+               CASE WHEN f.blocked THEN NULL ELSE v_consumer END,
+               CASE WHEN f.blocked THEN 0 ELSE 1 END,
+               CASE WHEN f.blocked THEN NULL ELSE v_now END,
+               CASE WHEN f.blocked THEN 'infinity' ELSE v_expires END,
+               f.ts, CASE WHEN v_key THEN f.key END, f.has_waiters
           FROM fresh f
+    ), woken AS (
+        INSERT INTO rheo.key_wakeups (group_id, "partition", key)
+        SELECT DISTINCT v_group.group_id, w.part, w.key
+          FROM (SELECT f.part, f.key FROM fresh f WHERE f.wake
+                UNION ALL
+                SELECT a.part, a.key FROM ahead a WHERE a.state <> 'blocked' AND NOT a.has_waiters) AS w
     ), advanced AS (
         -- Sequences are contiguous and visible in order, so the claimed
         -- ones are exactly next .. next + count - 1.
@@ -613,6 +464,7 @@ BEGIN
     SELECT f.lease_id, f.lease_id::text, p_stream, p_group_name, v_consumer, 1,
            v_now, v_expires, f.id, f.part, f.sequence, f.key, f.type, f.payload, f.metadata, f.ts
       FROM fresh f
+     WHERE NOT f.blocked
      ORDER BY 10, 11;  -- partition, sequence
 END
 $$;

@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,7 @@ var noCgoPackages = []string{"./connect", "./worker", "./driver/postgres", "./cm
 // pure Go. .ci/run builds the same packages with the same settings first,
 // so these builds find their packages compiled.
 func TestBuildWithoutCgo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the commands: not in -short")
 	}
@@ -159,9 +161,19 @@ func goCommand(t *testing.T) string {
 	return goTool
 }
 
+// binaryResult is what one run of a command printed and returned.
+type binaryResult struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r binaryResult) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
 // runBinary runs a built command with a clean DATABASE_URL and returns
 // what it printed.
-func runBinary(t *testing.T, bin string, args ...string) cliResult {
+func runBinary(t *testing.T, bin string, args ...string) binaryResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
@@ -179,12 +191,12 @@ func runBinary(t *testing.T, bin string, args ...string) cliResult {
 		}
 		code = exitErr.ExitCode()
 	}
-	return cliResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	return binaryResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
 }
 
 // wantBinaryFailure checks the exit status and that stderr is one line
 // holding want.
-func wantBinaryFailure(t *testing.T, r cliResult, code int, want string) {
+func wantBinaryFailure(t *testing.T, r binaryResult, code int, want string) {
 	t.Helper()
 	if r.code != code || !strings.Contains(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
 		t.Fatalf("want exit %d and one line holding %q; got %s", code, want, r)

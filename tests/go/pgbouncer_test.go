@@ -21,10 +21,9 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/postgres"
-	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testlog"
 	"github.com/rheo-go/rheo/internal/testpgbouncer"
-	"github.com/rheo-go/rheo/migrate"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -36,13 +35,7 @@ var pooledExecModes = []string{"exec", "simple_protocol"}
 // URL through the pooler in the given exec mode.
 func pgbouncerDatabase(t *testing.T, b *testpgbouncer.Bouncer, mode string) (direct, pooled string) {
 	t.Helper()
-	ctx := context.Background()
-	direct = testdb.NewDatabase(t)
-	// The migration holds a session advisory lock: it connects directly.
-	conn, err := pgx.Connect(ctx, direct)
-	require.NoError(t, err)
-	require.NoError(t, migrate.Postgres(ctx, conn, nil))
-	require.NoError(t, conn.Close(ctx))
+	direct = testbackend.PostgresURL(t)
 	return direct, b.URL(t, direct, "default_query_exec_mode", mode)
 }
 
@@ -79,6 +72,7 @@ func (f fetchSignal) Fetched(_ context.Context, info worker.FetchInfo) {
 // where each transaction may run on another server connection: what
 // docs/pgbouncer.md promises works does, and lost wakeups are reported.
 func TestPgBouncer(t *testing.T) {
+	t.Parallel()
 	b := testpgbouncer.Start(t)
 	ctx := t.Context()
 	t.Cleanup(func() {

@@ -15,15 +15,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testskip"
-	"github.com/rheo-go/rheo/migrate"
 )
 
 // TestSQL runs every pgTAP file in tests/sql against one freshly installed
 // database, one subtest per file. Each file runs on its own connection and
 // rolls its changes back, so the files do not see each other's data.
 func TestSQL(t *testing.T) {
+	t.Parallel()
 	url := pgtapInstalledDatabase(t)
 	ctx := context.Background()
 
@@ -66,20 +66,10 @@ func TestSQL(t *testing.T) {
 }
 
 // pgtapInstalledDatabase returns the URL of a fresh database with Rheo
-// installed by migrate.Postgres.
+// installed by migrate.Postgres (a copy of the test binary's template).
 func pgtapInstalledDatabase(t *testing.T) string {
 	t.Helper()
-	url := testdb.NewDatabase(t)
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if err := migrate.Postgres(ctx, conn, nil); err != nil {
-		t.Fatalf("install Rheo: %v", err)
-	}
-	return url
+	return testbackend.PostgresURL(t)
 }
 
 // pgtapConnect opens a connection that is closed when t ends.

@@ -21,6 +21,7 @@ import (
 // replay by time and start_at look for a time near the end, and a fetch
 // of one finds the lease due among the 100,000 in flight.
 func TestIndexPaths(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	conn, plans := planConn(ctx, t)
@@ -198,6 +199,7 @@ func (l *planLog) text() string {
 // is acked, read by index a number of rows bounded by max_count, and
 // never the blocked backlog nor the log.
 func TestOrderingIndexPaths(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	conn, plans := planConn(ctx, t)

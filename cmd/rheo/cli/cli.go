@@ -23,6 +23,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
+	"github.com/rheo-go/rheo/internal/textsafe"
 )
 
 // The exit statuses of Run.
@@ -171,7 +172,9 @@ func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	c.args = positional
 	if err := runCmd(c); err != nil {
-		msg := oneLine(c.describe(err))
+		// Messages quote names and the server's words, which may hold
+		// stored text: escape what a terminal would act on.
+		msg := textsafe.Visible(oneLine(c.describe(err)))
 		if isUsage(err) {
 			writeUsageError(stderr, cmd, msg)
 			return ExitUsage

@@ -130,8 +130,9 @@ func (c *call) urlSource() string {
 // migrateCommand is the rheo-migrate command that installs or upgrades
 // the schema of c's database, ready to paste into a shell: the URL from
 // the environment stays "$DATABASE_URL"; a URL given as a flag is quoted
-// for the shell, without its password (which the message must not show)
-// and without the driver's rheo_* parameters (which rheo-migrate ignores,
+// for the shell, without its passwords (the userinfo's, password= and
+// sslpassword=, which the message must not show) and without the
+// driver's rheo_* parameters (which rheo-migrate ignores,
 // and whose listener URL can hold a password too).
 func (c *call) migrateCommand() string {
 	if c.urlFromEnv {
@@ -145,14 +146,19 @@ func (c *call) migrateCommand() string {
 		return "rheo-migrate up --database-url URL"
 	}
 	q := u.Query()
+	_, hasPassword := u.User.Password()
 	for name := range q {
-		if strings.HasPrefix(name, "rheo_") {
+		switch lower := strings.ToLower(name); {
+		case strings.HasPrefix(name, "rheo_"):
 			q.Del(name)
+		case lower == "password" || lower == "sslpassword":
+			q.Del(name)
+			hasPassword = true
 		}
 	}
 	u.RawQuery = q.Encode()
 	cmd := "rheo-migrate up --database-url "
-	if _, hasPassword := u.User.Password(); hasPassword {
+	if hasPassword {
 		u.User = url.User(u.User.Username())
 		return cmd + shellQuote(u.String()) + " (the password is left out here: put it back into the URL, or set PGPASSWORD)"
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/textsafe"
 )
 
 // withDriver opens the database, runs fn, and closes the database.
@@ -185,7 +186,8 @@ table output). Reopen dead letters with: rheo replay STREAM GROUP --event-id ID`
 					})
 					if err == nil && !c.json && len(dls) == *limit {
 						fmt.Fprintf(c.stderr, "next page: rheo dead-letters %s %s --limit %d --after %s\n",
-							c.stream, c.group, *limit, dls[len(dls)-1].Event.ID)
+							textsafe.Visible(shellQuote(c.stream)), textsafe.Visible(shellQuote(c.group)), *limit,
+							textsafe.Visible(shellQuote(dls[len(dls)-1].Event.ID)))
 					}
 					return err
 				})

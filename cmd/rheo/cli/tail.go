@@ -10,6 +10,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/textsafe"
 )
 
 // tailPage is how many events one Read of tail asks for.
@@ -150,6 +151,6 @@ func (c *call) printEvent(w io.Writer, ev rheo.Event) error {
 		return writeJSONLine(w, ev)
 	}
 	_, err := fmt.Fprintf(w, "%s  %d/%d  %s  %s  %s  %s\n", formatCell(ev.TS), ev.Partition, ev.Sequence,
-		ev.ID, formatCell(ev.Type), formatCell(ev.Key), compactJSON(ev.Payload, 1<<20))
+		formatCell(ev.ID), formatCell(ev.Type), formatCell(ev.Key), textsafe.Visible(compactJSON(ev.Payload, 1<<20)))
 	return err
 }
