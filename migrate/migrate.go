@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -27,6 +28,30 @@ type Options struct {
 	// when the functions are installed, and a Debug record when they were
 	// already current. Defaults to no logging.
 	Logger *slog.Logger
+
+	// LockTimeout bounds each wait of a step for a lock that stops the
+	// application while it is held or queued for (PostgreSQL's
+	// lock_timeout): a step that cannot take its locks in time gives up,
+	// so that it never holds the application up for longer, and is tried
+	// again. Keep it well under the server's deadlock_timeout (1 s by
+	// default), so that a step waiting in a cycle with the application
+	// gives up before the server picks a victim. Defaults to 25 ms.
+	LockTimeout time.Duration
+
+	// Attempts is how many times a step is tried before Postgres fails
+	// with the step's last error; between tries it waits a growing,
+	// random pause (up to a second). Defaults to 60, about half a minute
+	// of tries.
+	Attempts int
+
+	// Wait bounds how long Postgres waits, after the switch, for the
+	// transactions that began before it to end before it runs the
+	// follow-ups (which drop what the previous release's calls in flight
+	// may still use), and how long steps that let the application through
+	// (index builds, VALIDATE) wait for their locks. Follow-ups that could
+	// not run are left for the next run, which says so at Info. Defaults
+	// to 30 s.
+	Wait time.Duration
 }
 
 func (o *Options) logger() *slog.Logger {
@@ -34,6 +59,27 @@ func (o *Options) logger() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return o.Logger
+}
+
+func (o *Options) lockTimeout() time.Duration {
+	if o == nil || o.LockTimeout <= 0 {
+		return 25 * time.Millisecond
+	}
+	return o.LockTimeout
+}
+
+func (o *Options) attempts() int {
+	if o == nil || o.Attempts <= 0 {
+		return 60
+	}
+	return o.Attempts
+}
+
+func (o *Options) wait() time.Duration {
+	if o == nil || o.Wait <= 0 {
+		return 30 * time.Second
+	}
+	return o.Wait
 }
 
 // Attribute keys of the log records.
