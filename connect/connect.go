@@ -139,7 +139,7 @@ func openPostgres(ctx context.Context, target dburl.Target, opts *Options) (driv
 func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Target, doMigrate bool) error {
 	conn, err := d.Pool().Acquire(ctx)
 	if err != nil {
-		return rheo.Errorf(rheo.ErrBackendUnavailable, "open %s: %v", target.Redacted(), err)
+		return &rheo.UnavailableError{Op: "open " + target.Redacted(), Err: err}
 	}
 	defer conn.Release()
 	if doMigrate {
@@ -164,7 +164,8 @@ func openSQLite(ctx context.Context, target dburl.Target, opts *Options) (driver
 	if !target.Memory && !opts.Migrate {
 		// Opening a missing file would create an empty database.
 		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, rheo.Errorf(rheo.ErrBackendUnavailable, "no SQLite database file at %s", target.Path)
+			return nil, &rheo.UnavailableError{Op: "open", Kind: rheo.KindDatabaseNotFound,
+				Err: fmt.Errorf("no SQLite database file at %s", target.Path)}
 		}
 	}
 	d, err := sqlite.Open(ctx, target.SQLiteDSN(), &sqlite.Options{Clock: opts.Clock, Migrate: opts.Migrate})

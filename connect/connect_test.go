@@ -15,13 +15,15 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/internal/testdb"
 )
 
 // pinned is the clock every driver opened here is given.
 var pinned = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
-func pinnedClock() time.Time { return pinned }
+// pinnedClock stays at pinned.
+var pinnedClock = drivertest.ClockAt(pinned)
 
 // useDriver checks that drv works and reads the pinned clock.
 func useDriver(t *testing.T, drv driver.Driver) {

@@ -17,19 +17,6 @@ import (
 // maxFormBytes bounds the body of an action's POST.
 const maxFormBytes = 1 << 16
 
-// sqlStater is implemented by the database errors that carry a SQLSTATE
-// (pgconn.PgError on PostgreSQL), which the drivers wrap.
-type sqlStater interface{ SQLState() string }
-
-// insufficientPrivilege is PostgreSQL's SQLSTATE for a role that may not
-// call a function.
-const insufficientPrivilege = "42501"
-
-func isInsufficientPrivilege(err error) bool {
-	var s sqlStater
-	return errors.As(err, &s) && s.SQLState() == insufficientPrivilege
-}
-
 // actionFunc runs one action, with the CSRF token checked, and returns
 // the outcome to log.
 type actionFunc func(w http.ResponseWriter, r *http.Request, stream, group string) (result string, attrs []slog.Attr, err error)
@@ -103,18 +90,13 @@ type replayForm struct {
 	Partitions   string
 }
 
-type partitionCount struct {
-	Partition int
-	Events    int64
-}
-
 type replayData struct {
 	page
 	Stream, Group string
 	Form          replayForm
 	Action        string
 	GroupURL      string
-	Counts        []partitionCount
+	Counts        []driver.PartitionCount
 	Total         int64
 	Counted       bool
 	Invalid       string
@@ -145,28 +127,21 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, stream, group s
 	}
 	ctx, cancel := h.reqContext(r)
 	defer cancel()
-	if partitions == nil {
-		lag, err := h.drv.Lag(ctx, stream, group, nil)
-		if err != nil {
-			return "", attrs, err
-		}
-		for _, p := range lag.Partitions {
-			partitions = append(partitions, p.Partition)
-		}
-	}
 	dryRun := step != "confirm"
-	counts, err := h.runReplay(ctx, stream, group, opts, partitions, dryRun)
-	if errors.Is(err, errNoTransactions) {
+	counts, err := driver.ReplayByPartition(ctx, h.drv, stream, group, opts,
+		&driver.ReplayByPartitionOptions{Partitions: partitions, DryRun: dryRun})
+	if errors.Is(err, driver.ErrNoTransactions) {
 		if dryRun {
 			data.Invalid = "This driver cannot count a replay without making it (no transactions): confirm to replay without a count."
 			h.render(w, r, http.StatusOK, "replay", data)
 			return "", attrs, nil
 		}
+		opts.Partitions = partitions
 		n, err := h.drv.Replay(ctx, stream, group, opts)
 		if err != nil {
 			return "", attrs, err
 		}
-		counts = []partitionCount{{Partition: -1, Events: n}}
+		counts = []driver.PartitionCount{{Partition: -1, Events: n}}
 	} else if err != nil {
 		if isBadInput(err) {
 			data.Invalid = err.Error()
@@ -228,41 +203,6 @@ func parsePartitions(s string) ([]int, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-var (
-	errNoTransactions = errors.New("the driver has no transactions")
-	errDryRun         = errors.New("dry run")
-)
-
-// runReplay replays partition by partition in one transaction, which a
-// dry run rolls back (as rheo replay --dry-run does), and returns the
-// count of each partition.
-func (h *Handler) runReplay(ctx context.Context, stream, group string, opts rheo.ReplayOptions, partitions []int, dryRun bool) ([]partitionCount, error) {
-	tr, ok := h.drv.(driver.Transactor)
-	if !ok {
-		return nil, errNoTransactions
-	}
-	var counts []partitionCount
-	err := tr.InTx(ctx, func(ctx context.Context, tx driver.Tx) error {
-		counts = counts[:0]
-		for _, p := range partitions {
-			opts.Partitions = []int{p}
-			n, err := tx.Replay(ctx, stream, group, opts)
-			if err != nil {
-				return err
-			}
-			counts = append(counts, partitionCount{Partition: p, Events: n})
-		}
-		if dryRun {
-			return errDryRun
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errDryRun) {
-		return nil, err
-	}
-	return counts, nil
 }
 
 type resetForm struct {
@@ -364,9 +304,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, stream
 	case errors.Is(err, rheo.ErrGroupNotFound):
 		h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("Group %q not found on stream %q.", group, stream), "It may have been dropped.")
 		return
-	case isInsufficientPrivilege(err):
+	case rheo.KindOf(err) == rheo.KindPermissionDenied:
 		h.errorPage(w, r, http.StatusForbidden,
-			"The database refused: the role the dashboard logs in as lacks the privilege for this (SQLSTATE 42501, insufficient privilege). Nothing was changed.",
+			"The database refused: the role the dashboard logs in as lacks the privilege for this (permission denied). Nothing was changed.",
 			"The pages need rheo_reader; reopening, replaying and resetting need rheo_admin (docs/security.md): GRANT rheo_admin TO <the role>;")
 		return
 	case isBadInput(err):

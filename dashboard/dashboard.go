@@ -35,8 +35,8 @@
 // control for them and answers their POSTs with 403. Every action is a
 // POST carrying a CSRF token, and is logged. The role the driver logs in
 // as needs rheo_reader to show the pages and rheo_admin for the actions
-// (docs/security.md); without it the database refuses with 42501, which
-// the dashboard shows as such.
+// (docs/security.md); without it the database refuses (permission_denied),
+// which the dashboard shows as such.
 //
 // Options.Token and Options.BasicAuth, when set, are required for every
 // page and action (docs/ops.md#the-dashboard says how rheo serve sets
@@ -135,8 +135,8 @@ type Options struct {
 	// when they are longer. Defaults to DefaultEventBytes.
 	EventBytes int
 	// Clock gives the time ages are measured against. Defaults to
-	// time.Now.
-	Clock func() time.Time
+	// driver.SystemClock.
+	Clock driver.Clock
 }
 
 // Handler is the dashboard: an http.Handler, with the sampling goroutine
@@ -145,7 +145,7 @@ type Handler struct {
 	drv      driver.Driver
 	opts     Options
 	logger   *slog.Logger
-	clock    func() time.Time
+	clock    driver.Clock
 	mux      http.Handler
 	pages    map[string]*template.Template
 	samples  *sampler
@@ -240,7 +240,7 @@ func (o *Options) settle() error {
 		o.Logger = slog.Default()
 	}
 	if o.Clock == nil {
-		o.Clock = time.Now
+		o.Clock = driver.SystemClock
 	}
 	return nil
 }

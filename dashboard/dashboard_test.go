@@ -64,13 +64,20 @@ func TestDashboardPages(t *testing.T) {
 		if err := b.drv.SetOrdering(ctx, "orders/eu", "billing", rheo.OrderingKey); err != nil {
 			t.Fatal(err)
 		}
+		if err := b.drv.CreateStream(ctx, "quiet", 1); err != nil {
+			t.Fatal(err)
+		}
 		bn := setup(t, b.drv, &dashboard.Options{Prefix: "/ops/rheo"})
 
 		code, body := bn.get(t, "/")
 		if code != http.StatusOK {
 			t.Fatalf("GET /: %d\n%s", code, body)
 		}
-		wantContains(t, "the stream list", body, `href="/ops/rheo/streams/orders%2Feu"`, ">orders/eu<", "3d", "read-only")
+		wantContains(t, "the stream list", body, `href="/ops/rheo/streams/orders%2Feu"`, ">orders/eu<", "3d", "read-only",
+			"<span>0: empty</span>")
+		if strings.Contains(body, "1–0") {
+			t.Errorf("the stream list shows an empty partition's watermarks low above high:\n%s", body)
+		}
 
 		code, body = bn.get(t, "/streams/orders%2Feu")
 		if code != http.StatusOK {
@@ -475,7 +482,7 @@ func TestDashboardInsufficientPrivilege(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("reopen as rheo_reader: %d\n%s", resp.StatusCode, body)
 	}
-	wantContains(t, "the refusal", body, "42501", "insufficient privilege", "rheo_admin", "Nothing was changed")
+	wantContains(t, "the refusal", body, "permission denied", "rheo_admin", "Nothing was changed")
 	wantContains(t, "the log", bn.logs.String(), "dashboard action failed", "action=reopen", "result=failed")
 	if info, _ := owner.drv.GroupInfo(ctx, "orders", "billing"); info.DeadLetters != 1 {
 		t.Errorf("the refused reopen changed the group: %+v", info)

@@ -203,10 +203,10 @@ func (h *Handler) groupState(ctx context.Context, stream string, g rheo.GroupSum
 		Ordering: g.Ordering, Lag: lag, Info: info, OldestAge: "none",
 	}
 	series := h.samples.groupSeries(stream, g.Name)
-	row.Chart = lagChart(series, h.opts.SampleWindow, h.clock(), "lag of "+g.Name)
-	row.Spark = sparkline(series, h.opts.SampleWindow, h.clock(), "lag of "+g.Name)
+	row.Chart = lagChart(series, h.opts.SampleWindow, h.clock.Now(), "lag of "+g.Name)
+	row.Spark = sparkline(series, h.opts.SampleWindow, h.clock.Now(), "lag of "+g.Name)
 	if info.OldestUnsettledTS != nil {
-		row.OldestAge = formatAge(h.clock().Sub(*info.OldestUnsettledTS))
+		row.OldestAge = formatAge(h.clock.Now().Sub(*info.OldestUnsettledTS))
 	}
 	return row, nil
 }
@@ -293,7 +293,7 @@ func (h *Handler) groupPage(w http.ResponseWriter, r *http.Request) {
 	if after != "" {
 		data.FirstURL = groupURL + "#dead-letters"
 	}
-	now := h.opts.Clock()
+	now := h.opts.Clock.Now()
 	for _, l := range leases {
 		data.Leases = append(data.Leases, leaseRow{
 			Delivery: l,

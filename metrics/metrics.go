@@ -85,8 +85,9 @@ type Options struct {
 	// DefaultCacheFor.
 	CacheFor time.Duration
 	// Clock gives the time the oldest unsettled event's age is measured
-	// against, and the age of the cached scrape. Defaults to time.Now.
-	Clock func() time.Time
+	// against, and the age of the cached scrape. Defaults to
+	// driver.SystemClock.
+	Clock driver.Clock
 	// Logger receives one Warn record per scrape that failed, with the
 	// error. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -118,7 +119,7 @@ type Collector struct {
 	ops         driver.Ops
 	timeout     time.Duration
 	concurrency int
-	clock       func() time.Time
+	clock       driver.Clock
 	logger      *slog.Logger
 	cacheFor    time.Duration
 
@@ -157,7 +158,7 @@ func NewCollector(ops driver.Ops, opts *Options) *Collector {
 		c.concurrency = DefaultConcurrency
 	}
 	if c.clock == nil {
-		c.clock = time.Now
+		c.clock = driver.SystemClock
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -218,7 +219,7 @@ func (c *Collector) result() *scrapeResult {
 		return c.read()
 	}
 	c.mu.Lock()
-	if c.last != nil && c.clock().Sub(c.last.at) < c.cacheFor {
+	if c.last != nil && c.clock.Now().Sub(c.last.at) < c.cacheFor {
 		defer c.mu.Unlock()
 		return c.last
 	}
@@ -251,7 +252,7 @@ func (c *Collector) read() *scrapeResult {
 		metrics = nil
 		c.logger.WarnContext(ctx, "rheo metrics: scrape failed", logKeyError, err)
 	}
-	return &scrapeResult{metrics: metrics, err: err, took: time.Since(start), at: c.clock()}
+	return &scrapeResult{metrics: metrics, err: err, took: time.Since(start), at: c.clock.Now()}
 }
 
 // scrape reads every stream and group, c.concurrency at a time, and
@@ -351,7 +352,7 @@ func (c *Collector) group(ctx context.Context, stream, group string) ([]promethe
 	}
 	var age float64
 	if info.OldestUnsettledTS != nil {
-		age = max(0, c.clock().Sub(*info.OldestUnsettledTS).Seconds())
+		age = max(0, c.clock.Now().Sub(*info.OldestUnsettledTS).Seconds())
 	}
 	return append(metrics,
 		prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(info.Inflight), stream, group),

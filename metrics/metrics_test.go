@@ -55,7 +55,7 @@ func TestCollector(t *testing.T) {
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		ctx := context.Background()
 		clock := drivertest.NewClock()
-		writer, reader := open(t, b, clock.Now)
+		writer, reader := open(t, b, clock)
 
 		// orders: 2 partitions. Partition 0 gets 3 events at Epoch,
 		// partition 1 one event a minute later; then billing takes
@@ -85,7 +85,7 @@ func TestCollector(t *testing.T) {
 		require.NoError(t, err)
 		clock.Advance(time.Minute) // 2 minutes after Epoch: the 1 s lease expired
 
-		c := metrics.NewCollector(reader, &metrics.Options{Clock: clock.Now})
+		c := metrics.NewCollector(reader, &metrics.Options{Clock: clock})
 		want := `
 # HELP rheo_group_dead_letters Dead letters of the group.
 # TYPE rheo_group_dead_letters gauge
@@ -192,10 +192,10 @@ func (o *countingOps) count() int {
 func TestCollectorCache(t *testing.T) {
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		clock := drivertest.NewClock()
-		writer, reader := open(t, b, clock.Now)
+		writer, reader := open(t, b, clock)
 		require.NoError(t, writer.CreateStream(context.Background(), "s", 1))
 		ops := &countingOps{Ops: reader}
-		c := metrics.NewCollector(ops, &metrics.Options{Clock: clock.Now, CacheFor: 3 * time.Second})
+		c := metrics.NewCollector(ops, &metrics.Options{Clock: clock, CacheFor: 3 * time.Second})
 		for range 3 {
 			require.Equal(t, 4, testutil.CollectAndCount(c))
 		}

@@ -59,9 +59,9 @@ func runChild() int {
 	clock := testclock.At(at)
 	var drv driver.Driver
 	if os.Getenv(childEnv) == "postgres" {
-		drv, err = postgres.Open(ctx, os.Getenv(childDSNEnv), &postgres.Options{Clock: clock.Now})
+		drv, err = postgres.Open(ctx, os.Getenv(childDSNEnv), &postgres.Options{Clock: clock})
 	} else {
-		drv, err = sqlite.Open(ctx, os.Getenv(childDSNEnv), &sqlite.Options{Clock: clock.Now})
+		drv, err = sqlite.Open(ctx, os.Getenv(childDSNEnv), &sqlite.Options{Clock: clock})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -126,7 +126,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// A worker killed mid-batch loses nothing.
 		clock := testclock.New()
-		drv := b.Open(t, clock.Now)
+		drv := b.Open(t, clock)
 		stream, group := newStream(t, drv, 2, 5)
 		appended := appendSpread(t, drv, stream, events)
 
@@ -234,8 +234,8 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	p := faultproxy.New(t, u.Host)
 
 	clock := testclock.New()
-	admin := openPostgres(t, b.DSN, clock.Now)
-	drv := openPostgres(t, p.URL(t, b.DSN), clock.Now)
+	admin := openPostgres(t, b.DSN, clock)
+	drv := openPostgres(t, p.URL(t, b.DSN), clock)
 	stream, group := newStream(t, admin, 4, 5)
 	appended := appendSpread(t, admin, stream, events)
 

@@ -131,7 +131,7 @@ func TestWorkerLifecycle(t *testing.T) {
 			otherGroup := bd.config(nop)
 			otherGroup.Group = "other"
 			startWorker(t, bd.drv, otherGroup)
-			otherDriver := b.Open(t, bd.clock.Now)
+			otherDriver := b.Open(t, bd.clock)
 			startWorker(t, otherDriver, bd.config(nop))
 
 			require.NoError(t, first.Stop(context.Background()))

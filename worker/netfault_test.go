@@ -45,7 +45,7 @@ func setupNet(t *testing.T) *netBundle {
 	u, err := url.Parse(b.DSN)
 	require.NoError(t, err)
 	p := faultproxy.New(t, u.Host)
-	return &netBundle{bundle: bd, p: p, drv: openPostgres(t, p.URL(t, b.DSN), bd.clock.Now), handled: map[string][]int{}}
+	return &netBundle{bundle: bd, p: p, drv: openPostgres(t, p.URL(t, b.DSN), bd.clock), handled: map[string][]int{}}
 }
 
 // config is a worker config of one handler slot and short leases.

@@ -305,7 +305,7 @@ func TestWorkerBacksOffThroughFaults(t *testing.T) {
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// Flaky handlers and failed settles lose nothing and settle nothing stale.
 		clock := testclock.New()
-		drv := b.Open(t, clock.Now)
+		drv := b.Open(t, clock)
 		stream, group := newStream(t, drv, 2, 5)
 		appended := appendSpread(t, drv, stream, events)
 		faulty := newFaultyDriver(drv)

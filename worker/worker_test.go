@@ -44,7 +44,7 @@ type bundle struct {
 func setup(t *testing.T, b *testbackend.Backend, maxAttempts int) *bundle {
 	t.Helper()
 	clock := testclock.New()
-	drv := b.Open(t, clock.Now)
+	drv := b.Open(t, clock)
 	stream, group := newStream(t, drv, 1, maxAttempts)
 	return &bundle{backend: b, drv: drv, clock: clock, rec: &recorder{}, stream: stream, group: group}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/retention"
 )
 
 // querier is what a pooled connection and a transaction have in common.
@@ -29,7 +30,7 @@ type ops struct {
 	pool   *pgxpool.Pool
 	tx     pgx.Tx
 	clock  driver.Clock
-	vacuum *vacuumer // nil when turned off
+	vacuum *retention.Vacuumer // nil when turned off
 }
 
 // run calls fn with a querier and translates its error. write marks
@@ -120,7 +121,7 @@ func (o *ops) clockArg() (any, error) {
 	if o.clock == nil {
 		return nil, nil
 	}
-	now := o.clock()
+	now := o.clock.Now()
 	if err := driver.CheckTime("clock", now); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/internal/testbackend"
 )
@@ -94,7 +95,7 @@ func TestNew(t *testing.T) {
 		require.NoError(t, err)
 		defer pool.Close()
 		at := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
-		d := postgres.New(pool, &postgres.Options{Clock: func() time.Time { return at }})
+		d := postgres.New(pool, &postgres.Options{Clock: drivertest.ClockAt(at)})
 		defer d.Close()
 		ctx := t.Context()
 		require.NoError(t, d.CreateStream(ctx, "s", 1))

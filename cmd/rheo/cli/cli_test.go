@@ -233,9 +233,40 @@ func TestCLIDemo(t *testing.T) {
 			t.Fatalf("demo --keep left %d streams (%v), want its own", len(streams), err)
 		}
 	})
-	t.Run("the demo on a database without the schema says how to install it", func(t *testing.T) {
-		url := testdb.NewDatabase(t)
-		cliWantFailure(t, cliRun(t, "", "demo", "--database-url", url), cli.ExitFailure, "has no Rheo schema")
+	t.Run("the demo installs Rheo into a database that has none, and says so", func(t *testing.T) {
+		t.Parallel()
+		for _, url := range []string{testdb.NewDatabase(t), "sqlite://" + filepath.Join(t.TempDir(), "new.db")} {
+			r := cliRun(t, "", "demo", "--database-url", url)
+			if r.code != cli.ExitOK || !strings.Contains(r.stdout, "Rheo was not installed in this database: installed it, as rheo-migrate up does") ||
+				!strings.Contains(r.stdout, "Demo complete") {
+				t.Fatalf("demo on %s: %s", url, r)
+			}
+			r = cliRun(t, "", "demo", "--database-url", url)
+			if r.code != cli.ExitOK || strings.Contains(r.stdout, "installed it") {
+				t.Fatalf("second demo on %s: %s", url, r)
+			}
+		}
+	})
+}
+
+// TestCLIDemoEnvironment runs the demo with and without $DATABASE_URL,
+// which a parallel test cannot set.
+func TestCLIDemoEnvironment(t *testing.T) {
+	t.Setenv(cli.EnvDatabaseURL, "")
+	t.Run("the demo runs on $DATABASE_URL when --database-url is not given", func(t *testing.T) {
+		b := cliOpenBackend(t, "sqlite://"+filepath.Join(t.TempDir(), "env.db"))
+		t.Setenv(cli.EnvDatabaseURL, b.url)
+		r := cliRun(t, "", "demo", "--keep")
+		if r.code != cli.ExitOK || !strings.Contains(r.stdout, "(from $DATABASE_URL)") || !strings.Contains(r.stdout, "is kept (--keep)") {
+			t.Fatalf("demo with DATABASE_URL: %s", r)
+		}
+		if streams, err := b.drv.ListStreams(context.Background()); err != nil || len(streams) != 1 {
+			t.Fatalf("demo --keep on $DATABASE_URL left %d streams (%v), want its own", len(streams), err)
+		}
+	})
+	t.Run("--keep without a database URL is refused, before anything runs", func(t *testing.T) {
+		cliWantFailure(t, cliRun(t, "", "demo", "--keep"), cli.ExitUsage,
+			"rheo demo: --keep keeps the demo's stream on the database of --database-url or $DATABASE_URL, and neither is set")
 	})
 }
 

@@ -301,7 +301,7 @@ func TestCLIFailureLines(t *testing.T) {
 		role := testdb.NewRole(t, "CREATEROLE") // may read the schema version, holds no Rheo role
 		r = cliRun(t, "", "create-stream", "s", "--database-url", testdb.AsRole(t, db, role))
 		cliWantFailure(t, r, cli.ExitFailure, `rheo: permission denied (permission denied for schema rheo): user "`+role+
-			`" lacks the Rheo role this command needs; grant it rheo_reader, rheo_producer, rheo_consumer or rheo_admin (docs/security.md)`+"\n")
+			`" needs the role rheo_admin for this command; an administrator can: GRANT rheo_admin TO `+role+` (docs/security.md)`+"\n")
 		cliNoDriverText(t, r)
 	})
 	t.Run("a URL setting the driver refuses is a usage error in its own words", func(t *testing.T) {

@@ -32,7 +32,7 @@ by the database's notifications (LISTEN/NOTIFY on PostgreSQL) and reading
 every partition at least once a second; stop it with Ctrl-C. With
 --output json each event is one JSON object on its own line.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
-			n := fs.Int("n", 10, "show the last `N` events first")
+			n := intFlagOf(fs, "n", 10, "show the last `N` events first")
 			follow := fs.Bool("follow", false, "keep printing new events until interrupted")
 			var partitions intList
 			fs.Var(&partitions, "partition", "only partition `P` (repeat, or separate with commas)")
