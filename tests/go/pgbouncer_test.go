@@ -83,7 +83,13 @@ func TestPgBouncer(t *testing.T) {
 	})
 
 	for _, mode := range pooledExecModes {
+		// The two runs of the suite run side by side, after the other
+		// cases, each on a database (and a pool of PgBouncer's) of its own.
 		t.Run("the driver conformance suite passes in "+mode+" mode", func(t *testing.T) {
+			t.Parallel()
+			if testing.Short() {
+				t.Skip("-short: the whole conformance suite through the pooler")
+			}
 			direct, pooled := pgbouncerDatabase(t, b, mode)
 			pool, err := pgxpool.New(ctx, pooled)
 			require.NoError(t, err)

@@ -1,0 +1,143 @@
+BEGIN;
+SELECT plan(35);
+
+-- The helpers the planner inlines (sql/functions/_route.sql): each one's
+-- rule on cases of its own, and a check that a plan holds its body, not
+-- a call or a function scan, which is what writing them as inlinable SQL
+-- is for.
+
+-- The plan of a statement, as text.
+CREATE FUNCTION pg_temp.plan_of(statement text) RETURNS text LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_line text;
+    v_plan text := '';
+BEGIN
+    FOR v_line IN EXECUTE 'EXPLAIN (VERBOSE, COSTS OFF) ' || statement LOOP
+        v_plan := v_plan || v_line || E'\n';
+    END LOOP;
+    RETURN v_plan;
+END
+$fn$;
+
+-- rheo._route and rheo._event_key, append's routing rule and effective key.
+SELECT results_eq(
+    $$SELECT v.key, v.n, rheo._route(v.key, v.n)
+        FROM (VALUES ('user-1', 4), ('user-1', 7), ('order-42', 3), ('order-42', 16),
+                     ('ünïcode', 8), ('emoji-🎉', 16), ('The quick brown fox', 8)) v(key, n)$$,
+    $$VALUES ('user-1', 4, 3), ('user-1', 7, 6), ('order-42', 3, 2), ('order-42', 16, 12),
+             ('ünïcode', 8, 5), ('emoji-🎉', 16, 11), ('The quick brown fox', 8, 7)$$,
+    '_route puts known keys where Go''s PartitionForKey puts them');
+SELECT is(
+    (SELECT count(*) FROM generate_series(1, 500) i
+      WHERE rheo._route('key-' || i, 7)
+            <> (('x' || substr(md5('key-' || i), 1, 8))::bit(32)::bigint % 7)::int),
+    0::bigint, '_route is the md5 rule of reference §4.1 for 500 keys');
+SELECT ok(
+    (SELECT bool_and(rheo._route('key-' || i, 16) BETWEEN 0 AND 15) FROM generate_series(1, 500) i),
+    '_route reads the md5 prefix unsigned: never a negative partition');
+SELECT is(rheo._route(NULL, 16), 0, '_route of no key is partition 0');
+SELECT is(rheo._route('any', 1), 0, '_route of a one-partition stream is partition 0');
+SELECT ok(pg_temp.plan_of($$SELECT rheo._route(v.k, 4) FROM (VALUES ('a'), ('b')) v(k)$$) !~ '_route',
+    '_route is inlined: the plan holds its expression, not a call');
+
+SELECT is(rheo._event_key('given', '{"key": "payload"}'), 'given', '_event_key: the key given wins over payload.key');
+SELECT is(rheo._event_key(NULL, '{"key": "payload"}'), 'payload', '_event_key: without a key given, payload.key');
+SELECT is(rheo._event_key('', '{"key": "payload"}'), 'payload', '_event_key: an empty key given counts as none');
+SELECT is(rheo._event_key(NULL, '{"key": ""}'), NULL, '_event_key: an empty payload.key counts as none');
+SELECT is(rheo._event_key(NULL, '{"type": "t"}'), NULL, '_event_key: no key anywhere: none');
+SELECT ok(pg_temp.plan_of($$SELECT rheo._event_key(v.k, v.p) FROM (VALUES ('a', '{}'::jsonb), ('b', '{}')) v(k, p)$$) !~ '_event_key',
+    '_event_key is inlined: the plan holds its expression, not a call');
+
+-- fetch's helpers.
+SELECT results_eq(
+    $$SELECT rheo._fresh(v.next, v.high, v.max_count)
+        FROM (VALUES (1::bigint, 10::bigint, 5), (8, 10, 5), (11, 10, 5), (40, 10, 5), (1, 0, 5),
+                     (1, 9223372036854775806, 2147483647), (3, 3, 0)) AS v(next, high, max_count)$$,
+    $$VALUES (5), (3), (0), (0), (0), (2147483647), (0)$$,
+    '_fresh counts the events past the cursor up to the high watermark, capped at max_count, never below 0');
+
+SELECT ok(pg_temp.plan_of($$SELECT rheo._fresh(v.n, v.h, 5) FROM (VALUES (1::bigint, 2::bigint), (3, 4)) v(n, h)$$) !~ '_fresh',
+    '_fresh is inlined: the plan holds its expression, not a call');
+
+-- A group with max_attempts 2 on a stream of two partitions: partition 0
+-- has five events, the first three leased until 00:00:01, and the lease
+-- of the third retried at once (pending, due at 00:00:00); partition 1
+-- has none.
+SELECT rheo.create_stream('s', 2, clock => '2030-01-01Z');
+SELECT rheo.create_group('s', 'g', max_attempts => 2, clock => '2030-01-01Z');
+SELECT count(*) FROM rheo.append_batch('s', '[{}, {}, {}, {}, {}]', "partition" => 0, clock => '2030-01-01Z');
+CREATE TEMP TABLE leased AS
+    SELECT * FROM rheo.fetch('s', 'g', 3, lease_ms => 1000, partitions => '{0}', clock => '2030-01-01Z');
+SELECT rheo.retry(l.lease_id, clock => '2030-01-01Z') FROM leased l WHERE l.sequence = 3;
+CREATE TEMP TABLE g AS SELECT group_id AS id FROM rheo.groups WHERE stream = 's' AND group_name = 'g';
+
+-- rheo._due_count
+SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01Z', 2, 100) AS n), 1,
+    '_due_count: a retry due now is counted, leases in flight are not');
+SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 2, 100) AS n), 3,
+    '_due_count: expired leases below the attempt limit are counted with the retry');
+SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 1, 100) AS n), 1,
+    '_due_count: expired leases at the attempt limit are not: fetch dead-letters them');
+SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 2, 2) AS n), 2,
+    '_due_count: the count stops at cap');
+SELECT ok(pg_temp.plan_of($$SELECT (SELECT n FROM rheo._due_count(c.group_id, c."partition", now(), 2, 10) AS n)
+                            FROM rheo.cursors c$$) !~ 'Function Scan',
+    '_due_count is inlined: the plan counts the deliveries, not a function scan');
+
+-- rheo._due
+-- The sequences of the deliveries _due returns.
+CREATE FUNCTION pg_temp.due(now timestamptz, max_attempts int, n int, due_known boolean) RETURNS bigint[]
+LANGUAGE sql AS $fn$
+    SELECT array_agg(d.sequence ORDER BY d.sequence) FROM rheo.deliveries d
+     WHERE d.ctid IN (SELECT t FROM g, rheo._due(g.id, 0, $1, $2, 10, $3, $4) AS t)
+$fn$;
+
+SELECT is(pg_temp.due('2030-01-01Z', 2, 10, true), '{3}'::bigint[], '_due: a retry due now, not the leases in flight');
+SELECT is(pg_temp.due('2030-01-01 00:00:01Z', 2, 2, true), '{1,2}'::bigint[],
+    '_due: the n lowest sequences due, read by due time');
+SELECT is(pg_temp.due('2030-01-01 00:00:01Z', 2, 2, false), '{1,2}'::bigint[],
+    '_due: the same read by the primary key');
+SELECT is(pg_temp.due('2030-01-01 00:00:01Z', 1, 10, true), '{3}'::bigint[],
+    '_due: leases expired at the attempt limit are not due again');
+SELECT ok(pg_temp.plan_of($$SELECT d FROM rheo.cursors c
+                            CROSS JOIN LATERAL rheo._due(c.group_id, c."partition", now(), 2, 10, 5, true) AS d$$)
+          !~ 'Function Scan',
+    '_due is inlined: the plan reads the deliveries, not a function scan');
+
+-- rheo._turn
+SELECT results_eq(
+    $$SELECT t.sequence, t.state, t.attempt FROM g, rheo._turn(g.id, 0) AS t$$,
+    $$VALUES (1::bigint, 'leased'::text, 1)$$,
+    '_turn: the earliest delivery in progress, whatever its state');
+SELECT is((SELECT d.sequence FROM rheo.deliveries d, g, rheo._turn(g.id, 0) AS t WHERE d.ctid = t.tid), 1::bigint,
+    '_turn: found by its physical address');
+SELECT ok(NOT EXISTS (SELECT FROM g, rheo._turn(g.id, 1)), '_turn: none in a partition with no delivery in progress');
+SELECT ok(pg_temp.plan_of($$SELECT t.sequence FROM rheo.cursors c
+                            CROSS JOIN LATERAL rheo._turn(c.group_id, c."partition") AS t$$) !~ 'Function Scan',
+    '_turn is inlined: the plan reads the deliveries, not a function scan');
+
+-- rheo._has_work (last: it changes the deliveries)
+SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 4, 5, '2030-01-01Z', false)),
+    '_has_work: events past the cursor are work');
+SELECT ok(NOT EXISTS (SELECT FROM g, rheo._has_work(g.id, 1, 1, 0, '2030-01-01Z', false)),
+    '_has_work: a partition with no event past the cursor and no delivery has none');
+SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01Z', false)),
+    '_has_work: a delivery due again (a retry) is work');
+DELETE FROM rheo.deliveries WHERE sequence = 3;
+SELECT ok(NOT EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01Z', false)),
+    '_has_work: leases in flight are not work');
+SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01 00:00:01Z', false)),
+    '_has_work: an expired lease is work');
+INSERT INTO rheo.key_wakeups (group_id, "partition", key) SELECT g.id, 1, 'k' FROM g;
+SELECT results_eq(
+    $$SELECT (SELECT count(*) FROM g, rheo._has_work(g.id, 1, 1, 0, '2030-01-01Z', o.key_ordering))
+          FROM (VALUES (true), (false)) AS o(key_ordering)$$,
+    $$VALUES (1::bigint), (0::bigint)$$,
+    '_has_work: a key wakeup is work under key ordering only');
+SELECT ok(pg_temp.plan_of($$SELECT c."partition" FROM rheo.cursors c
+                            CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, 0,
+                                                              now(), false) AS h$$) !~ 'Function Scan',
+    '_has_work is inlined: the plan holds its condition, not a function scan');
+
+SELECT * FROM finish();
+ROLLBACK;
