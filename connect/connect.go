@@ -69,7 +69,8 @@ func (e *URLError) Is(target error) bool { return target == rheo.ErrInvalidArgum
 // SchemaError reports a database that does not hold this build's schema
 // (Rheo was never installed, or a migration is pending) while
 // Options.Migrate was not set. Open returns it inside a
-// *rheo.FailedError; find it with errors.As.
+// *rheo.FailedError of kind rheo.KindSchemaMissing; find it with
+// errors.As.
 type SchemaError struct {
 	// Database names the database: the URL without its password, or the
 	// SQLite path.
@@ -150,7 +151,7 @@ func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Targe
 		return err
 	}
 	if applied < latest {
-		return &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+		return &rheo.FailedError{Op: "open", Kind: rheo.KindSchemaMissing, Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
 	}
 	return nil
 }
@@ -175,7 +176,7 @@ func openSQLite(ctx context.Context, target dburl.Target, opts *Options) (driver
 	if !opts.Migrate {
 		applied, latest, err := migrate.SQLiteStatus(ctx, d.DB())
 		if err == nil && applied < latest {
-			err = &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+			err = &rheo.FailedError{Op: "open", Kind: rheo.KindSchemaMissing, Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
 		}
 		if err != nil {
 			d.Close()

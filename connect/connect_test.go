@@ -112,6 +112,9 @@ func TestOpen(t *testing.T) {
 				if got := errors.As(err, &schemaErr); got != tt.wantSchema {
 					t.Fatalf("Open(%q) = %v; schema error %v, want %v", url, err, got, tt.wantSchema)
 				}
+				if tt.wantSchema && rheo.KindOf(err) != rheo.KindSchemaMissing {
+					t.Fatalf("Open(%q) = %v of kind %q, want schema_missing", url, err, rheo.KindOf(err))
+				}
 				return
 			}
 			if err != nil {
