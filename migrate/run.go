@@ -681,3 +681,21 @@ func PostgresFollowUps(ctx context.Context, conn *pgx.Conn) (int, error) {
 	})
 	return n, err
 }
+
+// PostgresCompatibleFrom reports the oldest schema version whose builds
+// still work on the database behind conn, as its latest migration
+// recorded it (0 when it records none: a release before the record, or
+// no install). A build whose latest migration is older must not use the
+// database.
+func PostgresCompatibleFrom(ctx context.Context, conn *pgx.Conn) (int32, error) {
+	var from int32
+	err := readInstalled(ctx, conn, "read "+versionTable, func(tx pgx.Tx) error {
+		var recorded bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute a
+ WHERE a.attrelid = 'rheo.schema_version'::regclass AND a.attname = 'compatible_from' AND NOT a.attisdropped)`).Scan(&recorded); err != nil || !recorded {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT coalesce(max(compatible_from), 0) FROM rheo.schema_version`).Scan(&from)
+	})
+	return from, err
+}
