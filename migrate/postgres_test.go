@@ -1,6 +1,9 @@
 package migrate
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestDollarQuote(t *testing.T) {
 	tests := []struct {
@@ -52,5 +55,11 @@ SELECT n FROM f() AS n WHERE n > 0;
 	}
 	if _, err := parseSteps("-- rheo:step sometimes\nSELECT 1;"); err == nil {
 		t.Error("an unknown kind of step was accepted")
+	}
+}
+
+func TestHandOverRelations(t *testing.T) {
+	if handOverRelationsSQL == handOverSQL || strings.Contains(handOverRelationsSQL, "ROUTINE") {
+		t.Fatalf("handOverRelationsSQL still hands the routines over:\n%s", handOverRelationsSQL)
 	}
 }

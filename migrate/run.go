@@ -458,58 +458,56 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 			tableSteps = tableSteps || s.kind == stepSwitch
 		}
 	}
+	var handOver bool
 	if err := r.tx("switch", false, func(tx pgx.Tx) error {
 		if err := r.access(tx); err != nil {
 			return err
 		}
-		var handOver bool
-		if err := tx.QueryRow(r.ctx, handOverPendingSQL).Scan(&handOver); err != nil {
-			return err
-		}
-		handOver = handOver && r.in.asOwner
-		if !tableSteps && !handOver {
-			return nil
-		}
-		if _, err := tx.Exec(r.ctx, lockAllSQL); err != nil {
-			return err
-		}
-		// Made before the hand-over, so that it belongs to rheo_owner.
-		if _, err := tx.Exec(r.ctx, createFollowUpsSQL); err != nil {
-			return err
-		}
+		return tx.QueryRow(r.ctx, handOverPendingSQL).Scan(&handOver)
+	}); err != nil {
+		return err
+	}
+	handOver = handOver && r.in.asOwner
+	if tableSteps || handOver {
+		// One message, which the server runs as one transaction: the
+		// tables stay locked for the time the server takes, without a
+		// round trip to the client in between.
 		keep := handOver && installed
-		if keep {
-			if _, err := tx.Exec(r.ctx, "SELECT set_config('rheo.upgrading', 'on', true)"); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(r.ctx, keepAccessSQL); err != nil {
-				return fmt.Errorf("keep the access of the roles that used Rheo: %w", err)
-			}
+		q := []string{
+			"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
+			ownerAccessSQL,
+			lockAllSQL,
+			createFollowUpsSQL, // before the hand-over, so that it belongs to rheo_owner
 		}
-		var followUps []string
+		if keep {
+			q = append(q, "SELECT set_config('rheo.upgrading', 'on', true)", keepAccessSQL)
+		}
 		for _, m := range pending {
 			for _, s := range m.steps {
 				if s.kind == stepSwitch {
-					if _, err := tx.Exec(r.ctx, s.sql); err != nil {
-						return fmt.Errorf("%s: %w", m.name, err)
-					}
+					q = append(q, s.sql)
 				}
 			}
-			followUps = append(followUps, m.followUps(stepSwitch)...)
+			for _, f := range m.followUps(stepSwitch) {
+				q = append(q, insertFollowUpSQL(f))
+			}
 		}
 		if handOver {
-			if _, err := tx.Exec(r.ctx, handOverSQL); err != nil {
-				return fmt.Errorf("hand Rheo over to %s: %w", OwnerRole, err)
-			}
+			// The routines are handed over with the functions' install,
+			// which locks no table.
+			q = append(q, handOverRelationsSQL)
 		}
 		if keep {
-			if _, err := tx.Exec(r.ctx, keepOwnerAccessSQL); err != nil {
-				return fmt.Errorf("keep the access of the previous owner: %w", err)
-			}
+			q = append(q, keepOwnerAccessSQL)
 		}
-		return r.recordFollowUps(tx, followUps)
-	}); err != nil {
-		return err
+		q = append(q, dropNoFollowUpsSQL, ownerReleaseSQL)
+		body := strings.Join(q, ";\n") + ";"
+		if err := r.retry("switch", func() error {
+			_, err := r.conn.Exec(r.ctx, body)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 
 	return r.tx("install functions", false, func(tx pgx.Tx) error {
@@ -551,20 +549,25 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 // recordFollowUps adds follow-ups to rheo.upgrade_follow_ups, which it
 // makes when missing, and drops the table when it is left empty.
 func (r *runner) recordFollowUps(tx pgx.Tx, followUps []string) error {
-	if _, err := tx.Exec(r.ctx, createFollowUpsSQL); err != nil {
-		return err
+	q := []string{createFollowUpsSQL}
+	for _, f := range followUps {
+		q = append(q, insertFollowUpSQL(f))
 	}
-	if _, err := tx.Exec(r.ctx, `INSERT INTO rheo.upgrade_follow_ups (after, sql) SELECT clock_timestamp(), s FROM unnest($1::text[]) AS s`,
-		followUps); err != nil {
-		return err
-	}
-	_, err := tx.Exec(r.ctx, `DO $rheo_none$ BEGIN
+	_, err := tx.Exec(r.ctx, strings.Join(append(q, dropNoFollowUpsSQL), ";\n"))
+	return err
+}
+
+// insertFollowUpSQL records the follow-up sql.
+func insertFollowUpSQL(sql string) string {
+	return "INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (clock_timestamp(), " + dollarQuote(sql, "rheo_follow_up") + ")"
+}
+
+// dropNoFollowUpsSQL drops rheo.upgrade_follow_ups when it holds none.
+const dropNoFollowUpsSQL = `DO $rheo_none$ BEGIN
     IF NOT EXISTS (SELECT FROM rheo.upgrade_follow_ups) THEN
         DROP TABLE rheo.upgrade_follow_ups;
     END IF;
-END $rheo_none$`)
-	return err
-}
+END $rheo_none$`
 
 // quoteArray is a text[] literal of names, which are Rheo's own constants.
 func quoteArray(names []string) string {
@@ -614,14 +617,13 @@ SELECT count(*) FROM pg_stat_activity a
 			return r.fail("wait for the transactions older than the switch", r.ctx.Err())
 		}
 	}
-	return r.tx("follow-ups", false, func(tx pgx.Tx) error {
-		if err := r.access(tx); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(r.ctx, lockAllSQL); err != nil {
-			return err
-		}
-		_, err := tx.Exec(r.ctx, runFollowUpsSQL)
+	// One message, one transaction, as the switch.
+	body := strings.Join([]string{
+		"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
+		ownerAccessSQL, lockAllSQL, runFollowUpsSQL, ownerReleaseSQL,
+	}, ";\n") + ";"
+	return r.retry("follow-ups", func() error {
+		_, err := r.conn.Exec(r.ctx, body)
 		return err
 	})
 }
@@ -636,7 +638,7 @@ BEGIN
     IF to_regclass('rheo.upgrade_follow_ups') IS NULL THEN
         RETURN;
     END IF;
-    FOR v IN SELECT f.sql FROM rheo.upgrade_follow_ups f ORDER BY f.id LOOP
+    FOR v IN SELECT f.sql FROM rheo.upgrade_follow_ups f ORDER BY f.after LOOP
         EXECUTE v.sql;
     END LOOP;
     DROP TABLE rheo.upgrade_follow_ups;
@@ -653,8 +655,7 @@ INSERT INTO ` + versionTable + ` (version) SELECT 0 WHERE NOT EXISTS (SELECT FRO
 // previous release's appends in flight may still insert events (see
 // immutability.sql).
 const createFollowUpsSQL = `CREATE TABLE IF NOT EXISTS rheo.upgrade_follow_ups (
-    id    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    after timestamptz NOT NULL,
+    after timestamptz NOT NULL, -- when it was recorded, which orders them
     sql   text        NOT NULL
 )`
 
