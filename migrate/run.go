@@ -208,7 +208,7 @@ func (r *runner) run() error {
 // with Options.Wait for steps that let the application through (long),
 // tried again when it gives up on a lock or is a deadlock's victim.
 func (r *runner) tx(what string, long bool, fn func(tx pgx.Tx) error) error {
-	return r.retry(what, func() error {
+	return r.retry(what, long, func() error {
 		return pgx.BeginFunc(r.ctx, r.conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, true)", r.timeout(long)); err != nil {
 				return err
@@ -242,9 +242,13 @@ func (r *runner) timeout(long bool) string {
 }
 
 // retry runs fn until it succeeds, fails for another reason than a lock
-// it gave up on or a deadlock, or has been tried Options.Attempts times.
-func (r *runner) retry(what string, fn func() error) error {
+// it gave up on or a deadlock, or has been tried Options.Attempts times
+// (3 times for a step that waits Options.Wait for its locks: long).
+func (r *runner) retry(what string, long bool, fn func() error) error {
 	attempts := r.opts.attempts()
+	if long {
+		attempts = min(attempts, 3)
+	}
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil {
@@ -252,8 +256,11 @@ func (r *runner) retry(what string, fn func() error) error {
 		}
 		if !retryable(err) || attempt >= attempts || r.ctx.Err() != nil {
 			if retryable(err) {
-				err = fmt.Errorf("gave up after %d tries, each waiting at most %s for its locks: a long transaction holds them (see pg_stat_activity): %w",
-					attempt, r.opts.lockTimeout(), err)
+				wait := r.opts.lockTimeout()
+				if long {
+					wait = r.opts.wait()
+				}
+				err = &giveUpError{tries: attempt, wait: wait, err: err}
 			}
 			return r.fail(what, err)
 		}
@@ -267,6 +274,25 @@ func (r *runner) retry(what string, fn func() error) error {
 		}
 	}
 }
+
+// giveUpError is a step that gave up on its locks as often as it may.
+type giveUpError struct {
+	tries int
+	wait  time.Duration
+	err   error
+}
+
+func (e *giveUpError) Error() string {
+	msg := e.err.Error()
+	var pgErr *pgconn.PgError
+	if errors.As(e.err, &pgErr) {
+		msg = pgErr.Message
+	}
+	return fmt.Sprintf("gave up after %d tries, each waiting at most %s for its locks, which a long transaction holds (see pg_stat_activity): %s",
+		e.tries, e.wait, msg)
+}
+
+func (e *giveUpError) Unwrap() error { return e.err }
 
 // retryable reports whether err is a lock the step gave up on, a
 // deadlock it was the victim of, or a serialization failure.
@@ -368,7 +394,7 @@ func (r *runner) batch(what, sql string) error {
 // INDEX CONCURRENTLY), as rheo_owner when the tables belong to it, after
 // dropping the invalid indexes that failed builds left in schema rheo.
 func (r *runner) concurrently(what, sql string) error {
-	return r.retry(what, func() error {
+	return r.retry(what, true, func() error {
 		if _, err := r.conn.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, false)", r.timeout(true)); err != nil {
 			return err
 		}
@@ -502,7 +528,7 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 		}
 		q = append(q, dropNoFollowUpsSQL, ownerReleaseSQL)
 		body := strings.Join(q, ";\n") + ";"
-		if err := r.retry("switch", func() error {
+		if err := r.retry("switch", false, func() error {
 			_, err := r.conn.Exec(r.ctx, body)
 			return err
 		}); err != nil {
@@ -600,7 +626,8 @@ func (r *runner) followUps() error {
 		var older int
 		if err := r.conn.QueryRow(r.ctx, `
 SELECT count(*) FROM pg_stat_activity a
- WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.xact_start < $1`, *after).Scan(&older); err != nil {
+ WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.backend_type = 'client backend'
+   AND a.xact_start < $1`, *after).Scan(&older); err != nil {
 			return r.fail("wait for the transactions older than the switch", err)
 		}
 		if older == 0 {
@@ -622,7 +649,7 @@ SELECT count(*) FROM pg_stat_activity a
 		"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
 		ownerAccessSQL, lockAllSQL, runFollowUpsSQL, ownerReleaseSQL,
 	}, ";\n") + ";"
-	return r.retry("follow-ups", func() error {
+	return r.retry("follow-ups", false, func() error {
 		_, err := r.conn.Exec(r.ctx, body)
 		return err
 	})
