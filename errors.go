@@ -32,7 +32,8 @@ var (
 	ErrInvalidArgument       = &Error{Code: "RH011", Reason: "invalid_argument"}
 	ErrImmutableEvent        = &Error{Code: "RH012", Reason: "immutable_event"}
 
-	// ErrBackendUnavailable means the database could not be reached.
+	// ErrBackendUnavailable means the database could not be reached. It
+	// is matched by every *UnavailableError.
 	ErrBackendUnavailable = &Error{Reason: "backend_unavailable"}
 	// ErrAmbiguous is matched by every *AmbiguousError.
 	ErrAmbiguous = &Error{Reason: "ambiguous"}
@@ -102,6 +103,11 @@ func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous }
 type FailedError struct {
 	// Op names the operation, such as "fetch".
 	Op string
+	// Kind says what the failure was, where the driver knows.
+	Kind Kind
+	// Message is what the database said, in its own words and without
+	// its error codes; "" when the failure is not the database's.
+	Message string
 	// Err is the underlying cause.
 	Err error
 }
@@ -115,7 +121,8 @@ func (e *FailedError) Unwrap() error { return e.Err }
 func (e *FailedError) Is(target error) bool { return target == ErrFailed }
 
 // IsVocabulary reports whether err carries one of Rheo's words: a
-// sentinel of this package, an *AmbiguousError or a *FailedError.
+// sentinel of this package, an *AmbiguousError, a *FailedError or an
+// *UnavailableError.
 func IsVocabulary(err error) bool {
 	var e *Error
 	return errors.As(err, &e) || errors.Is(err, ErrAmbiguous) || errors.Is(err, ErrFailed)

@@ -17,19 +17,6 @@ import (
 // maxFormBytes bounds the body of an action's POST.
 const maxFormBytes = 1 << 16
 
-// sqlStater is implemented by the database errors that carry a SQLSTATE
-// (pgconn.PgError on PostgreSQL), which the drivers wrap.
-type sqlStater interface{ SQLState() string }
-
-// insufficientPrivilege is PostgreSQL's SQLSTATE for a role that may not
-// call a function.
-const insufficientPrivilege = "42501"
-
-func isInsufficientPrivilege(err error) bool {
-	var s sqlStater
-	return errors.As(err, &s) && s.SQLState() == insufficientPrivilege
-}
-
 // actionFunc runs one action, with the CSRF token checked, and returns
 // the outcome to log.
 type actionFunc func(w http.ResponseWriter, r *http.Request, stream, group string) (result string, attrs []slog.Attr, err error)
@@ -52,7 +39,7 @@ func (h *Handler) action(fn actionFunc) http.HandlerFunc {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
-		if err := r.ParseForm(); err != nil || !csrfValid(r) {
+		if err := r.ParseForm(); err != nil || !h.csrfValid(r) {
 			h.logger.LogAttrs(r.Context(), slog.LevelWarn, "dashboard action refused: no valid CSRF token",
 				append(base, slog.String(LogKeyResult, "refused"))...)
 			h.errorPage(w, r, http.StatusForbidden, "Refused: the form's security token is missing or out of date.",
@@ -103,18 +90,13 @@ type replayForm struct {
 	Partitions   string
 }
 
-type partitionCount struct {
-	Partition int
-	Events    int64
-}
-
 type replayData struct {
 	page
 	Stream, Group string
 	Form          replayForm
 	Action        string
 	GroupURL      string
-	Counts        []partitionCount
+	Counts        []driver.PartitionCount
 	Total         int64
 	Counted       bool
 	Invalid       string
@@ -145,28 +127,21 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, stream, group s
 	}
 	ctx, cancel := h.reqContext(r)
 	defer cancel()
-	if partitions == nil {
-		lag, err := h.drv.Lag(ctx, stream, group, nil)
-		if err != nil {
-			return "", attrs, err
-		}
-		for _, p := range lag.Partitions {
-			partitions = append(partitions, p.Partition)
-		}
-	}
 	dryRun := step != "confirm"
-	counts, err := h.runReplay(ctx, stream, group, opts, partitions, dryRun)
-	if errors.Is(err, errNoTransactions) {
+	counts, err := driver.ReplayByPartition(ctx, h.drv, stream, group, opts,
+		&driver.ReplayByPartitionOptions{Partitions: partitions, DryRun: dryRun})
+	if errors.Is(err, driver.ErrNoTransactions) {
 		if dryRun {
 			data.Invalid = "This driver cannot count a replay without making it (no transactions): confirm to replay without a count."
 			h.render(w, r, http.StatusOK, "replay", data)
 			return "", attrs, nil
 		}
+		opts.Partitions = partitions
 		n, err := h.drv.Replay(ctx, stream, group, opts)
 		if err != nil {
 			return "", attrs, err
 		}
-		counts = []partitionCount{{Partition: -1, Events: n}}
+		counts = []driver.PartitionCount{{Partition: -1, Events: n}}
 	} else if err != nil {
 		if isBadInput(err) {
 			data.Invalid = err.Error()
@@ -228,41 +203,6 @@ func parsePartitions(s string) ([]int, error) {
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
-}
-
-var (
-	errNoTransactions = errors.New("the driver has no transactions")
-	errDryRun         = errors.New("dry run")
-)
-
-// runReplay replays partition by partition in one transaction, which a
-// dry run rolls back (as rheo replay --dry-run does), and returns the
-// count of each partition.
-func (h *Handler) runReplay(ctx context.Context, stream, group string, opts rheo.ReplayOptions, partitions []int, dryRun bool) ([]partitionCount, error) {
-	tr, ok := h.drv.(driver.Transactor)
-	if !ok {
-		return nil, errNoTransactions
-	}
-	var counts []partitionCount
-	err := tr.InTx(ctx, func(ctx context.Context, tx driver.Tx) error {
-		counts = counts[:0]
-		for _, p := range partitions {
-			opts.Partitions = []int{p}
-			n, err := tx.Replay(ctx, stream, group, opts)
-			if err != nil {
-				return err
-			}
-			counts = append(counts, partitionCount{Partition: p, Events: n})
-		}
-		if dryRun {
-			return errDryRun
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, errDryRun) {
-		return nil, err
-	}
-	return counts, nil
 }
 
 type resetForm struct {
@@ -360,22 +300,33 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error, stream
 	switch {
 	case errors.Is(err, rheo.ErrStreamNotFound):
 		h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("Stream %q not found.", stream), "It may have been dropped.")
+		return
 	case errors.Is(err, rheo.ErrGroupNotFound):
 		h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("Group %q not found on stream %q.", group, stream), "It may have been dropped.")
-	case isInsufficientPrivilege(err):
+		return
+	case rheo.KindOf(err) == rheo.KindPermissionDenied:
 		h.errorPage(w, r, http.StatusForbidden,
-			"The database refused: the role the dashboard logs in as lacks the privilege for this (SQLSTATE 42501, insufficient privilege). Nothing was changed.",
+			"The database refused: the role the dashboard logs in as lacks the privilege for this (permission denied). Nothing was changed.",
 			"The pages need rheo_reader; reopening, replaying and resetting need rheo_admin (docs/security.md): GRANT rheo_admin TO <the role>;")
+		return
 	case isBadInput(err):
 		h.errorPage(w, r, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	// What remains names the database's address, user and name, or the
+	// driver's words: the log gets them, the visitor a generic message.
+	h.logger.ErrorContext(r.Context(), "dashboard: request failed", LogKeyRemote, r.RemoteAddr,
+		LogKeyStream, stream, LogKeyGroup, group, LogKeyError, err.Error())
+	const hint = "The dashboard's log has the details."
+	switch {
 	case errors.Is(err, rheo.ErrBackendUnavailable):
-		h.errorPage(w, r, http.StatusServiceUnavailable, "The database does not answer.", err.Error())
+		h.errorPage(w, r, http.StatusServiceUnavailable, "The database does not answer.", hint)
 	case errors.Is(err, context.DeadlineExceeded):
-		h.errorPage(w, r, http.StatusGatewayTimeout, fmt.Sprintf("The database did not answer within %s.", h.opts.Timeout), err.Error())
+		h.errorPage(w, r, http.StatusGatewayTimeout, fmt.Sprintf("The database did not answer within %s.", h.opts.Timeout), hint)
 	case errors.Is(err, rheo.ErrAmbiguous):
 		h.errorPage(w, r, http.StatusInternalServerError,
-			"The database's answer was lost: the action may or may not have been made. Check the group's state before trying again.", err.Error())
+			"The database's answer was lost: the action may or may not have been made. Check the group's state before trying again.", hint)
 	default:
-		h.errorPage(w, r, http.StatusInternalServerError, "The request failed.", err.Error())
+		h.errorPage(w, r, http.StatusInternalServerError, "The request failed.", hint)
 	}
 }

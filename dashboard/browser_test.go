@@ -23,6 +23,7 @@ import (
 // without a reload.
 
 func TestDashboardBrowserStreamList(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		bn := setup(t, b.drv, nil)
 		tab := newTab(t)
@@ -51,6 +52,7 @@ func TestDashboardBrowserStreamList(t *testing.T) {
 }
 
 func TestDashboardBrowserGroupLagFalls(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		const events, gate = 40, 20
 		newStream(t, b.drv, "orders", 1, "billing")
@@ -119,6 +121,7 @@ const hostilePayload = `{"type": "order.placed", "note": "<script>document.title
 	` "img": "<img src=x onerror=\"window.rheoPwned=2\">", "close": "</pre><script>window.rheoPwned=3</script>"}`
 
 func TestDashboardBrowserPayloadEscaped(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		newStream(t, b.drv, "orders", 1, "billing")
 		ev := deadLetter(t, b.drv, "orders", "billing", hostilePayload, `<script>window.rheoPwned=4</script>`)
@@ -162,6 +165,7 @@ func TestDashboardBrowserPayloadEscaped(t *testing.T) {
 }
 
 func TestDashboardBrowserReopenDeadLetter(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		newStream(t, b.drv, "orders", 1, "billing")
 		ev := deadLetter(t, b.drv, "orders", "billing", `{"type": "order.placed", "qty": -1}`, "invalid quantity")
@@ -193,6 +197,7 @@ func TestDashboardBrowserReopenDeadLetter(t *testing.T) {
 }
 
 func TestDashboardBrowserReadOnly(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		newStream(t, b.drv, "orders", 1, "billing")
 		ev := deadLetter(t, b.drv, "orders", "billing", `{"type": "order.placed"}`, "rejected")
@@ -234,6 +239,7 @@ func TestDashboardBrowserReadOnly(t *testing.T) {
 }
 
 func TestDashboardBrowserReplayAndReset(t *testing.T) {
+	t.Parallel()
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		newStream(t, b.drv, "orders", 1, "billing")

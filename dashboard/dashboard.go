@@ -17,8 +17,13 @@
 // are shown pretty-printed, as text). The templates, the stylesheet and
 // the one script are embedded in the binary (go:embed); there is no build
 // step. The script refreshes the live parts of a page every few seconds
-// by fetching the page again; the Content-Security-Policy admits scripts
-// from the handler's own files only, so nothing shown can run as one.
+// by fetching them alone (the server renders only those parts for its
+// requests); the Content-Security-Policy admits scripts from the
+// handler's own files only, so nothing shown can run as one. Control,
+// bidirectional and zero-width characters of stored text are shown as
+// escapes (\u202e), and every payload and stored text is cut to a
+// preview (Options.PreviewBytes, Options.EventBytes) with a link to the
+// whole event, so that no page grows with what was stored.
 //
 // The handler samples every stream's high watermarks and every group's
 // lag every few seconds, in a goroutine, and keeps a few minutes of them
@@ -30,8 +35,8 @@
 // control for them and answers their POSTs with 403. Every action is a
 // POST carrying a CSRF token, and is logged. The role the driver logs in
 // as needs rheo_reader to show the pages and rheo_admin for the actions
-// (docs/security.md); without it the database refuses with 42501, which
-// the dashboard shows as such.
+// (docs/security.md); without it the database refuses (permission_denied),
+// which the dashboard shows as such.
 //
 // Options.Token and Options.BasicAuth, when set, are required for every
 // page and action (docs/ops.md#the-dashboard says how rheo serve sets
@@ -59,6 +64,13 @@ const (
 	DefaultRefreshInterval = 2 * time.Second
 	DefaultTimeout         = 10 * time.Second
 	DefaultPageSize        = 50
+	// DefaultPreviewBytes bounds what a list shows of a payload, a reason
+	// or another stored text: a page of 50 dead letters stays under a
+	// few hundred kilobytes whatever their payloads.
+	DefaultPreviewBytes = 1 << 10
+	// DefaultEventBytes bounds what an event's page shows of its payload
+	// and of its metadata; the whole event is a link away, as JSON.
+	DefaultEventBytes = 64 << 10
 )
 
 // The attribute keys of the log records of actions.
@@ -113,9 +125,18 @@ type Options struct {
 	// PageSize is how many dead letters or events a page shows. Defaults
 	// to DefaultPageSize.
 	PageSize int
+	// PreviewBytes is the most bytes of a payload, a reason, an id, a
+	// type or a key that the lists of events, dead letters and leases
+	// show; what is cut ends with "…" and a link to the whole event.
+	// Defaults to DefaultPreviewBytes.
+	PreviewBytes int
+	// EventBytes is the most bytes of its payload and of its metadata
+	// that an event's page shows, with a link to the whole event as JSON
+	// when they are longer. Defaults to DefaultEventBytes.
+	EventBytes int
 	// Clock gives the time ages are measured against. Defaults to
-	// time.Now.
-	Clock func() time.Time
+	// driver.SystemClock.
+	Clock driver.Clock
 }
 
 // Handler is the dashboard: an http.Handler, with the sampling goroutine
@@ -124,7 +145,7 @@ type Handler struct {
 	drv      driver.Driver
 	opts     Options
 	logger   *slog.Logger
-	clock    func() time.Time
+	clock    driver.Clock
 	mux      http.Handler
 	pages    map[string]*template.Template
 	samples  *sampler
@@ -186,8 +207,10 @@ func (o *Options) settle() error {
 			return fmt.Errorf("dashboard: Options.%s must not be negative, got %s", name, *d)
 		}
 	}
-	if o.PageSize < 0 {
-		return fmt.Errorf("dashboard: Options.PageSize must not be negative, got %d", o.PageSize)
+	for name, n := range map[string]int{"PageSize": o.PageSize, "PreviewBytes": o.PreviewBytes, "EventBytes": o.EventBytes} {
+		if n < 0 {
+			return fmt.Errorf("dashboard: Options.%s must not be negative, got %d", name, n)
+		}
 	}
 	if o.SampleInterval == 0 {
 		o.SampleInterval = DefaultSampleInterval
@@ -207,11 +230,17 @@ func (o *Options) settle() error {
 	if o.PageSize == 0 {
 		o.PageSize = DefaultPageSize
 	}
+	if o.PreviewBytes == 0 {
+		o.PreviewBytes = DefaultPreviewBytes
+	}
+	if o.EventBytes == 0 {
+		o.EventBytes = DefaultEventBytes
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
 	if o.Clock == nil {
-		o.Clock = time.Now
+		o.Clock = driver.SystemClock
 	}
 	return nil
 }

@@ -203,10 +203,10 @@ func (h *Handler) groupState(ctx context.Context, stream string, g rheo.GroupSum
 		Ordering: g.Ordering, Lag: lag, Info: info, OldestAge: "none",
 	}
 	series := h.samples.groupSeries(stream, g.Name)
-	row.Chart = lagChart(series, h.opts.SampleWindow, h.clock(), "lag of "+g.Name)
-	row.Spark = sparkline(series, h.opts.SampleWindow, h.clock(), "lag of "+g.Name)
+	row.Chart = lagChart(series, h.opts.SampleWindow, h.clock.Now(), "lag of "+g.Name)
+	row.Spark = sparkline(series, h.opts.SampleWindow, h.clock.Now(), "lag of "+g.Name)
 	if info.OldestUnsettledTS != nil {
-		row.OldestAge = formatAge(h.clock().Sub(*info.OldestUnsettledTS))
+		row.OldestAge = formatAge(h.clock.Now().Sub(*info.OldestUnsettledTS))
 	}
 	return row, nil
 }
@@ -215,7 +215,9 @@ func (h *Handler) groupState(ctx context.Context, stream string, g rheo.GroupSum
 type deadLetterRow struct {
 	rheo.DeadLetter
 	EventURL string
-	Payload  string
+	// Payload is the preview of the event's payload, which the embedded
+	// event no longer holds.
+	Payload preview
 }
 
 type groupData struct {
@@ -268,10 +270,13 @@ func (h *Handler) groupPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := r.URL.Query().Get("after")
-	dls, err := h.drv.DeadLetters(ctx, stream, group, &rheo.DeadLetterOptions{MaxCount: h.opts.PageSize, After: after})
-	if err != nil {
-		h.fail(w, r, err, stream, group)
-		return
+	var dls []rheo.DeadLetter
+	if !isLive(r) { // the dead letters are no live part of the page
+		dls, err = h.drv.DeadLetters(ctx, stream, group, &rheo.DeadLetterOptions{MaxCount: h.opts.PageSize, After: after})
+		if err != nil {
+			h.fail(w, r, err, stream, group)
+			return
+		}
 	}
 	groupURL := h.path("streams", stream, "groups", group)
 	_, dryRun := h.drv.(driver.Transactor)
@@ -288,7 +293,7 @@ func (h *Handler) groupPage(w http.ResponseWriter, r *http.Request) {
 	if after != "" {
 		data.FirstURL = groupURL + "#dead-letters"
 	}
-	now := h.opts.Clock()
+	now := h.opts.Clock.Now()
 	for _, l := range leases {
 		data.Leases = append(data.Leases, leaseRow{
 			Delivery: l,
@@ -297,12 +302,17 @@ func (h *Handler) groupPage(w http.ResponseWriter, r *http.Request) {
 			Lapsed:   l.State == "leased" && !l.ExpiresAt.After(now),
 		})
 	}
-	for _, dl := range dls {
-		data.DeadLetters = append(data.DeadLetters, deadLetterRow{
+	for i, dl := range dls {
+		row := deadLetterRow{
 			DeadLetter: dl,
 			EventURL:   h.eventPath(stream, dl.Event.Partition, dl.Event.Sequence),
-			Payload:    pretty(dl.Event.Payload),
-		})
+			Payload:    previewJSON(dl.Event.Payload, h.opts.PreviewBytes, true),
+		}
+		// The page keeps only the previews: the payloads can go while it
+		// renders.
+		row.Event.Payload, row.Event.Metadata = nil, nil
+		dls[i].Event.Payload, dls[i].Event.Metadata = nil, nil
+		data.DeadLetters = append(data.DeadLetters, row)
 	}
 	if len(dls) == h.opts.PageSize {
 		data.NextURL = groupURL + "?" + url.Values{"after": {dls[len(dls)-1].Event.ID}}.Encode() + "#dead-letters"
@@ -333,15 +343,23 @@ type eventRow struct {
 	rheo.Event
 	URL           string
 	CorrelationID string
-	Payload       string
+	// Payload is one line of the payload, which the embedded event no
+	// longer holds.
+	Payload preview
 }
+
+// listPayloadBytes is the most of a payload an event list shows on its
+// one line per event (at most Options.PreviewBytes).
+const listPayloadBytes = 160
 
 func (h *Handler) eventRow(ev rheo.Event) eventRow {
 	lineage, _ := rheo.LineageOf(ev.Metadata) // a lineage key of another type shows as none
-	return eventRow{
+	row := eventRow{
 		Event: ev, URL: h.eventPath(ev.Stream, ev.Partition, ev.Sequence),
-		CorrelationID: lineage.CorrelationID, Payload: compact(ev.Payload, 160),
+		CorrelationID: lineage.CorrelationID, Payload: previewJSON(ev.Payload, min(listPayloadBytes, h.opts.PreviewBytes), false),
 	}
+	row.Event.Payload, row.Event.Metadata = nil, nil
+	return row
 }
 
 // eventFilters are the fields of the history search form, as typed.
@@ -507,10 +525,13 @@ const maxCauses = 50
 
 type eventData struct {
 	page
-	Stream       string
-	Event        rheo.Event
-	Payload      string
-	Metadata     string
+	Stream string
+	Event  rheo.Event
+	// Payload and Metadata are what the page shows of them; JSONURL is
+	// the whole event, as JSON.
+	Payload      preview
+	Metadata     preview
+	JSONURL      string
 	Lineage      rheo.Lineage
 	LineageError string
 	CausedBy     *eventRow
@@ -521,38 +542,66 @@ type eventData struct {
 	Conversation string
 }
 
-func (h *Handler) eventPage(w http.ResponseWriter, r *http.Request) {
+// readEvent reads the event that the request's path names, or answers
+// the request with why it cannot; ok is false then.
+func (h *Handler) readEvent(ctx context.Context, w http.ResponseWriter, r *http.Request) (ev rheo.Event, ok bool) {
 	stream := r.PathValue("stream")
 	partition, perr := strconv.Atoi(r.PathValue("partition"))
 	sequence, serr := strconv.ParseInt(r.PathValue("sequence"), 10, 64)
 	if perr != nil || serr != nil || partition < 0 || sequence < 1 {
 		h.errorPage(w, r, http.StatusNotFound, "No such event: an event's address is its partition and sequence.", "")
-		return
+		return ev, false
 	}
-	ctx, cancel := h.reqContext(r)
-	defer cancel()
 	evs, err := h.drv.Read(ctx, stream, &rheo.ReadOptions{Partition: partition, After: sequence - 1, MaxCount: 1})
 	if err != nil {
 		if errors.Is(err, rheo.ErrInvalidPartition) {
 			h.errorPage(w, r, http.StatusNotFound, fmt.Sprintf("Stream %q has no partition %d.", stream, partition), "")
-			return
+			return ev, false
 		}
 		h.fail(w, r, err, stream, "")
-		return
+		return ev, false
 	}
 	if len(evs) == 0 || evs[0].Sequence != sequence {
 		h.errorPage(w, r, http.StatusNotFound,
 			fmt.Sprintf("Stream %q has no event %d in partition %d: not appended yet, or pruned.", stream, sequence, partition), "")
+		return ev, false
+	}
+	return evs[0], true
+}
+
+// eventJSON serves the whole event as JSON, payload and metadata as
+// stored: the link of every preview that was cut. The browser shows it
+// as data (nosniff, and a policy that runs nothing).
+func (h *Handler) eventJSON(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.reqContext(r)
+	defer cancel()
+	ev, ok := h.readEvent(ctx, w, r)
+	if !ok {
 		return
 	}
-	ev := evs[0]
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(ev)
+}
+
+func (h *Handler) eventPage(w http.ResponseWriter, r *http.Request) {
+	stream := r.PathValue("stream")
+	ctx, cancel := h.reqContext(r)
+	defer cancel()
+	ev, ok := h.readEvent(ctx, w, r)
+	if !ok {
+		return
+	}
+	partition, sequence := ev.Partition, ev.Sequence
 	data := &eventData{
 		page:     h.newPage(fmt.Sprintf("Event %d/%d", partition, sequence), crumb{stream, h.path("streams", stream)}, crumb{"Events", h.path("streams", stream, "events")}),
 		Stream:   stream,
 		Event:    ev,
-		Payload:  pretty(ev.Payload),
-		Metadata: pretty(ev.Metadata),
+		Payload:  previewJSON(ev.Payload, h.opts.EventBytes, true),
+		Metadata: previewJSON(ev.Metadata, h.opts.EventBytes, true),
+		JSONURL:  h.eventPath(stream, partition, sequence) + "/json",
 	}
+	data.Event.Payload, data.Event.Metadata = nil, nil // shown through the previews
 	data.RefreshMS = 0
 	lineage, err := rheo.LineageOf(ev.Metadata)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/textsafe"
 )
 
 // page is what every page's data carries for the layout.
@@ -51,6 +52,7 @@ func parseTemplates(h *Handler) (map[string]*template.Template, error) {
 		"retained": func(p rheo.PartitionRange) int64 {
 			return p.HighWatermark - p.LowWatermark + 1
 		},
+		"show": func(s string) string { return cutText(textsafe.Visible(s), h.opts.PreviewBytes) },
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -70,11 +72,16 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if p.Actions {
 		p.CSRF = h.csrfToken(w, r)
 	}
-	if r.Header.Get("X-Rheo-Live") == "" {
+	if !isLive(r) {
 		p.Flash = h.takeFlash(w, r)
 	}
+	// The script's refreshes ask for the live parts alone.
+	tmpl := "layout"
+	if isLive(r) && h.pages[name].Lookup("live") != nil {
+		tmpl = "live"
+	}
 	var buf bytes.Buffer
-	if err := h.pages[name].ExecuteTemplate(&buf, "layout", data); err != nil {
+	if err := h.pages[name].ExecuteTemplate(&buf, tmpl, data); err != nil {
 		h.logger.ErrorContext(r.Context(), "dashboard: render "+name, LogKeyError, err)
 		http.Error(w, "internal error: the page could not be rendered", http.StatusInternalServerError)
 		return
@@ -98,31 +105,69 @@ func (h *Handler) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 	})
 }
 
-// pretty returns JSON indented for reading; what is not valid JSON is
-// returned as it is. Either way it is shown as text.
-func pretty(raw json.RawMessage) string {
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return buf.String()
+// isLive reports a request of the script's refresh, which swaps only
+// the page's live parts.
+func isLive(r *http.Request) bool { return r.Header.Get("X-Rheo-Live") != "" }
+
+// preview is a payload, or another stored document, as a page shows it:
+// at most a given number of bytes of it, with its escapes visible.
+type preview struct {
+	// Text is what is shown.
+	Text string
+	// Cut: Text is the beginning of a longer document: the first Shown
+	// of its Size bytes.
+	Cut         bool
+	Shown, Size int64
 }
 
-// compact returns JSON on one line, cut to at most n bytes.
-func compact(raw json.RawMessage, n int) string {
-	var buf bytes.Buffer
-	s := string(raw)
-	if err := json.Compact(&buf, raw); err == nil {
-		s = buf.String()
-	}
-	if len(s) > n {
-		cut := n
-		for cut > 0 && s[cut]&0xC0 == 0x80 {
-			cut-- // not inside a UTF-8 sequence
+// previewJSON returns at most n bytes of raw for reading: indented when
+// it is short enough to be indented whole (and still fits), else as it
+// is stored, cut; either way shown as text, its control and invisible
+// characters escaped. A long document is never indented or compacted
+// whole: a page's cost is bounded by n, not by what was stored.
+func previewJSON(raw json.RawMessage, n int, indent bool) preview {
+	p := preview{Size: int64(len(raw))}
+	var s string
+	if len(raw) <= n {
+		s = string(raw)
+		var buf bytes.Buffer
+		if indent && json.Indent(&buf, raw, "", "  ") == nil {
+			s = buf.String()
+		} else if !indent && json.Compact(&buf, raw) == nil {
+			s = buf.String()
 		}
-		s = s[:cut] + "…"
+		if len(s) > 4*n {
+			s = string(raw) // deep nesting: the indentation would outgrow the preview
+		}
+	} else {
+		s, p.Cut = cutUTF8(string(raw[:n+1]), n), true
+		p.Shown = int64(len(s))
 	}
-	return s
+	p.Text = textsafe.VisibleLines(s)
+	if !indent {
+		p.Text = textsafe.Visible(s)
+	}
+	return p
+}
+
+// cutUTF8 returns at most n bytes of s, not inside a UTF-8 sequence.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut]
+}
+
+// cutText returns at most n bytes of s, ending with "…" when cut.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return cutUTF8(s, n) + "…"
 }
 
 func formatTime(t time.Time) string {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 )
 
@@ -31,6 +32,7 @@ func (h *Handler) routes() http.Handler {
 	mux.HandleFunc("GET /streams/{stream}/groups/{group}", h.groupPage)
 	mux.HandleFunc("GET /streams/{stream}/events", h.eventsPage)
 	mux.HandleFunc("GET /streams/{stream}/events/{partition}/{sequence}", h.eventPage)
+	mux.HandleFunc("GET /streams/{stream}/events/{partition}/{sequence}/json", h.eventJSON)
 	mux.HandleFunc("POST /streams/{stream}/groups/{group}/reopen", h.action(h.reopen))
 	mux.HandleFunc("POST /streams/{stream}/groups/{group}/replay", h.action(h.replay))
 	mux.HandleFunc("POST /streams/{stream}/groups/{group}/reset", h.action(h.reset))
@@ -112,13 +114,26 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // localPath returns next when it is a path of the dashboard, else the
-// dashboard's root: a redirect never leaves it.
+// dashboard's root: a redirect never leaves it. The path is cleaned
+// before it is checked (dot segments, percent-encoded ones included, as
+// the server will resolve them), and a path that needed cleaning is
+// returned cleaned.
 func (h *Handler) localPath(next string) string {
 	root := h.opts.Prefix + "/"
 	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil ||
-		!strings.HasPrefix(next, root) || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(next, "//") || strings.Contains(next, `\`) {
 		return root
+	}
+	clean := path.Clean(u.Path)
+	if strings.HasSuffix(u.Path, "/") && clean != "/" {
+		clean += "/"
+	}
+	if !strings.HasPrefix(clean, root) {
+		return root
+	}
+	if clean != u.Path {
+		return (&url.URL{Path: clean, RawQuery: u.RawQuery, Fragment: u.Fragment}).String()
 	}
 	return next
 }

@@ -53,7 +53,7 @@ type sampler struct {
 	size    int
 	timeout time.Duration
 	logger  *slog.Logger
-	clock   func() time.Time
+	clock   driver.Clock
 
 	mu      sync.Mutex
 	streams map[string]*ring
@@ -62,7 +62,7 @@ type sampler struct {
 	rounds  int
 }
 
-func newSampler(ops driver.Ops, size int, timeout time.Duration, logger *slog.Logger, clock func() time.Time) *sampler {
+func newSampler(ops driver.Ops, size int, timeout time.Duration, logger *slog.Logger, clock driver.Clock) *sampler {
 	return &sampler{
 		ops: ops, size: size, timeout: timeout, logger: logger, clock: clock,
 		streams: map[string]*ring{}, groups: map[groupKey]*ring{},
@@ -93,7 +93,7 @@ func (s *sampler) round(ctx context.Context) {
 		s.failed(ctx, err)
 		return
 	}
-	now := s.clock()
+	now := s.clock.Now()
 	hw := map[string]int64{}
 	lag := map[groupKey]int64{}
 	// listed holds the groups of the streams whose groups were listed.

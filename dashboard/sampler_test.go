@@ -10,10 +10,12 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/sqlite"
 )
 
 func TestRing(t *testing.T) {
+	t.Parallel()
 	r := newRing(3)
 	for i := range 5 {
 		r.add(sample{Value: int64(i)})
@@ -25,8 +27,9 @@ func TestRing(t *testing.T) {
 }
 
 func TestSamplerRate(t *testing.T) {
+	t.Parallel()
 	t.Run("the rate is measured over the window, from the newest sample back", func(t *testing.T) {
-		s := newSampler(nil, 100, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+		s := newSampler(nil, 100, time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)), driver.SystemClock)
 		start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		r := newRing(100)
 		// 1 event/s for 2 minutes, then 10 events/s for the last minute.

@@ -30,6 +30,7 @@ var screenshots = flag.String("screenshots", "", "write screenshots of the dashb
 // it for a few seconds so the charts and rates have something to show,
 // and captures the main pages. It runs only with -screenshots.
 func TestDashboardScreenshots(t *testing.T) {
+	t.Parallel()
 	if *screenshots == "" {
 		t.Skip("pass -screenshots FOLDER to capture the dashboard's pages")
 	}

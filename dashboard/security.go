@@ -14,11 +14,12 @@ import (
 // The cookies the dashboard sets, all HttpOnly and SameSite=Strict, with
 // the path of the dashboard's prefix.
 const (
-	// csrfCookie holds the per-session CSRF token that every POST must
-	// repeat in its csrfField form field.
+	// csrfCookie holds a random value of the browser's; every POST must
+	// carry its signature (csrfToken) in its csrfField form field.
 	csrfCookie = "rheo_csrf"
 	csrfField  = "csrf"
-	// sessionCookie proves that the token was typed in on the login page.
+	// sessionCookie proves that the token was typed in on the login page:
+	// a nonce of the session's own and its signature.
 	sessionCookie = "rheo_session"
 	// flashCookie carries the outcome of an action to the page the action
 	// redirects to.
@@ -40,10 +41,14 @@ type authenticator struct {
 	user, pass [32]byte
 	basicUser  string
 	hasBasic   bool
-	// session is the value of the session cookie: an HMAC of a fixed
-	// text keyed by the token, so the cookie never holds the token and
-	// changing the token ends every session.
-	session string
+	// sessionKey signs the session cookies: an HMAC of a fixed text
+	// keyed by the token, so a cookie never holds the token and changing
+	// the token ends every session.
+	sessionKey []byte
+	// csrfKey signs the CSRF tokens: derived from the credentials when
+	// there are any, so that every instance of a dashboard behind one
+	// address accepts the others' tokens, else random.
+	csrfKey []byte
 	path    string
 }
 
@@ -51,9 +56,7 @@ func newAuthenticator(token, basic, prefix string) (*authenticator, error) {
 	a := &authenticator{path: prefix + "/"}
 	if token != "" {
 		a.token, a.hasToken = sha256.Sum256([]byte(token)), true
-		mac := hmac.New(sha256.New, []byte(token))
-		mac.Write([]byte("rheo dashboard session"))
-		a.session = base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+		a.sessionKey = macOf([]byte(token), "rheo dashboard session")
 	}
 	if basic != "" {
 		user, pass, ok := strings.Cut(basic, ":")
@@ -62,7 +65,20 @@ func newAuthenticator(token, basic, prefix string) (*authenticator, error) {
 		}
 		a.user, a.pass, a.basicUser, a.hasBasic = sha256.Sum256([]byte(user)), sha256.Sum256([]byte(pass)), user, true
 	}
+	if a.enabled() {
+		a.csrfKey = macOf([]byte(token+"\x00"+basic), "rheo dashboard csrf")
+	} else {
+		a.csrfKey = make([]byte, 32)
+		_, _ = rand.Read(a.csrfKey) // never fails (crypto/rand)
+	}
 	return a, nil
+}
+
+// macOf is the HMAC-SHA-256 of text keyed by key.
+func macOf(key []byte, text string) []byte {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(text))
+	return mac.Sum(nil)
 }
 
 func (a *authenticator) enabled() bool { return a.hasToken || a.hasBasic }
@@ -79,7 +95,7 @@ func (a *authenticator) identify(r *http.Request) (who string, ok bool) {
 		if bearer, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found && a.tokenMatches(bearer) {
 			return "token", true
 		}
-		if c, err := r.Cookie(sessionCookie); err == nil && subtle.ConstantTimeCompare([]byte(c.Value), []byte(a.session)) == 1 {
+		if a.session(r) != "" {
 			return "token", true
 		}
 	}
@@ -99,12 +115,37 @@ func (a *authenticator) tokenMatches(s string) bool {
 	return a.hasToken && subtle.ConstantTimeCompare(d[:], a.token[:]) == 1
 }
 
-// sessionCookieFor returns the cookie that the login page sets.
+// session returns the value of r's session cookie when it is one the
+// sign-in page set, else "".
+func (a *authenticator) session(r *http.Request) string {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || !a.hasToken {
+		return ""
+	}
+	nonce, sig, ok := strings.Cut(c.Value, ".")
+	want := base64.RawURLEncoding.EncodeToString(macOf(a.sessionKey, nonce))
+	if !ok || subtle.ConstantTimeCompare([]byte(sig), []byte(want)) != 1 {
+		return ""
+	}
+	return c.Value
+}
+
+// sessionCookieFor returns the cookie that the sign-in page sets: a
+// random nonce of the visitor's own and its signature, so that every
+// sign-in is a session of its own, which the CSRF tokens are tied to.
 func (a *authenticator) sessionCookieFor(r *http.Request) *http.Cookie {
+	nonce := randomToken()
 	return &http.Cookie{
-		Name: sessionCookie, Value: a.session, Path: a.path,
+		Name: sessionCookie, Value: nonce + "." + base64.RawURLEncoding.EncodeToString(macOf(a.sessionKey, nonce)), Path: a.path,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	}
+}
+
+// randomToken returns 32 random bytes, encoded for a cookie.
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // securityHeaders sets the headers of every response.
@@ -120,22 +161,35 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// csrfToken returns the request's CSRF token, setting a new one in the
-// cookie when it has none.
+// csrfToken returns the CSRF token of r's forms, setting a new random
+// value in the CSRF cookie when it has none. The token is a signature of
+// the cookie's value and of the visitor's credentials (their session
+// cookie, or their basic-auth user): a token works only with the cookie
+// it was made for, in the session it was made in, so a cookie planted by
+// another site, or a token seen in another session, is refused.
 func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
-	if c, err := r.Cookie(csrfCookie); err == nil && validToken(c.Value) {
-		return c.Value
+	c, err := r.Cookie(csrfCookie)
+	if err != nil || !validToken(c.Value) {
+		c = &http.Cookie{
+			Name: csrfCookie, Value: randomToken(), Path: h.opts.Prefix + "/",
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		}
+		http.SetCookie(w, c)
+		// Later calls in this request see the same cookie.
+		r.AddCookie(&http.Cookie{Name: csrfCookie, Value: c.Value})
 	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b) // never fails (crypto/rand)
-	token := base64.RawURLEncoding.EncodeToString(b)
-	http.SetCookie(w, &http.Cookie{
-		Name: csrfCookie, Value: token, Path: h.opts.Prefix + "/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-	})
-	// Later calls in this request see the same token.
-	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: token})
-	return token
+	return h.csrfFor(r, c.Value)
+}
+
+// csrfFor is the CSRF token of the cookie value for r's credentials.
+func (h *Handler) csrfFor(r *http.Request, cookie string) string {
+	binding := ""
+	if session := h.auth.session(r); session != "" {
+		binding = "session " + session
+	} else if who, ok := h.auth.identify(r); ok {
+		binding = "user " + who
+	}
+	return base64.RawURLEncoding.EncodeToString(macOf(h.auth.csrfKey, cookie+"\x00"+binding))
 }
 
 func validToken(s string) bool {
@@ -143,13 +197,14 @@ func validToken(s string) bool {
 	return err == nil && len(b) == 32
 }
 
-// csrfValid reports whether the form of a POST repeats its cookie's token.
-func csrfValid(r *http.Request) bool {
+// csrfValid reports whether the form of a POST carries the token of its
+// CSRF cookie and its credentials.
+func (h *Handler) csrfValid(r *http.Request) bool {
 	c, err := r.Cookie(csrfCookie)
 	if err != nil || !validToken(c.Value) {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(r.PostFormValue(csrfField)), []byte(c.Value)) == 1
+	return subtle.ConstantTimeCompare([]byte(r.PostFormValue(csrfField)), []byte(h.csrfFor(r, c.Value))) == 1
 }
 
 // setFlash stores msg for the next page shown.

@@ -169,7 +169,3 @@ type Capabilities struct {
 	// TransactionalSettle: settles can join a host transaction.
 	TransactionalSettle bool
 }
-
-// Clock returns the current time. Drivers take one for tests; nil means
-// the database's own clock (PostgreSQL) or the system clock (SQLite).
-type Clock func() time.Time

@@ -13,7 +13,11 @@
 //
 // Every figure of a scrape costs index lookups whatever the length of the
 // log (docs/design.md): two calls per stream and two per group, run a few
-// at a time. The role the driver logs in as needs rheo_reader.
+// at a time. A scrape's figures serve the scrapes of the next few seconds
+// (Options.CacheFor), and scrapes that arrive while the database is read
+// wait for that one read: however many scrapers there are, the database
+// is read at most once per CacheFor. The role the driver logs in as needs
+// rheo_reader.
 //
 // This package is the only one of Rheo's that imports
 // github.com/prometheus/client_golang.
@@ -57,6 +61,11 @@ const (
 const (
 	DefaultTimeout     = 10 * time.Second
 	DefaultConcurrency = 4
+	// DefaultCacheFor is shorter than any scrape interval in use (15 s is
+	// Prometheus's default), so that one scraper always sees fresh
+	// figures, and long enough that several scrapers, or a scrape
+	// retried, read the database once.
+	DefaultCacheFor = 5 * time.Second
 )
 
 const logKeyError = "error"
@@ -70,9 +79,15 @@ type Options struct {
 	// Concurrency is how many streams or groups are read at once. Defaults
 	// to DefaultConcurrency.
 	Concurrency int
+	// CacheFor is how long a scrape's figures, or its failure, answer the
+	// scrapes that follow it, instead of reading the database again. A
+	// negative CacheFor reads the database at every scrape. Defaults to
+	// DefaultCacheFor.
+	CacheFor time.Duration
 	// Clock gives the time the oldest unsettled event's age is measured
-	// against. Defaults to time.Now.
-	Clock func() time.Time
+	// against, and the age of the cached scrape. Defaults to
+	// driver.SystemClock.
+	Clock driver.Clock
 	// Logger receives one Warn record per scrape that failed, with the
 	// error. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -93,7 +108,8 @@ type Options struct {
 //   - rheo_stream_low_watermark{stream,partition}: the lowest sequence
 //     retained (reference §7.3);
 //   - rheo_scrape_success: 1 when the scrape read everything, else 0;
-//   - rheo_scrape_duration_seconds: how long the scrape took.
+//   - rheo_scrape_duration_seconds: how long the scrape took (the read
+//     of the database whose figures a cached scrape repeats).
 //
 // A stream or group dropped during a scrape is left out of it. Any other
 // error fails the scrape's Rheo figures (rheo_scrape_success 0), and the
@@ -103,8 +119,15 @@ type Collector struct {
 	ops         driver.Ops
 	timeout     time.Duration
 	concurrency int
-	clock       func() time.Time
+	clock       driver.Clock
 	logger      *slog.Logger
+	cacheFor    time.Duration
+
+	// mu guards last, the latest scrape, and running, closed when the
+	// scrape in progress ends.
+	mu      sync.Mutex
+	last    *scrapeResult
+	running chan struct{}
 
 	lag, inflight, pending, deadLetters, oldestAge *prometheus.Desc
 	high, low, success, duration                   *prometheus.Desc
@@ -123,6 +146,10 @@ func NewCollector(ops driver.Ops, opts *Options) *Collector {
 		concurrency: opts.Concurrency,
 		clock:       opts.Clock,
 		logger:      opts.Logger,
+		cacheFor:    opts.CacheFor,
+	}
+	if c.cacheFor == 0 {
+		c.cacheFor = DefaultCacheFor
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
@@ -131,7 +158,7 @@ func NewCollector(ops driver.Ops, opts *Options) *Collector {
 		c.concurrency = DefaultConcurrency
 	}
 	if c.clock == nil {
-		c.clock = time.Now
+		c.clock = driver.SystemClock
 	}
 	if c.logger == nil {
 		c.logger = slog.Default()
@@ -162,23 +189,70 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect reads the state and sends the metrics.
+// scrapeResult is one read of the database: its metrics, or its error.
+type scrapeResult struct {
+	metrics []prometheus.Metric
+	err     error
+	took    time.Duration
+	at      time.Time
+}
+
+// Collect sends the metrics of the latest scrape, reading the database
+// when that scrape is older than CacheFor.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	res := c.result()
+	success := 1.0
+	if res.err != nil {
+		success = 0
+	}
+	for _, m := range res.metrics {
+		ch <- m
+	}
+	ch <- prometheus.MustNewConstMetric(c.success, prometheus.GaugeValue, success)
+	ch <- prometheus.MustNewConstMetric(c.duration, prometheus.GaugeValue, res.took.Seconds())
+}
+
+// result returns the latest scrape when it is younger than CacheFor, else
+// waits for the scrape in progress, or makes one.
+func (c *Collector) result() *scrapeResult {
+	if c.cacheFor < 0 {
+		return c.read()
+	}
+	c.mu.Lock()
+	if c.last != nil && c.clock.Now().Sub(c.last.at) < c.cacheFor {
+		defer c.mu.Unlock()
+		return c.last
+	}
+	if running := c.running; running != nil {
+		c.mu.Unlock()
+		<-running
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.last
+	}
+	running := make(chan struct{})
+	c.running = running
+	c.mu.Unlock()
+	res := c.read()
+	c.mu.Lock()
+	c.last, c.running = res, nil
+	c.mu.Unlock()
+	close(running)
+	return res
+}
+
+// read scrapes the database once; a failed scrape keeps none of the
+// figures it read.
+func (c *Collector) read() *scrapeResult {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	metrics, err := c.scrape(ctx)
-	success := 1.0
 	if err != nil {
-		success = 0
 		metrics = nil
 		c.logger.WarnContext(ctx, "rheo metrics: scrape failed", logKeyError, err)
 	}
-	for _, m := range metrics {
-		ch <- m
-	}
-	ch <- prometheus.MustNewConstMetric(c.success, prometheus.GaugeValue, success)
-	ch <- prometheus.MustNewConstMetric(c.duration, prometheus.GaugeValue, time.Since(start).Seconds())
+	return &scrapeResult{metrics: metrics, err: err, took: time.Since(start), at: c.clock.Now()}
 }
 
 // scrape reads every stream and group, c.concurrency at a time, and
@@ -278,7 +352,7 @@ func (c *Collector) group(ctx context.Context, stream, group string) ([]promethe
 	}
 	var age float64
 	if info.OldestUnsettledTS != nil {
-		age = max(0, c.clock().Sub(*info.OldestUnsettledTS).Seconds())
+		age = max(0, c.clock.Now().Sub(*info.OldestUnsettledTS).Seconds())
 	}
 	return append(metrics,
 		prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(info.Inflight), stream, group),

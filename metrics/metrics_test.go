@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func TestCollector(t *testing.T) {
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		ctx := context.Background()
 		clock := drivertest.NewClock()
-		writer, reader := open(t, b, clock.Now)
+		writer, reader := open(t, b, clock)
 
 		// orders: 2 partitions. Partition 0 gets 3 events at Epoch,
 		// partition 1 one event a minute later; then billing takes
@@ -84,7 +85,7 @@ func TestCollector(t *testing.T) {
 		require.NoError(t, err)
 		clock.Advance(time.Minute) // 2 minutes after Epoch: the 1 s lease expired
 
-		c := metrics.NewCollector(reader, &metrics.Options{Clock: clock.Now})
+		c := metrics.NewCollector(reader, &metrics.Options{Clock: clock})
 		want := `
 # HELP rheo_group_dead_letters Dead letters of the group.
 # TYPE rheo_group_dead_letters gauge
@@ -126,7 +127,9 @@ rheo_stream_low_watermark{partition="1",stream="orders"} 1
 			metrics.GroupOldestUnsettledAge, metrics.StreamHighWatermark, metrics.StreamLowWatermark, metrics.ScrapeSuccess}
 		require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), names...))
 
-		// Every figure is read anew at each scrape.
+		// Every figure is read anew at the first scrape after
+		// CacheFor.
+		clock.Advance(metrics.DefaultCacheFor)
 		_, err = writer.Append(ctx, "orders", json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &one})
 		require.NoError(t, err)
 		_, err = writer.DropStream(ctx, "empty", true)
@@ -163,6 +166,57 @@ rheo_scrape_success 0
 	})
 }
 
+// countingOps counts the scrapes that reach the database.
+type countingOps struct {
+	driver.Ops
+	mu    sync.Mutex
+	reads int
+}
+
+func (o *countingOps) ListStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
+	o.mu.Lock()
+	o.reads++
+	o.mu.Unlock()
+	return o.Ops.ListStreams(ctx)
+}
+
+func (o *countingOps) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.reads
+}
+
+// TestCollectorCache checks that scrapes within CacheFor of a read, one
+// after the other or at once, read the database once, and that the
+// first after it reads it again.
+func TestCollectorCache(t *testing.T) {
+	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
+		clock := drivertest.NewClock()
+		writer, reader := open(t, b, clock)
+		require.NoError(t, writer.CreateStream(context.Background(), "s", 1))
+		ops := &countingOps{Ops: reader}
+		c := metrics.NewCollector(ops, &metrics.Options{Clock: clock, CacheFor: 3 * time.Second})
+		for range 3 {
+			require.Equal(t, 4, testutil.CollectAndCount(c))
+		}
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() { testutil.CollectAndCount(c) })
+		}
+		wg.Wait()
+		require.Equal(t, 1, ops.count(), "scrapes within CacheFor of the first read the database")
+		clock.Advance(3 * time.Second)
+		testutil.CollectAndCount(c)
+		require.Equal(t, 2, ops.count(), "the first scrape after CacheFor reads the database again")
+
+		uncached := &countingOps{Ops: reader}
+		c = metrics.NewCollector(uncached, &metrics.Options{CacheFor: -1})
+		testutil.CollectAndCount(c)
+		testutil.CollectAndCount(c)
+		require.Equal(t, 2, uncached.count(), "a negative CacheFor reads the database at every scrape")
+	})
+}
+
 // BenchmarkCollect scrapes 100 streams of 2 partitions with 10 groups
 // each, a few events behind, as the role granted rheo_reader: one scrape
 // per iteration.
@@ -183,7 +237,7 @@ func BenchmarkCollect(b *testing.B) {
 				require.NoError(b, writer.CreateGroup(ctx, stream, "g"+strconv.Itoa(g), nil))
 			}
 		}
-		c := metrics.NewCollector(reader, nil)
+		c := metrics.NewCollector(reader, &metrics.Options{CacheFor: -1})
 		b.ResetTimer()
 		for b.Loop() {
 			if n := testutil.CollectAndCount(c); n != 100*(2*2)+1000*(2+4)+2 {

@@ -28,64 +28,6 @@ const AdvisoryLockKey int64 = 0x7268656f6d696772
 // last schema migration applied.
 const versionTable = "rheo.schema_version"
 
-// Postgres brings the database behind conn up to date in one
-// transaction, under the session advisory lock AdvisoryLockKey, so
-// concurrent runs wait for each other:
-//
-//  1. CREATE SCHEMA IF NOT EXISTS rheo;
-//  2. Rheo's roles (Roles), created when missing if the current role may
-//     create roles; otherwise a Warn record says what is left undone and
-//     the install goes on without them (see PostgresRoles);
-//  3. the schema migrations (rheosql.Schema, with tern), tracked in
-//     rheo.schema_version;
-//  4. the schema and everything in it handed over to rheo_owner;
-//  5. the functions (rheosql.Functions, all files in lexical order),
-//     created as rheo_owner, skipped when the sha256 of the files equals
-//     the one recorded in rheo.function_set and the roles have their
-//     privileges.
-//
-// A second run changes nothing. The current role must be a superuser, a
-// member of rheo_owner, or have CREATEROLE, in which case it is a member
-// of rheo_owner within the run's transaction only; any other role
-// installs Rheo as its own (step 2's Warn record). conn must be a session
-// of its own (not in a transaction, not behind a transaction-pooling
-// proxy, which would lose the session lock); its session settings are
-// reset (RESET ALL) after each schema migration. opts may be nil.
-//
-// Errors wrap rheo.ErrBackendUnavailable when the connection broke, and
-// are *rheo.FailedError otherwise. The run is atomic, so running
-// Postgres again after an error is safe.
-func Postgres(ctx context.Context, conn *pgx.Conn, opts *Options) error {
-	log := opts.logger()
-	return inInstall(ctx, conn, func(tx pgx.Tx, in installer, fail func(string, error) error) error {
-		if notice := in.notice(); notice != "" {
-			log.WarnContext(ctx, notice)
-		}
-		// The migrations run in the install's transaction.
-		m, err := tern.NewMigratorEx(ctx, conn, versionTable, &tern.MigratorOptions{DisableTx: true})
-		if err != nil {
-			return fail("create "+versionTable, err)
-		}
-		if err := m.LoadMigrations(rheosql.Schema); err != nil {
-			return fail("load schema migrations", err)
-		}
-		current, err := m.GetCurrentVersion(ctx)
-		if err != nil {
-			return fail("read "+versionTable, err)
-		}
-		if latest := int32(len(m.Migrations)); current > latest {
-			return fail("schema migration", newerSchemaError(current, latest))
-		}
-		m.OnStart = func(version int32, name, _, _ string) {
-			log.InfoContext(ctx, "applying schema migration", logKeyVersion, version, logKeyName, name)
-		}
-		if err := m.Migrate(ctx); err != nil {
-			return fail("schema migration", err)
-		}
-		return installFunctions(ctx, tx, in, false, log, fail)
-	})
-}
-
 // PostgresRoles does what an install by a role that may not create
 // roles left undone: it creates Rheo's roles, hands the schema rheo and
 // everything in it over to rheo_owner and installs the functions again
@@ -106,7 +48,14 @@ func PostgresRoles(ctx context.Context, conn *pgx.Conn, opts *Options) error {
 		if !installed {
 			return fail("roles", errors.New("Rheo is not installed in this database: run rheo-migrate up first"))
 		}
-		return installFunctions(ctx, tx, in, true, log, fail)
+		set, err := loadFunctions()
+		if err != nil {
+			return fail("load functions", err)
+		}
+		if err := installFunctions(ctx, tx, in, true, log, set); err != nil {
+			return fail("install functions", err)
+		}
+		return nil
 	})
 }
 
@@ -165,25 +114,20 @@ func inInstall(ctx context.Context, conn *pgx.Conn, fn func(tx pgx.Tx, in instal
 }
 
 // installFunctions hands Rheo over to rheo_owner, when the current role
-// may act as it, and installs the functions unless the installed ones
-// are current and the roles have their privileges; force installs them
-// in any case. The functions are created as rheo_owner, so that they
-// belong to it.
-func installFunctions(ctx context.Context, tx pgx.Tx, in installer, force bool, log *slog.Logger,
-	fail func(string, error) error) error {
+// may act as it, and installs the functions set unless the installed
+// ones are current and the roles have their privileges; force installs
+// them in any case. The functions are created as rheo_owner, so that
+// they belong to it.
+func installFunctions(ctx context.Context, tx pgx.Tx, in installer, force bool, log *slog.Logger, set functionSet) error {
 	if in.asOwner {
 		if _, err := tx.Exec(ctx, handOverSQL); err != nil {
-			return fail("hand Rheo over to "+OwnerRole, err)
+			return fmt.Errorf("hand Rheo over to %s: %w", OwnerRole, err)
 		}
-	}
-	set, err := loadFunctions()
-	if err != nil {
-		return fail("load functions", err)
 	}
 	var current, missing bool
 	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM rheo.function_set WHERE sha256 = $1), (`+grantsMissingSQL+`)`,
 		set.sha256).Scan(&current, &missing); err != nil {
-		return fail("read rheo.function_set", err)
+		return fmt.Errorf("read rheo.function_set: %w", err)
 	}
 	if current && !missing && !force {
 		log.DebugContext(ctx, "functions are current", logKeySHA256, set.sha256)
@@ -191,28 +135,28 @@ func installFunctions(ctx context.Context, tx pgx.Tx, in installer, force bool, 
 	}
 	var role string
 	if err := tx.QueryRow(ctx, `SELECT current_setting('role')`).Scan(&role); err != nil {
-		return fail("install functions", err)
+		return err
 	}
 	if in.asOwner {
 		if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+OwnerRole); err != nil {
-			return fail("install functions", err)
+			return err
 		}
 	}
 	for _, f := range set.files {
 		// No arguments: pgx sends the file with the simple protocol,
 		// which runs all of its statements.
 		if _, err := tx.Exec(ctx, f.sql); err != nil {
-			return fail("install functions", fmt.Errorf("%s: %w", f.name, err))
+			return fmt.Errorf("install functions: %s: %w", f.name, err)
 		}
 	}
 	if _, err := tx.Exec(ctx, `
 INSERT INTO rheo.function_set (id, sha256, installed_at) VALUES (true, $1, now())
 ON CONFLICT (id) DO UPDATE SET sha256 = excluded.sha256, installed_at = excluded.installed_at`, set.sha256); err != nil {
-		return fail("install functions", err)
+		return err
 	}
 	// Back to the role the run started as.
 	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+roleName(role)); err != nil {
-		return fail("install functions", err)
+		return err
 	}
 	log.InfoContext(ctx, "installed functions", logKeySHA256, set.sha256)
 	return nil
@@ -315,13 +259,18 @@ var errRollBack = errors.New("roll back")
 // that its first statement, a transaction-level advisory lock on
 // AdvisoryLockKey, keeps concurrent installs apart, and so that a
 // temporary membership in rheo_owner (see Postgres) cannot outlive it;
-// the script has no BEGIN or COMMIT of its own. Migrations that cannot
-// run in a transaction cannot be part of it.
+// the script has no BEGIN or COMMIT of its own.
+//
+// Being one transaction, the script is not for an upgrade under load:
+// it builds indexes without CONCURRENTLY, runs backfills whole and holds
+// every lock it takes until it commits (docs/upgrading.md). The
+// follow-ups of its migrations, which Postgres runs once the calls in
+// flight at the switch have ended, run at its end.
 //
 // PostgresSQL panics if the embedded SQL cannot be loaded, which the
 // package's tests rule out for every build.
 func PostgresSQL() string {
-	ms, err := loadSchema()
+	ms, err := loadMigrations()
 	if err != nil {
 		panic(fmt.Sprintf("rheo migrate: load schema migrations: %v", err))
 	}
@@ -344,21 +293,36 @@ CREATE SCHEMA IF NOT EXISTS rheo;
 
 %s;
 
-CREATE TABLE IF NOT EXISTS %s (version int4 NOT NULL);
-INSERT INTO %[6]s (version) SELECT 0 WHERE NOT EXISTS (SELECT FROM %[6]s);
-`, len(ms), set.sha256, AdvisoryLockKey, createRolesSQL, ownerAccessSQL, versionTable)
+%s;
+
+-- Whether Rheo was installed before this script.
+%s;
+
+-- What an earlier upgrade left to do once the previous release's calls
+-- in flight had ended.
+%s;
+`, len(ms), set.sha256, AdvisoryLockKey, createRolesSQL, ownerAccessSQL, createVersionTableSQL, upgradingSQL, runFollowUpsSQL)
 
 	for _, m := range ms {
-		fmt.Fprintf(&b, "\n-- Schema migration %d: %s\n", m.Sequence, m.Name)
+		fmt.Fprintf(&b, "\n-- Schema migration %d: %s\n", m.version, m.name)
+		body := m.scriptSQL()
+		if f := append(m.followUps(stepSwitch), m.followUps(stepInstall)...); len(f) > 0 {
+			body += createFollowUpsSQL + ";\n"
+			for _, sql := range f {
+				body += "INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (clock_timestamp(), " + dollarQuote(sql, "rheo_follow_up") + ");\n"
+			}
+		}
 		b.WriteString(doBlock(
-			fmt.Sprintf("(SELECT version FROM %s) < %d", versionTable, m.Sequence),
-			m.UpSQL,
-			fmt.Sprintf("UPDATE %s SET version = %d;", versionTable, m.Sequence),
+			fmt.Sprintf("(SELECT version FROM %s) < %d", versionTable, m.version),
+			body,
+			fmt.Sprintf("UPDATE %s SET version = %d;", versionTable, m.version),
 			false,
 		))
 	}
 
+	b.WriteString("\n-- The roles that used a release before rheo_owner keep their access.\n" + keepAccessSQL + ";\n")
 	b.WriteString("\n-- The schema and everything in it belong to rheo_owner.\n" + handOverSQL + ";\n")
+	b.WriteString("\n-- The previous owner keeps its privileges until the follow-ups.\n" + keepOwnerAccessSQL + ";\n")
 
 	b.WriteString("\n-- Functions, created as rheo_owner: " + strings.Join(set.names(), ", ") + "\n")
 	b.WriteString(doBlock(
@@ -369,6 +333,7 @@ INSERT INTO %[6]s (version) SELECT 0 WHERE NOT EXISTS (SELECT FROM %[6]s);
     ON CONFLICT (id) DO UPDATE SET sha256 = excluded.sha256, installed_at = excluded.installed_at;`, set.sha256),
 		true,
 	))
+	b.WriteString("\n-- The follow-ups of the migrations: in one transaction, no call of\n-- the previous release can still be in flight when it commits.\n" + runFollowUpsSQL + ";\n")
 	b.WriteString("\n" + ownerReleaseSQL + ";\n")
 	return b.String()
 }

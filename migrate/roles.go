@@ -102,6 +102,14 @@ BEGIN
 END
 $rheo_hand_over$`
 
+// handOverRelationsSQL is handOverSQL without the routines: the part
+// that locks tables, which the switch runs under its locks.
+var handOverRelationsSQL = strings.Replace(handOverSQL, `
+        UNION ALL
+        SELECT 'ROUTINE', p.oid::regprocedure::text
+          FROM pg_proc p
+         WHERE p.pronamespace = 'rheo'::regnamespace AND p.proowner <> v_owner`, "", 1)
+
 // ownerAccessSQL makes the current role able to act as rheo_owner for
 // the length of a run, or refuses the run when that would go wrong:
 //
@@ -230,3 +238,99 @@ SELECT ARRAY(SELECT n FROM unnest($1::text[]) AS n WHERE NOT EXISTS (SELECT FROM
 	}
 	return s, nil
 }
+
+// keepAccessSQL, run before the hand-over, keeps the access of the roles
+// that used Rheo before it belonged to rheo_owner (a release without
+// Rheo's roles, where the functions ran with the caller's privileges on
+// the tables): each is granted the Rheo role that gives it the same calls
+// (reference §9). The owner of the tables, which could do everything, is
+// granted rheo_admin; a role that may insert into rheo.streams or
+// rheo.groups, rheo_admin too; one that may insert into rheo.events,
+// rheo_producer; one that may write rheo.deliveries, rheo_consumer; one
+// that may read rheo.events, rheo_reader. Only privileges held directly
+// count (a member of such a role gets the new one through it), and
+// neither superusers, PUBLIC, pg_ roles nor Rheo's own. The owners are
+// kept for keepOwnerAccessSQL in a temporary table. Nothing happens
+// unless the transaction set rheo.upgrading to on (Rheo was installed
+// before it: upgradingSQL), Rheo does not belong to rheo_owner yet and
+// the current role may act as it.
+const keepAccessSQL = `DO $rheo_keep_access$
+DECLARE
+    v record;
+BEGIN
+    IF current_setting('rheo.upgrading', true) IS DISTINCT FROM 'on'
+       OR NOT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = 'rheo_owner')
+       OR NOT pg_has_role(current_user, 'rheo_owner', 'MEMBER')
+       OR (SELECT n.nspowner::regrole::text FROM pg_namespace n WHERE n.nspname = 'rheo') = 'rheo_owner' THEN
+        RETURN;
+    END IF;
+    FOR v IN
+        WITH rel AS (
+            SELECT c.relname, c.relowner, c.relacl
+              FROM pg_class c
+             WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind = 'r'
+        ), held AS (
+            SELECT r.relowner AS role, r.relname, 'OWNER' AS privilege FROM rel r
+            UNION ALL
+            SELECT a.grantee, r.relname, a.privilege_type FROM rel r, aclexplode(r.relacl) AS a
+        )
+        SELECT DISTINCT x.rolname AS role, m.rheo_role
+          FROM held h
+          CROSS JOIN LATERAL (SELECT CASE
+                   WHEN h.privilege = 'OWNER' THEN 'rheo_admin'
+                   WHEN h.relname IN ('streams', 'groups') AND h.privilege = 'INSERT' THEN 'rheo_admin'
+                   WHEN h.relname = 'events' AND h.privilege = 'INSERT' THEN 'rheo_producer'
+                   WHEN h.relname = 'deliveries' AND h.privilege IN ('INSERT', 'UPDATE', 'DELETE') THEN 'rheo_consumer'
+                   WHEN h.relname = 'events' AND h.privilege = 'SELECT' THEN 'rheo_reader'
+                 END AS rheo_role) AS m
+          JOIN pg_roles x ON x.oid = h.role
+         WHERE m.rheo_role IS NOT NULL AND NOT x.rolsuper
+           AND x.rolname NOT IN ('rheo_owner', 'rheo_reader', 'rheo_producer', 'rheo_consumer', 'rheo_admin')
+           AND x.rolname NOT LIKE 'pg\_%'
+           AND NOT pg_has_role(x.oid, m.rheo_role, 'MEMBER')
+    LOOP
+        EXECUTE format('GRANT %I TO %I', v.rheo_role, v.role);
+    END LOOP;
+    DROP TABLE IF EXISTS pg_temp.rheo_previous_owners;
+    CREATE TEMPORARY TABLE rheo_previous_owners ON COMMIT DROP AS
+    SELECT DISTINCT x.rolname AS role
+      FROM pg_class c JOIN pg_roles x ON x.oid = c.relowner
+     WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind = 'r'
+       AND NOT x.rolsuper AND x.rolname <> 'rheo_owner';
+END
+$rheo_keep_access$`
+
+// keepOwnerAccessSQL, run after the hand-over, gives the previous owners
+// that keepAccessSQL found their privileges on the tables back until the
+// follow-ups run: the previous release's calls in flight use them, with
+// the caller's privileges. The follow-ups revoke them (see
+// createFollowUpsSQL).
+const keepOwnerAccessSQL = `DO $rheo_keep_owner_access$
+DECLARE
+    v record;
+BEGIN
+    IF to_regclass('pg_temp.rheo_previous_owners') IS NULL THEN
+        RETURN;
+    END IF;
+    FOR v IN SELECT o.role FROM pg_temp.rheo_previous_owners o LOOP
+        EXECUTE format('GRANT USAGE ON SCHEMA rheo TO %I', v.role);
+        EXECUTE format('GRANT ALL ON ALL TABLES IN SCHEMA rheo TO %I', v.role);
+        EXECUTE format('GRANT ALL ON ALL SEQUENCES IN SCHEMA rheo TO %I', v.role);
+        ` + createFollowUpsSQL + `;
+        INSERT INTO rheo.upgrade_follow_ups (after, sql)
+        VALUES (clock_timestamp(), format($f$DO $r$BEGIN
+    IF EXISTS (SELECT FROM pg_roles r WHERE r.rolname = %L) THEN
+        REVOKE ALL ON ALL TABLES IN SCHEMA rheo FROM %I;
+        REVOKE ALL ON ALL SEQUENCES IN SCHEMA rheo FROM %I;
+        REVOKE USAGE ON SCHEMA rheo FROM %I;
+    END IF;
+END$r$$f$, v.role, v.role, v.role, v.role));
+    END LOOP;
+    DROP TABLE pg_temp.rheo_previous_owners;
+END
+$rheo_keep_owner_access$`
+
+// upgradingSQL sets rheo.upgrading, for the transaction, to whether Rheo
+// was installed before it (a schema version above 0), which keepAccessSQL
+// reads. It runs once the version table exists.
+const upgradingSQL = `SELECT set_config('rheo.upgrading', CASE WHEN (SELECT version FROM rheo.schema_version) > 0 THEN 'on' ELSE 'off' END, true)`

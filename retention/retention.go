@@ -1,4 +1,7 @@
-// Package retention prunes Rheo streams in the background: a Pruner
+// Package retention holds Rheo's maintenance: it prunes streams and
+// vacuums the table of settles in the background.
+//
+// A Pruner
 // visits every stream that has a retention (driver.Ops.SetRetention) once
 // per Config.Interval and deletes, in bounded batches, the events that
 // are older than it and that every group has passed (reference §7.2, prune
@@ -8,6 +11,10 @@
 // its own transaction, and concurrent prunes of a stream wait for each
 // other). Hosts that run only SQL can schedule rheo.prune with pg_cron
 // instead: see docs/ops.md.
+//
+// A Vacuumer vacuums the deliveries table after every so many settles,
+// between autovacuum's visits; driver/postgres runs one on its pool
+// (postgres.Options.VacuumEvery).
 package retention
 
 import (
@@ -64,8 +71,8 @@ type Config struct {
 	Hook Hook
 	// Clock times the passes; tests pass a controlled one. It does not
 	// decide which events are old enough: that is the driver's clock (the
-	// database's now() on PostgreSQL). Defaults to the system clock.
-	Clock Clock
+	// database's now() on PostgreSQL). Defaults to driver.SystemClock.
+	Clock driver.Clock
 }
 
 // Hook is told what a pass did for one stream. Pruned is called on the
@@ -88,26 +95,6 @@ type PruneInfo struct {
 	// database error, or the context's when the pass was interrupted.
 	// Deleted counts the batches committed before it.
 	Err error
-}
-
-// Clock is the Pruner's source of time. It has the shape of
-// worker.Clock, so one controlled clock can drive both in tests.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// At returns a channel that receives once the clock reaches t (at
-	// once when it already has), and a function that releases the timer.
-	At(t time.Time) (<-chan time.Time, func())
-}
-
-// systemClock is the Clock of the real world.
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }
-
-func (systemClock) At(t time.Time) (<-chan time.Time, func()) {
-	timer := time.NewTimer(time.Until(t))
-	return timer.C, func() { timer.Stop() }
 }
 
 // Pruner prunes the streams of one database. Create it with New, run it
@@ -148,7 +135,7 @@ func New(drv driver.Driver, cfg *Config) (*Pruner, error) {
 		c.Logger = slog.Default()
 	}
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = driver.SystemClock
 	}
 	return &Pruner{drv: drv, cfg: c, stop: make(chan struct{}), done: make(chan struct{})}, nil
 }

@@ -69,7 +69,7 @@ type bundle struct {
 func forEachDriver(t *testing.T, fn func(t *testing.T, b *bundle)) {
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		clock := testclock.At(epoch)
-		fn(t, &bundle{t: t, ctx: context.Background(), d: b.Open(t, clock.Now), clock: clock})
+		fn(t, &bundle{t: t, ctx: context.Background(), d: b.Open(t, clock), clock: clock})
 	})
 }
 
@@ -373,7 +373,7 @@ func TestStartStop(t *testing.T) {
 
 	t.Run("Stop before Start does nothing and Start runs once", func(t *testing.T) {
 		clock := testclock.At(epoch)
-		d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock.Now, Migrate: true})
+		d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock, Migrate: true})
 		require.NoError(t, err)
 		defer d.Close()
 		p, err := retention.New(d, &retention.Config{Clock: clock})

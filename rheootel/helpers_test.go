@@ -63,7 +63,7 @@ func setup(t *testing.T, b *testbackend.Backend, maxAttempts int, opts *rheootel
 	o.TracerProvider, o.MeterProvider = tp, mp
 
 	clock := testclock.New()
-	raw := b.Open(t, clock.Now)
+	raw := b.Open(t, clock)
 	stream := fmt.Sprintf("otel%d", streamSeq.Add(1))
 	ctx := context.Background()
 	require.NoError(t, raw.CreateStream(ctx, stream, 1))

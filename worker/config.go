@@ -116,8 +116,8 @@ type Config struct {
 	// Defaults to none.
 	Hooks []any
 	// Clock schedules lease renewals and polls. Give the driver's clock
-	// in tests. Defaults to the system clock.
-	Clock Clock
+	// in tests. Defaults to driver.SystemClock.
+	Clock driver.Clock
 }
 
 // settings is a Config with its defaults filled in, and what was derived
@@ -237,7 +237,7 @@ func (cfg *Config) settle(drv driver.Driver, forWorker bool) (*settings, error) 
 		}
 	}
 	if s.Clock == nil {
-		s.Clock = systemClock{}
+		s.Clock = driver.SystemClock
 	}
 	return s, nil
 }

@@ -23,6 +23,7 @@ type (
 )
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	nop := func(ctx context.Context, l rheo.Lease) error { return nil }
 	txNop := func(ctx context.Context, tx driver.Tx, l rheo.Lease) error { return nil }
 	valid := func() *worker.Config { return &worker.Config{Stream: "s", Group: "g", Handler: nop} }
@@ -93,6 +94,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestOutcomeHelpers(t *testing.T) {
+	t.Parallel()
 	t.Run("Retry counts a negative delay as zero", func(t *testing.T) {
 		var r *worker.RetryError
 		require.ErrorAs(t, worker.Retry(-time.Second, nil), &r)

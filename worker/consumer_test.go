@@ -44,6 +44,7 @@ func take(t *testing.T, c *worker.Consumer) *worker.Lease {
 }
 
 func TestConsumer(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("the caller settles leases with Ack, Retry and Reject", func(t *testing.T) {

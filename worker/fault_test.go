@@ -59,9 +59,9 @@ func runChild() int {
 	clock := testclock.At(at)
 	var drv driver.Driver
 	if os.Getenv(childEnv) == "postgres" {
-		drv, err = postgres.Open(ctx, os.Getenv(childDSNEnv), &postgres.Options{Clock: clock.Now})
+		drv, err = postgres.Open(ctx, os.Getenv(childDSNEnv), &postgres.Options{Clock: clock})
 	} else {
-		drv, err = sqlite.Open(ctx, os.Getenv(childDSNEnv), &sqlite.Options{Clock: clock.Now})
+		drv, err = sqlite.Open(ctx, os.Getenv(childDSNEnv), &sqlite.Options{Clock: clock})
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -121,11 +121,12 @@ func (p ackPrinter) Acked(_ context.Context, i worker.AckInfo) {
 }
 
 func TestWorkerSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	const events, childAcks = 200, 50
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// A worker killed mid-batch loses nothing.
 		clock := testclock.New()
-		drv := b.Open(t, clock.Now)
+		drv := b.Open(t, clock)
 		stream, group := newStream(t, drv, 2, 5)
 		appended := appendSpread(t, drv, stream, events)
 
@@ -225,6 +226,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 }
 
 func TestWorkerSurvivesConnectionLoss(t *testing.T) {
+	t.Parallel()
 	const events, concurrency, maxDemand = 300, 8, 32
 	b := testbackend.Postgres(t)
 	u, err := url.Parse(b.DSN)
@@ -232,8 +234,8 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	p := faultproxy.New(t, u.Host)
 
 	clock := testclock.New()
-	admin := openPostgres(t, b.DSN, clock.Now)
-	drv := openPostgres(t, p.URL(t, b.DSN), clock.Now)
+	admin := openPostgres(t, b.DSN, clock)
+	drv := openPostgres(t, p.URL(t, b.DSN), clock)
 	stream, group := newStream(t, admin, 4, 5)
 	appended := appendSpread(t, admin, stream, events)
 
@@ -295,6 +297,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 }
 
 func TestCompetingWorkers(t *testing.T) {
+	t.Parallel()
 	const events, workers = 10000, 8
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// 8 workers handle every event exactly once.

@@ -72,6 +72,7 @@ func (t *ackCtxTx) Ack(ctx context.Context, leaseID string) error {
 }
 
 func TestHandleStartHook(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("the handler runs under the context HandleStart returns", func(t *testing.T) {
 			bd := setup(t, b, 5)

@@ -25,6 +25,7 @@ func blockingHandler(started chan<- struct{}, causes chan<- error) worker.Handle
 }
 
 func TestWorkerLifecycle(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("Stop lets running handlers finish, renews them meanwhile and writes their acks", func(t *testing.T) {
 			bd := setup(t, b, 5)
@@ -130,7 +131,7 @@ func TestWorkerLifecycle(t *testing.T) {
 			otherGroup := bd.config(nop)
 			otherGroup.Group = "other"
 			startWorker(t, bd.drv, otherGroup)
-			otherDriver := b.Open(t, bd.clock.Now)
+			otherDriver := b.Open(t, bd.clock)
 			startWorker(t, otherDriver, bd.config(nop))
 
 			require.NoError(t, first.Stop(context.Background()))

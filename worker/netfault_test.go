@@ -45,7 +45,7 @@ func setupNet(t *testing.T) *netBundle {
 	u, err := url.Parse(b.DSN)
 	require.NoError(t, err)
 	p := faultproxy.New(t, u.Host)
-	return &netBundle{bundle: bd, p: p, drv: openPostgres(t, p.URL(t, b.DSN), bd.clock.Now), handled: map[string][]int{}}
+	return &netBundle{bundle: bd, p: p, drv: openPostgres(t, p.URL(t, b.DSN), bd.clock), handled: map[string][]int{}}
 }
 
 // config is a worker config of one handler slot and short leases.
@@ -179,6 +179,7 @@ func renewedAfter(s recorded, n int, id string) int {
 // its slot free, the failure logged and hooked), and the event comes back
 // once the lease expires.
 func TestWorkerBoundsTransactionCalls(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		match faultproxy.Match
@@ -235,6 +236,7 @@ func TestWorkerBoundsTransactionCalls(t *testing.T) {
 // holds either way (a settle that committed stands; an event whose fate
 // is unknown comes back).
 func TestWorkerAmbiguousSettles(t *testing.T) {
+	t.Parallel()
 	t.Run("an ack whose answer was lost stands, and the event is not delivered again", func(t *testing.T) {
 		nb := setupNet(t)
 		events := appendN(t, nb.bundle.drv, nb.stream, 1)
@@ -330,6 +332,7 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 }
 
 func TestConsumerSettlesAreBounded(t *testing.T) {
+	t.Parallel()
 	nb := setupNet(t)
 	appendN(t, nb.bundle.drv, nb.stream, 1)
 	cfg := nb.config(nil)

@@ -26,6 +26,7 @@ import (
 // that event claimable, which no wakeup announces, so the worker must
 // fetch again on its own.
 func TestWorkerOrderedGroup(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
 			t.Run(string(o), func(t *testing.T) {
@@ -56,6 +57,7 @@ func TestWorkerOrderedGroup(t *testing.T) {
 // re-delivery of an event whose lost lease's handler still runs waits for
 // that handler, while the database no longer holds the key for it.
 func TestWorkerOrderedInProcess(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
 			// A lost lease's handler keeps its key until it returns.
@@ -115,6 +117,7 @@ func TestWorkerOrderedInProcess(t *testing.T) {
 // waits, in the worker's queue, for the delay of an earlier event of its
 // key that was retried.
 func TestWorkerOrderedRetryDelay(t *testing.T) {
+	t.Parallel()
 	const delay = 10 * time.Second
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// A retry's delay holds its key.

@@ -11,6 +11,7 @@ import (
 )
 
 func TestRenewals(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	lease := func(offset time.Duration) *held {
 		return &held{renewAt: base.Add(offset), index: notScheduled}
@@ -62,6 +63,7 @@ func TestRenewals(t *testing.T) {
 }
 
 func TestPipelineWant(t *testing.T) {
+	t.Parallel()
 	// p is a worker of 64 slots whose fetches take 2ms.
 	p := func(idle, queued int, handlerTime time.Duration) pipeline {
 		return pipeline{concurrency: 64, idle: idle, queued: queued, handlerTime: handlerTime,
@@ -106,6 +108,7 @@ func TestPipelineWant(t *testing.T) {
 }
 
 func TestAverage(t *testing.T) {
+	t.Parallel()
 	var a average
 	assert.Zero(t, a.get(), "nothing observed")
 	a.observe(8 * time.Millisecond)

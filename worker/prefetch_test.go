@@ -40,6 +40,7 @@ func fetchedCount(s recorded) int {
 }
 
 func TestPrefetch(t *testing.T) {
+	t.Parallel()
 	const concurrency, maxDemand = 2, 4
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("leases are queued up to MaxDemand, renewed while queued, and given back on stop", func(t *testing.T) {
@@ -155,6 +156,7 @@ func TestPrefetch(t *testing.T) {
 }
 
 func TestPrefetchLastAttempt(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("a stop handles the queued leases at their last attempt instead of giving them back", func(t *testing.T) {
 			ctx := context.Background()

@@ -40,6 +40,7 @@ func leaseIDs(n int) []string {
 }
 
 func TestDefaultRetryPolicy(t *testing.T) {
+	t.Parallel()
 	ids := leaseIDs(500)
 
 	t.Run("the delay doubles from 1s to a cap of 5 minutes, with ±20% jitter", func(t *testing.T) {
@@ -130,6 +131,7 @@ func pollEveryMillisecond(cfg *worker.Config) *worker.Config {
 }
 
 func TestWorkerRetryBackoff(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("a failing handler backs off by the schedule and is dead-lettered once its attempts are used up", func(t *testing.T) {
 			bd := setup(t, b, 5)
@@ -298,11 +300,12 @@ func TestWorkerRetryBackoff(t *testing.T) {
 }
 
 func TestWorkerBacksOffThroughFaults(t *testing.T) {
+	t.Parallel()
 	const events = 60
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// Flaky handlers and failed settles lose nothing and settle nothing stale.
 		clock := testclock.New()
-		drv := b.Open(t, clock.Now)
+		drv := b.Open(t, clock)
 		stream, group := newStream(t, drv, 2, 5)
 		appended := appendSpread(t, drv, stream, events)
 		faulty := newFaultyDriver(drv)

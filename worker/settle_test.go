@@ -17,6 +17,7 @@ import (
 )
 
 func TestWorkerSettlePolicy(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("a stale ack is dropped", func(t *testing.T) {
 			bd := setup(t, b, 5)
@@ -148,6 +149,7 @@ func TestWorkerSettlePolicy(t *testing.T) {
 }
 
 func TestWorkerTransactional(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		txConfig := func(bd *bundle, h worker.TxHandler) *worker.Config {
 			cfg := bd.config(nil)

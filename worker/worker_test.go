@@ -44,7 +44,7 @@ type bundle struct {
 func setup(t *testing.T, b *testbackend.Backend, maxAttempts int) *bundle {
 	t.Helper()
 	clock := testclock.New()
-	drv := b.Open(t, clock.Now)
+	drv := b.Open(t, clock)
 	stream, group := newStream(t, drv, 1, maxAttempts)
 	return &bundle{backend: b, drv: drv, clock: clock, rec: &recorder{}, stream: stream, group: group}
 }
@@ -86,6 +86,7 @@ func outcomes(s recorded, o worker.Outcome) []worker.HandleInfo {
 }
 
 func TestWorkerOutcomes(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("nil acks the event", func(t *testing.T) {
 			bd := setup(t, b, 5)
@@ -217,6 +218,7 @@ func TestWorkerOutcomes(t *testing.T) {
 }
 
 func TestWorkerLeases(t *testing.T) {
+	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		t.Run("renewal keeps a slow handler's lease", func(t *testing.T) {
 			bd := setup(t, b, 5)

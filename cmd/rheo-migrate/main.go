@@ -17,6 +17,8 @@
 //	2  bad command line: an unknown command or flag, an extra argument, no
 //	   or a malformed database URL, roles on SQLite; the usage follows
 //	3  status only: a migration is pending (rheo-migrate up applies it)
+//	4  status only: the database is newer than this build (a later
+//	   release migrated it; use that release's rheo-migrate)
 package main
 
 import (
@@ -36,6 +38,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
 	"github.com/rheo-go/rheo/migrate"
@@ -56,6 +59,7 @@ Exit status:
   2  bad command line (unknown command or flag, extra argument, no or a
      malformed database URL, roles on SQLite)
   3  status only: a migration is pending; rheo-migrate up applies it
+  4  status only: the database is newer than this build; use a newer one
 `
 
 // The exit statuses of run.
@@ -65,6 +69,8 @@ const (
 	exitUsage   = 2
 	// exitPending: status found a migration to apply.
 	exitPending = 3
+	// exitNewer: status found a database migrated by a newer build.
+	exitNewer = 4
 )
 
 // connectTimeout bounds connecting when the URL sets no connect_timeout.
@@ -78,8 +84,9 @@ func main() {
 }
 
 // run executes one command line and returns the exit status: exitOK,
-// exitFailure (one line on stderr), exitUsage (the usage on stderr), or
-// exitPending when status finds a migration to apply.
+// exitFailure (one line on stderr), exitUsage (the usage on stderr),
+// exitPending when status finds a migration to apply, or exitNewer when
+// it finds a database newer than this build.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -145,7 +152,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var (
 		out     []string
-		pending bool
+		pending state
 	)
 	switch {
 	case target.Kind == dburl.Postgres:
@@ -162,11 +169,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for _, line := range out {
 		fmt.Fprintln(stdout, line)
 	}
-	if pending {
+	switch pending {
+	case statePending:
 		return exitPending
+	case stateNewer:
+		return exitNewer
 	}
 	return exitOK
 }
+
+// state is what status found.
+type state int
+
+const (
+	stateCurrent state = iota
+	statePending
+	stateNewer
+)
 
 // fail prints err as one line and returns the failure status.
 func fail(stderr io.Writer, err error) int {
@@ -175,66 +194,78 @@ func fail(stderr io.Writer, err error) int {
 }
 
 // postgres runs cmd ("up", "status" or "roles") on a PostgreSQL target
-// and returns the lines to print, and for status whether a migration is
-// pending.
-func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, bool, error) {
+// and returns the lines to print, and for status what it found.
+func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, state, error) {
 	conn, err := connectPostgres(ctx, target.DSN)
 	if err != nil {
-		return nil, false, err
+		return nil, stateCurrent, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
 	if cmd == "roles" {
 		if err := migrate.PostgresRoles(ctx, conn, nil); err != nil {
-			return nil, false, err
+			return nil, stateCurrent, err
 		}
 		roles, err := migrate.PostgresRoleState(ctx, conn)
 		if err != nil {
-			return nil, false, err
+			return nil, stateCurrent, err
 		}
-		return []string{rolesLine(roles)}, false, nil
+		return []string{rolesLine(roles)}, stateCurrent, nil
 	}
 
 	applied, latest, err := migrate.PostgresStatus(ctx, conn)
 	if err != nil {
-		return nil, false, err
+		return nil, stateCurrent, err
 	}
 	current, err := migrate.PostgresFunctionsCurrent(ctx, conn)
 	if err != nil {
-		return nil, false, err
+		return nil, stateCurrent, err
 	}
 	if cmd == "status" {
 		roles, err := migrate.PostgresRoleState(ctx, conn)
 		if err != nil {
-			return nil, false, err
+			return nil, stateCurrent, err
+		}
+		followUps, err := migrate.PostgresFollowUps(ctx, conn)
+		if err != nil {
+			return nil, stateCurrent, err
 		}
 		lines := []string{
 			schemaLine(applied, latest),
 			"functions: " + map[bool]string{true: "current", false: "not current"}[current],
 		}
+		if followUps > 0 {
+			lines = append(lines, fmt.Sprintf("follow-ups: %d left by the last upgrade", followUps))
+		}
 		if applied > 0 {
 			lines = append(lines, rolesLine(roles))
 		}
-		pending := applied < latest || !current
-		return append(lines, pendingLine(pending)), pending, nil
+		st := stateCurrent
+		switch {
+		case applied > latest:
+			st = stateNewer
+		case applied < latest || !current || followUps > 0:
+			st = statePending
+		}
+		return append(lines, stateLine(st, applied, latest)), st, nil
 	}
 
 	if err := migrate.Postgres(ctx, conn, nil); err != nil {
-		return nil, false, err
+		return nil, stateCurrent, err
 	}
 	after, _, err := migrate.PostgresStatus(ctx, conn)
 	if err != nil {
-		return nil, false, err
+		return nil, stateCurrent, err
 	}
 	roles, err := migrate.PostgresRoleState(ctx, conn)
 	if err != nil {
-		return nil, false, err
+		return nil, stateCurrent, err
 	}
 	fnLine := "functions: current"
 	if !current {
 		fnLine = "functions: installed"
 	}
-	return []string{upSchemaLine(applied, after), fnLine, rolesLine(roles)}, false, nil
+	return []string{upSchemaLine(applied, after), fnLine, rolesLine(roles)}, stateCurrent, nil
 }
 
 // rolesLine says how Rheo's roles stand and, when they are not settled,
@@ -307,31 +338,29 @@ func rootCause(err error) error {
 }
 
 // driverCause is the SQLite driver's own error inside err, which the
-// Rheo driver wraps as "op: backend_unavailable: cause".
+// Rheo driver wraps in a *rheo.UnavailableError or *rheo.FailedError.
 func driverCause(err error) error {
-	for {
-		multi, ok := err.(interface{ Unwrap() []error })
-		if !ok {
-			return err
-		}
-		errs := multi.Unwrap()
-		if len(errs) == 0 {
-			return err
-		}
-		err = errs[len(errs)-1]
+	var unavailable *rheo.UnavailableError
+	if errors.As(err, &unavailable) {
+		return unavailable.Err
 	}
+	var failed *rheo.FailedError
+	if errors.As(err, &failed) {
+		return failed.Err
+	}
+	return err
 }
 
 // sqliteCmd runs cmd ("up" or "status") on an SQLite target and returns
-// the lines to print, and for status whether a migration is pending.
-func sqliteCmd(ctx context.Context, cmd string, target dburl.Target) ([]string, bool, error) {
+// the lines to print, and for status what it found.
+func sqliteCmd(ctx context.Context, cmd string, target dburl.Target) ([]string, state, error) {
 	if sqlite.DefaultDriverName() == "" {
-		return nil, false, errors.New("this build of rheo-migrate has no SQLite driver: " + sqlite.BuildHint)
+		return nil, stateCurrent, errors.New("this build of rheo-migrate has no SQLite driver: " + sqlite.BuildHint)
 	}
 	if cmd == "status" && !target.Memory {
 		// Opening a missing file would create it.
 		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, false, fmt.Errorf("no SQLite database at %s", target.Path)
+			return nil, stateCurrent, fmt.Errorf("no SQLite database at %s", target.Path)
 		}
 	}
 	// The driver's Open sets WAL and the busy timeout in the form of the
@@ -339,26 +368,33 @@ func sqliteCmd(ctx context.Context, cmd string, target dburl.Target) ([]string, 
 	// database lives in.
 	d, err := sqlite.Open(ctx, target.SQLiteDSN(), nil)
 	if err != nil {
-		return nil, false, fmt.Errorf("cannot open the SQLite database at %s: %w", target.Redacted(), driverCause(err))
+		return nil, stateCurrent, fmt.Errorf("cannot open the SQLite database at %s: %w", target.Redacted(), driverCause(err))
 	}
 	defer d.Close()
 	db := d.DB()
 
 	applied, latest, err := migrate.SQLiteStatus(ctx, db)
 	if err != nil {
-		return nil, false, err
+		return nil, stateCurrent, err
 	}
 	if cmd == "status" {
-		return []string{schemaLine(applied, latest), pendingLine(applied < latest)}, applied < latest, nil
+		st := stateCurrent
+		switch {
+		case applied > latest:
+			st = stateNewer
+		case applied < latest:
+			st = statePending
+		}
+		return []string{schemaLine(applied, latest), stateLine(st, applied, latest)}, st, nil
 	}
 	if err := migrate.SQLite(ctx, db); err != nil {
-		return nil, false, err
+		return nil, stateCurrent, err
 	}
 	after, _, err := migrate.SQLiteStatus(ctx, db)
 	if err != nil {
-		return nil, false, err
+		return nil, stateCurrent, err
 	}
-	return []string{upSchemaLine(applied, after)}, false, nil
+	return []string{upSchemaLine(applied, after)}, stateCurrent, nil
 }
 
 func schemaLine(applied, latest int32) string {
@@ -372,9 +408,13 @@ func upSchemaLine(before, after int32) string {
 	return fmt.Sprintf("schema: version %d -> %d", before, after)
 }
 
-func pendingLine(pending bool) string {
-	if pending {
+// stateLine says what status found and what to do.
+func stateLine(st state, applied, latest int32) string {
+	switch st {
+	case statePending:
 		return "status: pending, run rheo-migrate up"
+	case stateNewer:
+		return fmt.Sprintf("status: the database is newer than this build (schema version %d, this build's latest %d); use a newer rheo-migrate", applied, latest)
 	}
 	return "status: up to date"
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"io/fs"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/migrate"
@@ -104,7 +106,8 @@ func TestUsage(t *testing.T) {
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage:") || r.stderr != "" {
 			t.Fatalf("got %+v, want status 0 and the usage on stdout", r)
 		}
-		for _, want := range []string{"\n  1  failed", "\n  2  bad command line", "\n  3  status only: a migration is pending"} {
+		for _, want := range []string{"\n  1  failed", "\n  2  bad command line", "\n  3  status only: a migration is pending",
+			"\n  4  status only: the database is newer than this build"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("the usage does not document %q:\n%s", want, r.stdout)
 			}
@@ -183,6 +186,41 @@ func TestPostgres(t *testing.T) {
 			settledRoles,
 			"status: up to date")
 	})
+	t.Run("status of a database one version newer, with this build's functions, exits 4", func(t *testing.T) {
+		newer := testdb.NewDatabase(t)
+		runCmd(t, "up", "--database-url", newer).wantStatus(t, exitOK,
+			fmt.Sprintf("schema: version 0 -> %d", latest), "functions: installed", settledRoles)
+		if _, err := pgxConnect(t, newer).Exec(context.Background(), "UPDATE rheo.schema_version SET version = version + 1"); err != nil {
+			t.Fatal(err)
+		}
+		runCmd(t, "status", "--database-url", newer).wantStatus(t, exitNewer,
+			fmt.Sprintf("schema: version %d of %d", latest+1, latest),
+			"functions: current",
+			settledRoles,
+			fmt.Sprintf("status: the database is newer than this build (schema version %d, this build's latest %d); use a newer rheo-migrate", latest+1, latest))
+		runCmd(t, "up", "--database-url", newer).wantFailure(t, fmt.Sprintf(
+			"rheo-migrate: migrate: failed: schema migration: the database is at schema version %d, newer than this build's latest, %d; use a newer build", latest+1, latest))
+	})
+	t.Run("status of a database with follow-ups left exits 3, and up runs them", func(t *testing.T) {
+		left := testdb.NewDatabase(t)
+		runCmd(t, "up", "--database-url", left).wantStatus(t, exitOK,
+			fmt.Sprintf("schema: version 0 -> %d", latest), "functions: installed", settledRoles)
+		if _, err := pgxConnect(t, left).Exec(context.Background(), `
+CREATE TABLE rheo.upgrade_follow_ups (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, after timestamptz NOT NULL, sql text NOT NULL);
+INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (now(), 'SELECT 1')`); err != nil {
+			t.Fatal(err)
+		}
+		runCmd(t, "status", "--database-url", left).wantPending(t,
+			fmt.Sprintf("schema: version %d of %d", latest, latest),
+			"functions: current",
+			"follow-ups: 1 left by the last upgrade",
+			settledRoles,
+			"status: pending, run rheo-migrate up")
+		runCmd(t, "up", "--database-url", left).wantOutput(t,
+			fmt.Sprintf("schema: version %d, already current", latest), "functions: current", settledRoles)
+		runCmd(t, "status", "--database-url", left).wantOutput(t,
+			fmt.Sprintf("schema: version %d of %d", latest, latest), "functions: current", settledRoles, "status: up to date")
+	})
 	t.Run("roles on a settled install changes nothing", func(t *testing.T) {
 		runCmd(t, "roles", "--database-url", url).wantOutput(t, settledRoles)
 	})
@@ -259,6 +297,21 @@ func TestSQLite(t *testing.T) {
 			fmt.Sprintf("schema: version 0 of %d", latest), "status: pending, run rheo-migrate up")
 		runCmd(t, "status", "--database-url", url).wantOutput(t,
 			fmt.Sprintf("schema: version %d of %d", latest, latest), "status: up to date")
+	})
+	t.Run("status of a file newer than this build exits 4", func(t *testing.T) {
+		newer := filepath.Join(t.TempDir(), "newer.db")
+		runCmd(t, "up", "--database-url", "sqlite://"+newer).wantOutput(t, fmt.Sprintf("schema: version 0 -> %d", latest))
+		db, err := sql.Open(sqlite.DefaultDriverName(), newer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec("UPDATE rheo_schema_version SET version = version + 1"); err != nil {
+			t.Fatal(err)
+		}
+		_ = db.Close()
+		runCmd(t, "status", "--database-url", "sqlite://"+newer).wantStatus(t, exitNewer,
+			fmt.Sprintf("schema: version %d of %d", latest+1, latest),
+			fmt.Sprintf("status: the database is newer than this build (schema version %d, this build's latest %d); use a newer rheo-migrate", latest+1, latest))
 	})
 	t.Run("a relative path is relative to the working directory", func(t *testing.T) {
 		dir := t.TempDir()

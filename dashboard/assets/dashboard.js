@@ -1,10 +1,12 @@
 // Rheo dashboard: refreshes the live parts of a page without a reload.
 //
 // Every element with a data-live attribute and an id is replaced, every
-// few seconds, by the element of the same id in a fresh copy of the page,
-// fetched from the server (which renders and escapes everything). Forms
-// live outside those elements, so nothing typed is lost. Refreshing
-// pauses while the tab is hidden.
+// few seconds, by the element of the same id in a fresh copy of those
+// parts, fetched from the server (which renders and escapes everything,
+// and, asked with X-Rheo-Live, renders the live parts alone: a refresh
+// costs what it swaps, not the whole page). Forms live outside those
+// elements, so nothing typed is lost. Refreshing pauses while the tab is
+// hidden.
 "use strict";
 (function () {
   var interval = Number(document.body.getAttribute("data-refresh") || 0);

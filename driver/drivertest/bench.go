@@ -76,7 +76,7 @@ func Benchmark(b *testing.B, h Harness) {
 // benchStream returns a fresh driver and a one-partition stream on it.
 func benchStream(b *testing.B, h Harness) (driver.Driver, string) {
 	b.Helper()
-	d := h.NewDriver(b, NewClock().Now)
+	d := h.NewDriver(b, NewClock())
 	s := uniqueName("bench")
 	if err := d.CreateStream(b.Context(), s, 1); err != nil {
 		b.Fatal(err)

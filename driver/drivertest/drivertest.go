@@ -57,11 +57,22 @@ type Harness struct {
 	RawWrites func(ctx context.Context, tb testing.TB, d driver.Driver, stream string) map[string]error
 }
 
-// Clock is a settable clock for tests, safe for concurrent use. The zero
-// value reads the zero time; NewClock starts at a fixed instant.
+// Clock is a driver.Clock for tests that moves only when the test moves
+// it (Set, Advance), safe for concurrent use: timers set with At fire as
+// it reaches them. Give the same Clock to the driver, the worker and the
+// Pruner, so that the database's notion of now, lease renewals, polls
+// and pruning passes all follow the test. The zero value reads the zero
+// time; NewClock starts at a fixed instant.
 type Clock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu     sync.Mutex
+	now    time.Time
+	timers []*clockTimer
+	added  chan struct{} // signalled when a timer is set; made on first use
+}
+
+type clockTimer struct {
+	at time.Time
+	ch chan time.Time
 }
 
 // Epoch is where NewClock starts: a fixed instant in whole seconds, so
@@ -69,28 +80,108 @@ type Clock struct {
 var Epoch = time.Date(2030, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 // NewClock returns a Clock set to Epoch.
-func NewClock() *Clock { return &Clock{now: Epoch} }
+func NewClock() *Clock { return ClockAt(Epoch) }
 
-// Now returns the clock's time. Pass c.Now as a driver.Clock.
+// ClockAt returns a Clock set to now.
+func ClockAt(now time.Time) *Clock { return &Clock{now: now} }
+
+// Now returns the clock's time.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-// Set moves the clock to t.
+// At returns a channel that receives once the clock reaches t (at once
+// when it already has), and a function that releases the timer.
+func (c *Clock) At(t time.Time) (<-chan time.Time, func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tm := &clockTimer{at: t, ch: make(chan time.Time, 1)}
+	if !t.After(c.now) {
+		tm.ch <- c.now
+		return tm.ch, func() {}
+	}
+	c.timers = append(c.timers, tm)
+	select {
+	case c.addedLocked() <- struct{}{}:
+	default:
+	}
+	return tm.ch, func() { c.release(tm) }
+}
+
+func (c *Clock) addedLocked() chan struct{} {
+	if c.added == nil {
+		c.added = make(chan struct{}, 16)
+	}
+	return c.added
+}
+
+func (c *Clock) release(tm *clockTimer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.timers {
+		if x == tm {
+			c.timers = append(c.timers[:i], c.timers[i+1:]...)
+			return
+		}
+	}
+}
+
+// Set moves the clock to t and fires the timers that fall due.
 func (c *Clock) Set(t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.now = t
+	c.moveLocked(t)
 }
 
-// Advance moves the clock forward by d and returns the new time.
+// Advance moves the clock forward by d, fires the timers that fall due,
+// and returns the new time.
 func (c *Clock) Advance(d time.Duration) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	c.moveLocked(c.now.Add(d))
 	return c.now
+}
+
+func (c *Clock) moveLocked(t time.Time) {
+	c.now = t
+	kept := c.timers[:0]
+	for _, tm := range c.timers {
+		if tm.at.After(c.now) {
+			kept = append(kept, tm)
+			continue
+		}
+		tm.ch <- c.now
+	}
+	c.timers = kept
+}
+
+// Armed reports whether a timer is set for exactly at.
+func (c *Clock) Armed(at time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tm := range c.timers {
+		if tm.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// WaitTimer waits up to timeout until a timer is set after the previous
+// WaitTimer returned (for example, a loop waiting for its next pass), and
+// fails the test when none is.
+func (c *Clock) WaitTimer(tb testing.TB, timeout time.Duration) {
+	tb.Helper()
+	c.mu.Lock()
+	added := c.addedLocked()
+	c.mu.Unlock()
+	select {
+	case <-added:
+	case <-time.After(timeout):
+		tb.Fatalf("no timer was set within %v", timeout)
+	}
 }
 
 // Exercise runs the whole conformance suite against the drivers h makes.
@@ -138,7 +229,7 @@ type bundle struct {
 func setup(t *testing.T, h Harness) *bundle {
 	t.Helper()
 	clock := NewClock()
-	d := h.NewDriver(t, clock.Now)
+	d := h.NewDriver(t, clock)
 	return &bundle{t: t, ctx: t.Context(), d: d, clock: clock, caps: d.Capabilities()}
 }
 

@@ -21,6 +21,7 @@ import (
 // TestConformance runs the driver conformance suite (driver/drivertest)
 // against the PostgreSQL driver.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	drivertest.Exercise(t, postgresHarness(t))
 }
 

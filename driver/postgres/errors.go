@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/jackc/puddle/v2"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/internal/pgerr"
 )
 
 // effect is what an operation does to the database, which decides what
@@ -77,25 +77,25 @@ func interpretError(op string, e effect, err error) error {
 	}
 	if pgErr == nil && sentNothing(err) {
 		if isContextError(err) {
-			return &rheo.FailedError{Op: op, Err: err}
+			return failed(op, err)
 		}
 		return unavailable(op, err)
 	}
 	if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, pgx.ErrTxCommitRollback) {
 		// The transaction had ended, or the server rolled it back at
 		// COMMIT (a statement in it had failed): nothing committed.
-		return &rheo.FailedError{Op: op, Err: err}
+		return failed(op, err)
 	}
 	switch e {
 	case commits:
 		return &rheo.AmbiguousError{Op: op, Err: err}
 	case writesInTx:
-		return &rheo.FailedError{Op: op, Err: err}
+		return failed(op, err)
 	}
 	if pgErr != nil || (lostConnection(err) && !isContextError(err)) {
 		return unavailable(op, err)
 	}
-	return &rheo.FailedError{Op: op, Err: err}
+	return failed(op, err)
 }
 
 // interpretServerError translates an error the server answered with,
@@ -112,7 +112,7 @@ func interpretServerError(op string, pgErr *pgconn.PgError) error {
 	case endsSession(pgErr):
 		return unavailable(op, pgErr)
 	}
-	return &rheo.FailedError{Op: op, Err: pgErr}
+	return failed(op, pgErr)
 }
 
 // endsSession reports whether the server ended the session with pgErr: a
@@ -134,8 +134,37 @@ func endsSession(pgErr *pgconn.PgError) bool {
 	return false
 }
 
+// failed is err as the definite failure of op, classified.
+func failed(op string, err error) error {
+	kind, msg := classify(err)
+	return &rheo.FailedError{Op: op, Kind: kind, Message: msg, Err: err}
+}
+
+// unavailable is err as a database op could not reach, classified.
 func unavailable(op string, err error) error {
-	return fmt.Errorf("%s: %w: %w", op, rheo.ErrBackendUnavailable, err)
+	kind, msg := classify(err)
+	var connectErr *pgconn.ConnectError
+	if kind == rheo.KindUnknown && !errors.As(err, &connectErr) && lostConnection(err) {
+		// A connection that broke, not one that could not be made.
+		kind = rheo.KindConnectionLost
+	}
+	return &rheo.UnavailableError{Op: op, Kind: kind, Message: msg, Err: err}
+}
+
+// classify returns the kind of err and the server's words about it: the
+// SQLSTATE's kind for an error the server answered with, a timeout or a
+// cancellation for the context's or the connection's.
+func classify(err error) (rheo.Kind, string) {
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr):
+		return pgerr.Kind(pgErr), pgerr.Message(pgErr)
+	case errors.Is(err, context.DeadlineExceeded), pgconn.Timeout(err):
+		return rheo.KindTimeout, ""
+	case errors.Is(err, context.Canceled):
+		return rheo.KindCanceled, ""
+	}
+	return rheo.KindUnknown, ""
 }
 
 // errConnLost reports a statement not sent because its connection had

@@ -36,6 +36,7 @@ func (connClosed) SafeToRetry() bool { return true }
 func (connClosed) Unwrap() error     { return pgconn.ErrConnClosed }
 
 func TestInterpretError(t *testing.T) {
+	t.Parallel()
 	netDown := &netError{}
 	fatal := func(code string) error {
 		return &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code}
@@ -121,6 +122,57 @@ func TestInterpretError(t *testing.T) {
 	})
 }
 
+func TestInterpretErrorKinds(t *testing.T) {
+	failedPg := func(code, msg string) error {
+		return &pgconn.PgError{Severity: "ERROR", Code: code, Message: msg}
+	}
+	cases := []struct {
+		name string
+		err  error
+		word error
+		kind rheo.Kind
+	}{
+		{"a Rheo role not granted is permission_denied", failedPg("42501", "permission denied for function fetch"), rheo.ErrFailed, rheo.KindPermissionDenied},
+		{"a statement_timeout is timeout", failedPg("57014", "canceling statement due to statement timeout"), rheo.ErrFailed, rheo.KindTimeout},
+		{"a cancelled statement is canceled", failedPg("57014", "canceling statement due to user request"), rheo.ErrFailed, rheo.KindCanceled},
+		{"a serialization failure is serialization", failedPg("40001", "could not serialize access"), rheo.ErrFailed, rheo.KindSerialization},
+		{"a deadlock is serialization", failedPg("40P01", "deadlock detected"), rheo.ErrFailed, rheo.KindSerialization},
+		{"a lock_timeout is lock_timeout", failedPg("55P03", "canceling statement due to lock timeout"), rheo.ErrFailed, rheo.KindLockTimeout},
+		{"a missing function is schema_missing", failedPg("42883", "function rheo.fetch() does not exist"), rheo.ErrFailed, rheo.KindSchemaMissing},
+		{"a missing schema is schema_missing", failedPg("3F000", "schema \"rheo\" does not exist"), rheo.ErrFailed, rheo.KindSchemaMissing},
+		{"a read-only transaction is read_only", failedPg("25006", "cannot execute INSERT in a read-only transaction"), rheo.ErrFailed, rheo.KindReadOnly},
+		{"a full disk is out_of_resources", failedPg("53100", "could not extend file"), rheo.ErrFailed, rheo.KindOutOfResources},
+		{"a statement prepared twice is prepared_statements", failedPg("42P05", `prepared statement "stmtcache_1" already exists`), rheo.ErrFailed, rheo.KindPreparedStatements},
+		{"a statement prepared elsewhere is prepared_statements", failedPg("26000", `prepared statement "stmtcache_1" does not exist`), rheo.ErrFailed, rheo.KindPreparedStatements},
+		{"a context deadline is timeout", sentBefore{context.DeadlineExceeded}, rheo.ErrFailed, rheo.KindTimeout},
+		{"a missing database is database_not_found", connectRefusal("3D000", `database "x" does not exist`), rheo.ErrBackendUnavailable, rheo.KindDatabaseNotFound},
+		{"a wrong password is authentication_failed", connectRefusal("28P01", `password authentication failed for user "u"`), rheo.ErrBackendUnavailable, rheo.KindAuthenticationFailed},
+		{"an unknown role is role_not_found", connectRefusal("28000", `role "u" does not exist`), rheo.ErrBackendUnavailable, rheo.KindRoleNotFound},
+		{"a pg_hba.conf refusal is not_admitted", connectRefusal("28000", `no pg_hba.conf entry for host "10.0.0.1"`), rheo.ErrBackendUnavailable, rheo.KindNotAdmitted},
+		{"no CONNECT privilege is permission_denied", connectRefusal("42501", `permission denied for database "x"`), rheo.ErrBackendUnavailable, rheo.KindPermissionDenied},
+		{"a full server is too_many_connections", connectRefusal("53300", "sorry, too many clients already"), rheo.ErrBackendUnavailable, rheo.KindTooManyConnections},
+		{"a server starting up is shutting_down", connectRefusal("57P03", "the database system is starting up"), rheo.ErrBackendUnavailable, rheo.KindShuttingDown},
+		{"a connection that broke on a read is connection_lost", io.EOF, rheo.ErrBackendUnavailable, rheo.KindConnectionLost},
+		{"a connection refused is no kind", &pgconn.ConnectError{Config: &pgconn.Config{}}, rheo.ErrBackendUnavailable, rheo.KindUnknown},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := interpretError("op", reads, c.err)
+			require.ErrorIs(t, err, c.word)
+			require.Equal(t, c.kind, rheo.KindOf(err))
+			var pgErr *pgconn.PgError
+			if errors.As(c.err, &pgErr) {
+				require.Equal(t, pgErr.Message, rheo.MessageOf(err), "the server's words, without its codes")
+			}
+		})
+	}
+}
+
+// connectRefusal is a server's refusal of a connection: a FATAL error.
+func connectRefusal(code, msg string) error {
+	return fmt.Errorf("connect: %w", &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: msg})
+}
+
 type netError struct{}
 
 func (*netError) Error() string   { return "connection reset by peer" }
@@ -128,6 +180,7 @@ func (*netError) Timeout() bool   { return false }
 func (*netError) Temporary() bool { return false }
 
 func TestArguments(t *testing.T) {
+	t.Parallel()
 	t.Run("durations round down to milliseconds and stay negative", func(t *testing.T) {
 		for d, want := range map[time.Duration]int32{
 			0:                       0,
@@ -166,6 +219,7 @@ func TestArguments(t *testing.T) {
 }
 
 func TestListenerDropsWhenFull(t *testing.T) {
+	t.Parallel()
 	l := newListener(nil, nil)
 	ch := make(chan driver.Wakeup, wakeupBuffer)
 	l.subs["s"] = map[chan driver.Wakeup]struct{}{ch: {}}

@@ -8,6 +8,7 @@ import (
 )
 
 func TestStreamInfo(t *testing.T) {
+	t.Parallel()
 	d, pool := setup(t)
 	ctx := t.Context()
 	require.NoError(t, d.CreateStream(ctx, "s", 1))

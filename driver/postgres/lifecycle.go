@@ -10,20 +10,16 @@ import (
 // DropGroup removes a group with its deliveries, dead letters and
 // cursors: one call of rheo.drop_group.
 func (o *ops) DropGroup(ctx context.Context, stream, group string, confirm bool) error {
-	return o.run(ctx, "drop_group", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.drop_group(stream => $1, group_name => $2, confirm => $3)`,
-			stream, group, confirm)
-		return err
-	})
+	return o.runReadCommitted(ctx, "drop_group", `SELECT rheo.drop_group(stream => $1, group_name => $2, confirm => $3)`,
+		[]any{stream, group, confirm})
 }
 
 // DropStream removes a stream, its groups and every event, and returns
 // how many events it deleted: one call of rheo.drop_stream.
 func (o *ops) DropStream(ctx context.Context, stream string, confirm bool) (int64, error) {
 	var n int64
-	err := o.run(ctx, "drop_stream", true, func(q querier) error {
-		return q.QueryRow(ctx, `SELECT rheo.drop_stream(stream => $1, confirm => $2)`, stream, confirm).Scan(&n)
-	})
+	err := o.runReadCommitted(ctx, "drop_stream", `SELECT rheo.drop_stream(stream => $1, confirm => $2)`,
+		[]any{stream, confirm}, &n)
 	return n, err
 }
 
@@ -31,11 +27,8 @@ func (o *ops) DropStream(ctx context.Context, stream string, confirm bool) (int6
 // which checks the word (anything but none, key and partition is
 // invalid_argument, after stream_not_found and group_not_found).
 func (o *ops) SetOrdering(ctx context.Context, stream, group string, ordering rheo.Ordering) error {
-	return o.run(ctx, "set_ordering", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.set_ordering(stream => $1, group_name => $2, ordering => $3)`,
-			stream, group, string(ordering))
-		return err
-	})
+	return o.runReadCommitted(ctx, "set_ordering", `SELECT rheo.set_ordering(stream => $1, group_name => $2, ordering => $3)`,
+		[]any{stream, group, string(ordering)})
 }
 
 // CreateStream creates a stream with partitionCount partitions (passed
@@ -68,13 +61,10 @@ func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.
 		return err
 	}
 	ordering := opts.Ordering
-	return o.run(ctx, "create_group", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
+	return o.runReadCommitted(ctx, "create_group", `SELECT rheo.create_group(stream => $1, group_name => $2, max_attempts => $3,
 			start_after => $4, start_at => $5, partitions => $6, clock => $7, ordering => $8)`,
-			stream, group, attempts, opts.StartAfter, boundArg(opts.StartAt),
-			partitionArray(opts.Partitions), clock, string(ordering))
-		return err
-	})
+		[]any{stream, group, attempts, opts.StartAfter, boundArg(opts.StartAt),
+			partitionArray(opts.Partitions), clock, string(ordering)})
 }
 
 // ResetGroup drops a group's deliveries and places its cursors anew.
@@ -83,11 +73,8 @@ func (o *ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.Re
 	if err != nil {
 		return err
 	}
-	return o.run(ctx, "reset_group", true, func(q querier) error {
-		_, err := q.Exec(ctx, `SELECT rheo.reset_group(stream => $1, group_name => $2, confirm => $3,
+	return o.runReadCommitted(ctx, "reset_group", `SELECT rheo.reset_group(stream => $1, group_name => $2, confirm => $3,
 			start_after => $4, start_at => $5, partitions => $6, clock => $7)`,
-			stream, group, opts.Confirm, opts.StartAfter, boundArg(opts.StartAt),
-			partitionArray(opts.Partitions), clock)
-		return err
-	})
+		[]any{stream, group, opts.Confirm, opts.StartAfter, boundArg(opts.StartAt),
+			partitionArray(opts.Partitions), clock})
 }

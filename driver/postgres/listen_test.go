@@ -144,6 +144,7 @@ func TestListenConfig(t *testing.T) {
 }
 
 func TestOpenURLParameters(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	url := newDatabase(t)
 	for _, tc := range []struct {
@@ -185,6 +186,7 @@ func TestOpenURLParameters(t *testing.T) {
 }
 
 func TestSimpleProtocol(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	d, err := postgres.Open(ctx, withParams(t, newDatabase(t), "default_query_exec_mode", "simple_protocol"), nil)
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/retention"
 )
 
 // querier is what a pooled connection and a transaction have in common.
@@ -29,7 +30,7 @@ type ops struct {
 	pool   *pgxpool.Pool
 	tx     pgx.Tx
 	clock  driver.Clock
-	vacuum *vacuumer // nil when turned off
+	vacuum *retention.Vacuumer // nil when turned off
 }
 
 // run calls fn with a querier and translates its error. write marks
@@ -63,6 +64,56 @@ func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier)
 	return interpretError(op, e, fn(nulGuard{conn}))
 }
 
+// runReadCommitted runs one statement of the functions that refuse any
+// isolation level but READ COMMITTED (reference §1.6), scanning its row
+// into dest when dest is given. Outside the caller's transaction it sends
+// BEGIN ISOLATION LEVEL READ COMMITTED, the statement and COMMIT in one
+// round trip, so that a connection whose default_transaction_isolation
+// is another level still runs them, and a lost answer is ambiguous as
+// for any statement that commits on its own. In the caller's
+// transaction, the caller's level stands.
+func (o *ops) runReadCommitted(ctx context.Context, op, sql string, args []any, dest ...any) error {
+	if o.tx != nil {
+		return o.run(ctx, op, true, func(q querier) error {
+			if len(dest) > 0 {
+				return q.QueryRow(ctx, sql, args...).Scan(dest...)
+			}
+			_, err := q.Exec(ctx, sql, args...)
+			return err
+		})
+	}
+	conn, err := o.pool.Acquire(ctx)
+	if err != nil {
+		return interpretError(op, reads, err)
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	br := nulGuard{conn}.SendBatch(ctx, b)
+	_, err = br.Exec()
+	if err == nil {
+		if len(dest) > 0 {
+			err = br.QueryRow().Scan(dest...)
+		} else {
+			_, err = br.Exec()
+		}
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil && !conn.Conn().IsClosed() && conn.Conn().PgConn().TxStatus() != 'I' {
+		// The statement failed and the server skipped the COMMIT: end the
+		// transaction, so the connection goes back to the pool idle.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return interpretError(op, commits, err)
+}
+
 // clockArg is the clock argument: NULL for the database's now(). A clock
 // outside driver.CheckTime's range is invalid_argument before the
 // database is asked, since pgx cannot send every time.Time.
@@ -70,7 +121,7 @@ func (o *ops) clockArg() (any, error) {
 	if o.clock == nil {
 		return nil, nil
 	}
-	now := o.clock()
+	now := o.clock.Now()
 	if err := driver.CheckTime("clock", now); err != nil {
 		return nil, err
 	}

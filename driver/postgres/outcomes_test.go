@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/internal/faultproxy"
 )
@@ -27,15 +27,14 @@ type scene struct {
 	p     *faultproxy.Proxy
 	url   string // the database's own URL
 
-	mu  sync.Mutex
-	now time.Time
+	clock *drivertest.Clock
 }
 
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func newScene(t *testing.T) *scene {
 	t.Helper()
-	s := &scene{url: newDatabase(t), now: t0}
+	s := &scene{url: newDatabase(t), clock: drivertest.ClockAt(t0)}
 	u, err := url.Parse(s.url)
 	require.NoError(t, err)
 	s.p = faultproxy.New(t, u.Host)
@@ -51,17 +50,7 @@ func newScene(t *testing.T) *scene {
 	return s
 }
 
-func (s *scene) clock() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.now
-}
-
-func (s *scene) setClock(at time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.now = at
-}
+func (s *scene) setClock(at time.Time) { s.clock.Set(at) }
 
 var streamSeq atomic.Int64
 
@@ -126,6 +115,7 @@ func waitFired(t *testing.T, tr *faultproxy.Trigger) {
 // every write that commits on its own has committed, and must say
 // ambiguous, never backend_unavailable.
 func TestOutcomes(t *testing.T) {
+	t.Parallel()
 	s := newScene(t)
 	ctx := t.Context()
 

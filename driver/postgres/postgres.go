@@ -85,6 +85,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/retention"
 )
 
 // Options configure a Driver. A nil *Options means all defaults.
@@ -200,8 +201,9 @@ func New(pool *pgxpool.Pool, opts *Options) *Driver {
 			return err
 		})
 	}
+	vacuum := retention.NewVacuumer(vacuumDeliveries(pool), &retention.VacuumerConfig{Every: opts.VacuumEvery, Logger: logger})
 	return &Driver{
-		ops:      &ops{pool: pool, clock: opts.Clock, vacuum: newVacuumer(pool, logger, opts.VacuumEvery)},
+		ops:      &ops{pool: pool, clock: opts.Clock, vacuum: vacuum},
 		pool:     pool,
 		wakeups:  wakeups,
 		pollOnly: opts.PollOnly,
@@ -319,7 +321,7 @@ func (d *Driver) Wakeups(stream string) (<-chan driver.Wakeup, func()) {
 func (d *Driver) Close() error {
 	d.closeOnce.Do(func() {
 		d.wakeups.close()
-		d.vacuum.close()
+		d.vacuum.Close()
 		if d.ownsPool {
 			d.pool.Close()
 		}

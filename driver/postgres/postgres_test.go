@@ -15,6 +15,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/internal/testbackend"
 )
@@ -39,6 +40,7 @@ func setup(t *testing.T) (*postgres.Driver, *pgxpool.Pool) {
 }
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 
 	t.Run("an opened driver owns its pool and closes it", func(t *testing.T) {
@@ -68,6 +70,7 @@ func TestOpen(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
+	t.Parallel()
 	t.Run("closing the driver leaves the host's pool open", func(t *testing.T) {
 		d, pool := setup(t)
 		require.NoError(t, d.Close())
@@ -92,7 +95,7 @@ func TestNew(t *testing.T) {
 		require.NoError(t, err)
 		defer pool.Close()
 		at := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
-		d := postgres.New(pool, &postgres.Options{Clock: func() time.Time { return at }})
+		d := postgres.New(pool, &postgres.Options{Clock: drivertest.ClockAt(at)})
 		defer d.Close()
 		ctx := t.Context()
 		require.NoError(t, d.CreateStream(ctx, "s", 1))
@@ -103,6 +106,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	d, pool := setup(t)
 	ctx := t.Context()
 	require.NoError(t, d.CreateStream(ctx, "s", 1))
@@ -172,6 +176,7 @@ func lockPartition(t *testing.T, pool *pgxpool.Pool, stream string) (release fun
 }
 
 func TestWithTx(t *testing.T) {
+	t.Parallel()
 	d, pool := setup(t)
 	ctx := t.Context()
 	require.NoError(t, d.CreateStream(ctx, "s", 1))

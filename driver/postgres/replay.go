@@ -13,11 +13,9 @@ func (o *ops) Replay(ctx context.Context, stream, group string, opts rheo.Replay
 		return 0, err
 	}
 	var n int64
-	err = o.run(ctx, "replay", true, func(q querier) error {
-		return q.QueryRow(ctx, `SELECT rheo.replay(stream => $1, group_name => $2, from_sequence => $3,
+	err = o.runReadCommitted(ctx, "replay", `SELECT rheo.replay(stream => $1, group_name => $2, from_sequence => $3,
 			event_ids => $4, from_ts => $5, partitions => $6, clock => $7)`,
-			stream, group, opts.FromSequence, opts.EventIDs, boundArg(opts.FromTS),
-			partitionArray(opts.Partitions), clock).Scan(&n)
-	})
+		[]any{stream, group, opts.FromSequence, opts.EventIDs, boundArg(opts.FromTS),
+			partitionArray(opts.Partitions), clock}, &n)
 	return n, err
 }

@@ -33,9 +33,7 @@ func (o *ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions)
 		return 0, err
 	}
 	var n int64
-	err = o.run(ctx, "prune", true, func(q querier) error {
-		return q.QueryRow(ctx, `SELECT rheo.prune(stream => $1, max_count => $2, force => $3, clock => $4)`,
-			stream, clampInt32(maxCount), opts.Force, clock).Scan(&n)
-	})
+	err = o.runReadCommitted(ctx, "prune", `SELECT rheo.prune(stream => $1, max_count => $2, force => $3, clock => $4)`,
+		[]any{stream, clampInt32(maxCount), opts.Force, clock}, &n)
 	return n, err
 }

@@ -26,7 +26,7 @@ func (o *ops) Ack(ctx context.Context, leaseID string) error {
 		return err
 	})
 	if err == nil {
-		o.vacuum.settledRows(1)
+		o.vacuum.Settled(1)
 	}
 	return err
 }
@@ -77,7 +77,7 @@ func (o *ops) AckBatch(ctx context.Context, leaseIDs []string) ([]rheo.AckResult
 			acked++
 		}
 	}
-	o.vacuum.settledRows(acked)
+	o.vacuum.Settled(acked)
 	return results, nil
 }
 
@@ -106,7 +106,7 @@ func (o *ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions
 			id, textArg(opts.Reason), delayMS, clock).Scan(&outcome)
 	})
 	if err == nil {
-		o.vacuum.settledRows(1)
+		o.vacuum.Settled(1)
 	}
 	return rheo.RetryOutcome(outcome), err
 }
@@ -128,7 +128,7 @@ func (o *ops) Reject(ctx context.Context, leaseID string, reason string) error {
 		return err
 	})
 	if err == nil {
-		o.vacuum.settledRows(1)
+		o.vacuum.Settled(1)
 	}
 	return err
 }

@@ -40,6 +40,7 @@ func (l *recordedLogs) messages() []string {
 }
 
 func TestVacuum(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 
 	// vacuums is how many manual VACUUMs rheo.deliveries has had.

@@ -71,10 +71,16 @@ var backends = []*backend{{pkg: "modernc.org/sqlite", dsn: moderncDSN, code: cod
 
 // SQLite's primary result codes that interpretError tells apart.
 const (
+	codeError      = 1  // SQLITE_ERROR
+	codePerm       = 3  // SQLITE_PERM
 	codeBusy       = 5  // SQLITE_BUSY
 	codeLocked     = 6  // SQLITE_LOCKED
+	codeNoMem      = 7  // SQLITE_NOMEM
+	codeReadOnly   = 8  // SQLITE_READONLY
+	codeFull       = 13 // SQLITE_FULL
 	codeCantOpen   = 14 // SQLITE_CANTOPEN
 	codeConstraint = 19 // SQLITE_CONSTRAINT
+	codeAuth       = 23 // SQLITE_AUTH
 )
 
 // resultCode returns the primary SQLite result code carried by err.

@@ -63,7 +63,7 @@ func TestDrivers(t *testing.T) {
 		t.Run(drv.label, func(t *testing.T) {
 			open := func(t *testing.T, b *testBundle, dsn string) *sqlite.Driver {
 				t.Helper()
-				d, err := sqlite.Open(b.ctx, dsn, &sqlite.Options{Clock: b.clock.Now, Migrate: true, DriverName: drv.name})
+				d, err := sqlite.Open(b.ctx, dsn, &sqlite.Options{Clock: b.clock, Migrate: true, DriverName: drv.name})
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = d.Close() })
 				return d
@@ -147,7 +147,7 @@ func TestDrivers(t *testing.T) {
 					db, err := sql.Open(drv.name, b.path+"?"+drv.hostParams)
 					require.NoError(t, err)
 					t.Cleanup(func() { _ = db.Close() })
-					d, err := sqlite.New(db, &sqlite.Options{Clock: b.clock.Now})
+					d, err := sqlite.New(db, &sqlite.Options{Clock: b.clock})
 					require.NoError(t, err)
 					drivers = append(drivers, d)
 				}

@@ -61,8 +61,38 @@ func TestInterpretError(t *testing.T) {
 				require.NoError(t, err)
 				defer other.Close()
 				_, err = other.ExecContext(ctx, `CREATE TABLE t (x)`)
-				require.ErrorIs(t, interpretError("op", err), rheo.ErrBackendUnavailable)
+				got := interpretError("op", err)
+				require.ErrorIs(t, got, rheo.ErrBackendUnavailable)
+				require.Equal(t, rheo.KindLockTimeout, rheo.KindOf(got))
+				require.Equal(t, "database is locked", rheo.MessageOf(got), "SQLite's words, without modernc's codes")
 				require.True(t, lostWriteLock(err))
+			})
+
+			t.Run("a missing table is schema_missing", func(t *testing.T) {
+				_, err := db.ExecContext(ctx, `SELECT * FROM rheo_no_such_table`)
+				got := interpretError("op", err)
+				require.ErrorIs(t, got, rheo.ErrFailed)
+				require.Equal(t, rheo.KindSchemaMissing, rheo.KindOf(got))
+				require.Equal(t, "no such table: rheo_no_such_table", rheo.MessageOf(got))
+			})
+
+			t.Run("a write to a read-only database is read_only", func(t *testing.T) {
+				ro, err := sql.Open(name, "file:"+path+"?mode=ro")
+				require.NoError(t, err)
+				defer ro.Close()
+				_, err = ro.ExecContext(ctx, `INSERT INTO rheo_streams (stream, partition_count, created_at) VALUES ('r', 1, 0)`)
+				got := interpretError("op", err)
+				require.ErrorIs(t, got, rheo.ErrFailed)
+				require.Equal(t, rheo.KindReadOnly, rheo.KindOf(got))
+			})
+
+			t.Run("a cancelled context is canceled", func(t *testing.T) {
+				cancelled, cancel := context.WithCancel(ctx)
+				cancel()
+				_, err := db.ExecContext(cancelled, `SELECT 1`)
+				got := interpretError("op", err)
+				require.ErrorIs(t, got, rheo.ErrFailed)
+				require.Equal(t, rheo.KindCanceled, rheo.KindOf(got))
 			})
 		})
 	}

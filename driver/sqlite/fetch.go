@@ -310,8 +310,10 @@ func (s *session) deadLetterExpired(ctx context.Context, g groupRow, scopeJSON s
 func (s *session) fetchableWork(ctx context.Context, stream string, g groupRow, scope []int, maxCount int) ([]partitionWork, error) {
 	var all []partitionWork
 	var highs []int64
+	// A cursor is read as at least the low watermark, as on PostgreSQL:
+	// pruned events are terminal for every group.
 	rows, err := s.query(ctx, `
-		SELECT c."partition", c.next_sequence, p.high_watermark
+		SELECT c."partition", max(c.next_sequence, p.low_watermark), p.high_watermark
 		  FROM rheo_cursors AS c
 		  JOIN rheo_partitions AS p ON p.stream = ?1 AND p."partition" = c."partition"
 		 WHERE c.group_id = ?2 AND c."partition" IN (SELECT value FROM json_each(?3))

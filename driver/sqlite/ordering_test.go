@@ -68,7 +68,7 @@ func TestOrderingMigration(t *testing.T) {
 		require.NoError(t, rows.Err())
 		require.Equal(t, []string{"1 leased a", "2 pending a", "3 leased "}, got)
 
-		d, err := sqlite.New(db, &sqlite.Options{Clock: b.clock.Now})
+		d, err := sqlite.New(db, &sqlite.Options{Clock: b.clock})
 		require.NoError(t, err)
 		groups, err := d.ListGroups(b.ctx, "s")
 		require.NoError(t, err)

@@ -38,7 +38,7 @@ import (
 // Options configure a Driver. A nil *Options means all defaults.
 type Options struct {
 	// Clock is read once per operation for every timestamp it writes or
-	// compares. Defaults to the system clock (time.Now).
+	// compares. Defaults to driver.SystemClock.
 	Clock driver.Clock
 	// Migrate applies the SQLite migrations (migrate.SQLite) before the
 	// Driver is returned. Defaults to false: nothing runs implicitly.
@@ -159,7 +159,7 @@ func newDriver(ctx context.Context, db *sql.DB, opts *Options) (*Driver, error) 
 	}
 	d.memory = file == ""
 	if d.clock == nil {
-		d.clock = time.Now
+		d.clock = driver.SystemClock
 	}
 	d.ops = ops{run: d.run}
 	return d, nil
@@ -317,7 +317,7 @@ func lostWriteLock(err error) bool {
 
 // session starts an operation in tx, reading the clock once.
 func (d *Driver) session(tx *sql.Tx) *session {
-	clock := d.clock()
+	clock := d.clock.Now()
 	return &session{tx: tx, clock: clock, now: clock.UnixMicro(), d: d}
 }
 

@@ -47,7 +47,7 @@ func setup(t *testing.T) *testBundle {
 // open opens dsn, migrated, and closes it when t ends.
 func (b *testBundle) open(t *testing.T, dsn string) *sqlite.Driver {
 	t.Helper()
-	d, err := sqlite.Open(b.ctx, dsn, &sqlite.Options{Clock: b.clock.Now, Migrate: true})
+	d, err := sqlite.Open(b.ctx, dsn, &sqlite.Options{Clock: b.clock, Migrate: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Close() })
 	return d
@@ -333,7 +333,7 @@ func TestConcurrency(t *testing.T) {
 			db, err := sql.Open("sqlite3", b.path+"?_journal_mode=WAL&_busy_timeout=5000")
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = db.Close() })
-			d, err := sqlite.New(db, &sqlite.Options{Clock: b.clock.Now})
+			d, err := sqlite.New(db, &sqlite.Options{Clock: b.clock})
 			require.NoError(t, err)
 			drivers = append(drivers, d)
 		}

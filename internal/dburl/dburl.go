@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -71,16 +73,12 @@ func (t Target) SQLiteDSN() string {
 }
 
 // Redacted is the target for messages: the PostgreSQL URL without its
-// password (nor that of the listener's URL in rheo_listen_url), or the
-// SQLite path.
+// passwords, or the SQLite path. Every place that names a database in a
+// message goes through it (Redact for a URL that did not parse).
 func (t Target) Redacted() string {
 	switch {
 	case t.Kind == Postgres:
-		if u, err := url.Parse(t.DSN); err == nil {
-			redactListenURL(u)
-			return u.Redacted()
-		}
-		return "PostgreSQL URL"
+		return Redact(t.DSN)
 	case t.Memory:
 		return "sqlite::memory:"
 	default:
@@ -88,29 +86,93 @@ func (t Target) Redacted() string {
 	}
 }
 
+// mask replaces a password in a redacted URL.
+const mask = "xxxxx"
+
+// secretParams are the query parameters whose values are secrets: the
+// password, the password of the TLS client key, and the URL of the
+// wakeup listener's own connection (driver/postgres), which may hold a
+// password itself.
+var secretParams = map[string]bool{"password": true, "sslpassword": true, listenURLParam: true}
+
 // listenURLParam is the parameter of driver/postgres that carries the
 // URL of the wakeup listener's own connection.
 const listenURLParam = "rheo_listen_url"
 
-// redactListenURL replaces the password of the URL in u's rheo_listen_url
-// parameter; a value that is not a URL (a keyword/value string, which may
-// hold a password) is replaced whole.
-func redactListenURL(u *url.URL) {
-	q := u.Query()
-	v, ok := q[listenURLParam]
+// Redact returns the PostgreSQL URL raw without its passwords, in every
+// form a password can take in it: the userinfo's (up to the first '@',
+// as libpq and pgx read it, which Parse makes sure is also where
+// net/url ends it), the values of password and sslpassword in the
+// query, whatever their spelling in percent-escapes, and those of the
+// URL in rheo_listen_url, redacted the same way (a value that is not a
+// URL is masked whole). The rest of the URL is kept as written, for the
+// reader to recognise it.
+func Redact(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		return
+		return "PostgreSQL URL"
 	}
-	for i, raw := range v {
-		lu, err := url.Parse(raw)
+	var b strings.Builder
+	b.WriteString(scheme + "://")
+	if i := strings.IndexAny(rest, "@/"); i >= 0 && rest[i] == '@' {
+		user, _, hasPassword := strings.Cut(rest[:i], ":")
 		switch {
-		case err != nil || (lu.Scheme != "postgres" && lu.Scheme != "postgresql"):
-			v[i] = "xxxxx"
+		case strings.ContainsAny(rest[:i], "?#"):
+			// A URL Parse refuses: what comes before the '@' may be a
+			// query with a password in it.
+			b.WriteString(mask)
+		case hasPassword:
+			b.WriteString(user + ":" + mask)
 		default:
-			v[i] = lu.Redacted()
+			b.WriteString(user)
+		}
+		b.WriteByte('@')
+		rest = rest[i+1:]
+	}
+	base, query, hasQuery := strings.Cut(rest, "?")
+	b.WriteString(base)
+	if !hasQuery {
+		return b.String()
+	}
+	query, fragment, hasFragment := strings.Cut(query, "#")
+	b.WriteByte('?')
+	for i, pair := range strings.Split(query, "&") {
+		if i > 0 {
+			b.WriteByte('&')
+		}
+		key, value, hasValue := strings.Cut(pair, "=")
+		name, err := url.QueryUnescape(key)
+		if err != nil {
+			name = key
+		}
+		switch {
+		case !hasValue || !secretParams[strings.ToLower(name)]:
+			b.WriteString(pair)
+		case strings.ToLower(name) == listenURLParam:
+			b.WriteString(key + "=" + redactListenURL(value))
+		default:
+			b.WriteString(key + "=" + mask)
 		}
 	}
-	u.RawQuery = q.Encode()
+	if hasFragment {
+		b.WriteString("#" + fragment)
+	}
+	return b.String()
+}
+
+// redactListenURL redacts the percent-encoded URL of rheo_listen_url; a
+// value that is not a PostgreSQL URL (a keyword/value string, which may
+// hold a password) is masked whole.
+func redactListenURL(value string) string {
+	lu, err := url.QueryUnescape(value)
+	if err != nil {
+		return mask
+	}
+	scheme, _, _ := strings.Cut(lu, "://")
+	if s := strings.ToLower(scheme); s != "postgres" && s != "postgresql" {
+		return mask
+	}
+	return url.QueryEscape(Redact(lu))
 }
 
 // Parse recognises a database URL:
@@ -146,16 +208,70 @@ func parsePostgres(dsn string) (Target, error) {
 	if !strings.HasPrefix(dsn, "postgres://") && !strings.HasPrefix(dsn, "postgresql://") {
 		return Target{}, fmt.Errorf("PostgreSQL URL must start with postgres:// or postgresql://")
 	}
+	if err := checkUserinfo(dsn); err != nil {
+		return Target{}, err
+	}
 	if _, err := url.Parse(dsn); err != nil {
-		// url.Error repeats the whole URL, password included: keep only
-		// the reason.
+		// url.Error repeats the whole URL, password included, and the
+		// reason may quote a piece of it ("invalid port \":pass\""): with
+		// credentials in the URL, say only what to check.
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
+		if quotesCredentials(dsn, err.Error()) {
+			return Target{}, fmt.Errorf("invalid PostgreSQL URL: its user, password, host or port cannot be read; " +
+				"percent-encode any @ : / ? # %% in the user name and password (@ as %%40)")
+		}
 		return Target{}, fmt.Errorf("invalid PostgreSQL URL: %v", err)
 	}
 	return Target{Kind: Postgres, DSN: dsn}, nil
+}
+
+// quoted is a string that net/url's reasons quote with %q.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// quotesCredentials reports whether net/url's reason for refusing dsn
+// quotes a piece of it that may belong to a user name or password: one
+// found before the URL's last '@' only (with a password holding a '/',
+// net/url reads a piece of it as the port).
+func quotesCredentials(dsn, reason string) bool {
+	at := strings.LastIndex(dsn, "@")
+	if at < 0 {
+		return false
+	}
+	for _, q := range quoted.FindAllString(reason, -1) {
+		piece, err := strconv.Unquote(q)
+		if err != nil || !strings.Contains(dsn[at+1:], piece) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkUserinfo refuses a URL whose user and password libpq (and pgx,
+// which reads URLs as libpq does) would split elsewhere than net/url: an
+// unencoded '@' in the password, or a '?' or '#' before the '@'. libpq
+// ends the userinfo at the first '@' before a '/', net/url at the last
+// '@' of the authority, which ends at the first '/', '?' or '#'. Where
+// they differ, a piece of the password would be read as the host, and
+// be printed in messages as one; where they agree, Redact masks exactly
+// the password the server is given.
+func checkUserinfo(dsn string) error {
+	_, rest, _ := strings.Cut(dsn, "://")
+	i := strings.IndexAny(rest, "@/")
+	if i < 0 || rest[i] != '@' {
+		return nil
+	}
+	host := rest[i+1:]
+	if j := strings.IndexAny(host, "/?#"); j >= 0 {
+		host = host[:j]
+	}
+	if strings.ContainsAny(rest[:i], "?#") || strings.Contains(host, "@") {
+		return fmt.Errorf("invalid PostgreSQL URL: its user name or password holds an unencoded @, ? or #; " +
+			"percent-encode them (@ as %%40, ? as %%3F, # as %%23)")
+	}
+	return nil
 }
 
 func parseSQLite(rest string) (Target, error) {

@@ -2,7 +2,7 @@
 // database of each kind:
 //
 //	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
-//		drv := b.Open(t, clock.Now)
+//		drv := b.Open(t, clock)
 //		…
 //	})
 //

@@ -2,11 +2,14 @@ package testskip
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // childEnv makes the test binary, run again by the tests below, run
@@ -44,32 +47,55 @@ func TestMissing(t *testing.T) {
 	t.Run("a package that skipped ends with one line per missing thing, and is kept out of the test cache", func(t *testing.T) {
 		before := time.Now().Add(-time.Second)
 		out, err := runChild(t, "CI=")
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
+		require.NoError(t, err, "child:\n%s", out)
 		for _, want := range []string{
 			"3 test(s) of this package skipped: rheo tests: skipped what needs PostgreSQL (no PostgreSQL for tests: connection refused; start one); go test -v lists the tests, CI=true fails them\n",
 			"1 test(s) of this package skipped: rheo tests: skipped what needs pgTAP (no pgTAP); go test -v lists the tests, CI=true fails them\n",
 		} {
-			if !strings.Contains(out, want) {
-				t.Errorf("the child's output lacks %q:\n%s", want, out)
-			}
+			assert.Contains(t, out, want, "the child's output")
 		}
 		info, err := os.Stat(stampPath())
-		if err != nil || info.ModTime().Before(before) {
-			t.Fatalf("the stamp %s was not rewritten at the end of the run (%v)", stampPath(), err)
-		}
+		require.NoError(t, err)
+		require.False(t, info.ModTime().Before(before), "the stamp %s is rewritten at the end of the run", stampPath())
 	})
 	t.Run("under CI=true what is missing fails", func(t *testing.T) {
 		out, err := runChild(t, "CI=true")
-		if err == nil || !strings.Contains(out, "no PostgreSQL for tests: connection refused; start one") || strings.Contains(out, "rheo tests: skipped") {
-			t.Fatalf("child under CI=true: %v\n%s", err, out)
-		}
+		require.Error(t, err, "child under CI=true:\n%s", out)
+		assert.Contains(t, out, "no PostgreSQL for tests: connection refused; start one")
+		assert.NotContains(t, out, "rheo tests: skipped")
 	})
 	t.Run("of the binaries of one go test command, the first to skip for a thing says it", func(t *testing.T) {
 		what := fmt.Sprintf("thing-%d", time.Now().UnixNano())
-		if !firstSay(what) || firstSay(what) {
-			t.Fatal("firstSay is not true once, then false")
-		}
+		require.True(t, firstSay(what), "the first binary says it")
+		require.False(t, firstSay(what), "the second does not")
 	})
+}
+
+// lines is a writer that passes on each write as a line.
+type lines chan string
+
+func (l lines) Write(p []byte) (int, error) { l <- string(p); return len(p), nil }
+func (l lines) Close() error                { return nil }
+
+func TestSlow(t *testing.T) {
+	if testing.Verbose() {
+		t.Skip("under -v the tests show themselves as they run, and Slow says nothing")
+	}
+	out := make(lines, 10)
+	stop := slow(10*time.Millisecond, func() (io.WriteCloser, error) { return out, nil })
+	var line string
+	select {
+	case line = <-out:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Slow wrote nothing")
+	}
+	assert.Regexp(t, `^rheo tests: \./internal/testskip still running after \d+s \(go test -v \./internal/testskip shows each test as it runs\)\n$`, line)
+	// stop returns once the writer has ended, which a full channel would
+	// keep from happening.
+	go func() {
+		for range out {
+		}
+	}()
+	stop()
+	close(out)
 }

@@ -17,6 +17,7 @@ AS $$
 DECLARE
     p_lease_ids ALIAS FOR $1;
     p_clock     ALIAS FOR $2;
+    v_tids      tid[];
 BEGIN
     IF p_lease_ids IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_ids must not be NULL';
@@ -27,20 +28,27 @@ BEGIN
         PERFORM rheo._check_time('clock', p_clock);
     END IF;
     -- The deliveries are locked in primary key order, the order in which
-    -- replay and reset_group lock them too, so that a batch settling
-    -- while a group is replayed waits for the replay, or the replay for
-    -- it, but the two never deadlock. They are then deleted by their
+    -- replay, reset_group and prune lock them too, so that a batch
+    -- settling while a group is replayed or its stream pruned waits for
+    -- the other, or the other for it, but the two never deadlock.
+    --
+    -- Locked in a statement of their own: when a row is locked by a write
+    -- in progress (a renew, a 'key' fetch marking its waiters), the lock
+    -- waits for it and returns the row's new version, which a delete in
+    -- the same statement could not see (its snapshot predates that
+    -- write), so the lease would be reported stale while still held. The
+    -- next statement sees what it locked. They are then deleted by their
     -- physical address. Those with later events of their key blocked
     -- behind them leave a wakeup of the key ('key' ordering).
+    SELECT array_agg(h.tid) INTO v_tids
+      FROM (SELECT d.ctid AS tid FROM rheo.deliveries d
+             WHERE d.lease_id = ANY (p_lease_ids) AND d.state = 'leased'
+             ORDER BY d.group_id, d."partition", d.sequence
+               FOR UPDATE) AS h;
     RETURN QUERY
-    WITH held AS MATERIALIZED (
-        SELECT d.ctid AS tid FROM rheo.deliveries d
-         WHERE d.lease_id = ANY (p_lease_ids) AND d.state = 'leased'
-         ORDER BY d.group_id, d."partition", d.sequence
-           FOR UPDATE
-    ), settled AS (
+    WITH settled AS (
         DELETE FROM rheo.deliveries AS d
-         WHERE d.ctid = ANY (ARRAY(SELECT h.tid FROM held h))
+         WHERE d.ctid = ANY (v_tids)
         RETURNING d.lease_id, d.group_id, d."partition", d.key, d.has_waiters
     ), woken AS (
         INSERT INTO rheo.key_wakeups (group_id, "partition", key)

@@ -48,6 +48,7 @@ BEGIN
     v_scope := rheo._partitions(p_partitions, v_count);
     PERFORM rheo._check_time('clock', p_clock);
     PERFORM rheo._check_ordering(p_ordering);
+    PERFORM rheo._check_read_committed('create_group');
 
     INSERT INTO rheo.groups (stream, group_name, max_attempts, created_at, ordering)
     VALUES (p_stream, p_group_name, p_max_attempts, coalesce(p_clock, now()), p_ordering)

@@ -17,6 +17,7 @@ BEGIN
             DETAIL = 'drop_group removes the group with its leases, retries and dead letters: call it with confirm => true';
     END IF;
     v_group := rheo._group(p_stream, p_group_name);
+    PERFORM rheo._check_read_committed('drop_group');
 
     -- Cursors, then deliveries in primary key order, as replay takes them
     -- (docs/design.md, "Locks"): fetches in progress finish first, and

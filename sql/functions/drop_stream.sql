@@ -30,6 +30,7 @@ BEGIN
         RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
             DETAIL = format('stream %L does not exist', p_stream);
     END IF;
+    PERFORM rheo._check_read_committed('drop_stream');
     -- Then the allocators, which waits for the appends in progress to
     -- commit and holds later ones back, so that the events deleted below
     -- are all there are; then the groups' cursors and deliveries, in the

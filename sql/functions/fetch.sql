@@ -103,14 +103,16 @@ BEGIN
     -- and deliveries due again (rheo._due_count), each capped at
     -- max_count. A lease expired at the attempt limit is work too: this
     -- fetch dead-letters it below. A row changed by a fetch that
-    -- committed meanwhile is read again after it is locked. In 'key'
-    -- mode, keys with a wakeup are work too (below). The helpers are
-    -- inlined: the plan is that of the expressions they name.
+    -- committed meanwhile is read again after it is locked. A cursor is
+    -- read as at least the low watermark: pruned events are terminal for
+    -- every group, and new events are read from there. In 'key' mode,
+    -- keys with a wakeup are work too (below). The helpers are inlined:
+    -- the plan is that of the expressions they name.
     SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
            array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
       INTO v_locked, v_next, v_fresh, v_reclaim
-      FROM (SELECT c."partition" AS part, c.next_sequence,
-                   rheo._fresh(c.next_sequence, pt.high_watermark, p_max_count) AS fresh,
+      FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
+                   rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count) AS fresh,
                    (SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
                                                   p_max_count::bigint + 1) AS n) AS reclaim
               FROM rheo.cursors c
@@ -136,8 +138,8 @@ BEGIN
             RETURN;
         END IF;
         v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
-        SELECT ARRAY[c."partition"], ARRAY[c.next_sequence],
-               ARRAY[rheo._fresh(c.next_sequence, pt.high_watermark, p_max_count)],
+        SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
+               ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count)],
                ARRAY[(SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
                                                     p_max_count::bigint + 1) AS n)]
           INTO v_locked, v_next, v_fresh, v_reclaim

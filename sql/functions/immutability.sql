@@ -10,6 +10,13 @@
 -- whatever a session has set; a role granted INSERT or DELETE on the
 -- table still gets immutable_event. (A superuser can always get around a
 -- trigger; so can the owner, which is why nothing logs in as it.)
+--
+-- During an upgrade from the first release, whose rheo.append ran as
+-- its caller and marked its insert with the transaction-local flag
+-- rheo.appending, that release's appends still in flight at the switch
+-- insert so: the flag is admitted while the upgrade's follow-ups are
+-- pending (rheo.upgrade_follow_ups exists, docs/upgrading.md), and only
+-- for a role the table's privileges let insert.
 CREATE OR REPLACE FUNCTION rheo._events_guard()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -21,18 +28,36 @@ BEGIN
            = (SELECT r.oid FROM pg_roles r WHERE r.rolname = current_user) THEN
         RETURN NULL;
     END IF;
+    IF TG_OP = 'INSERT' AND current_setting('rheo.appending', true) = 'on'
+       AND to_regclass('rheo.upgrade_follow_ups') IS NOT NULL THEN
+        RETURN NULL;
+    END IF;
     RAISE EXCEPTION 'immutable_event' USING ERRCODE = 'RH012',
         DETAIL = format('%s on rheo.events is not allowed: events are immutable, added only by rheo.append and rheo.append_batch and removed only by rheo.prune and rheo.drop_stream', TG_OP);
 END
 $$;
 
-CREATE OR REPLACE TRIGGER events_immutable
-    BEFORE INSERT OR UPDATE OR DELETE ON rheo.events
-    FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard();
-
-CREATE OR REPLACE TRIGGER events_no_truncate
-    BEFORE TRUNCATE ON rheo.events
-    FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard();
+-- Made again only when they differ: CREATE TRIGGER locks rheo.events
+-- against writes until the install commits, and the install runs while
+-- the application appends (docs/upgrading.md).
+DO $$
+BEGIN
+    IF (SELECT pg_get_triggerdef(g.oid) FROM pg_trigger g
+         WHERE g.tgrelid = 'rheo.events'::regclass AND g.tgname = 'events_immutable')
+       IS DISTINCT FROM 'CREATE TRIGGER events_immutable BEFORE INSERT OR DELETE OR UPDATE ON rheo.events FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard()' THEN
+        CREATE OR REPLACE TRIGGER events_immutable
+            BEFORE INSERT OR UPDATE OR DELETE ON rheo.events
+            FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard();
+    END IF;
+    IF (SELECT pg_get_triggerdef(g.oid) FROM pg_trigger g
+         WHERE g.tgrelid = 'rheo.events'::regclass AND g.tgname = 'events_no_truncate')
+       IS DISTINCT FROM 'CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON rheo.events FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard()' THEN
+        CREATE OR REPLACE TRIGGER events_no_truncate
+            BEFORE TRUNCATE ON rheo.events
+            FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard();
+    END IF;
+END
+$$;
 
 SELECT rheo._access('EXECUTE', 'FUNCTION rheo._events_guard()');
 

@@ -14,14 +14,16 @@
 -- Locks, held to commit, in the order every function takes them
 -- (docs/design.md, "Locks"): the stream's row, FOR NO KEY UPDATE, so
 -- that prunes of the stream, drop_stream and create_group wait for each
--- other while appends' foreign key checks on it do not; the cursors
--- of the partition being pruned, for every group, so that no replay or
--- reset moves a cursor below what is deleted: FOR KEY SHARE, which a
--- fetch's FOR NO KEY UPDATE does not conflict with (a fetch only moves a
--- cursor forward, past what a prune deletes), and with force, which
--- moves cursors itself, FOR UPDATE, and then the deliveries it deletes; and last, the partitions' rows, to move their low watermarks,
--- which appends wait for no longer than this commit. Bounded by
--- max_count, each call is a short transaction: see docs/design.md,
+-- other while appends' foreign key checks on it do not; the cursors of
+-- each partition in turn, for every group, so that no replay or reset
+-- moves a cursor below what is deleted: FOR KEY SHARE, which a fetch's
+-- FOR NO KEY UPDATE does not conflict with (a fetch only moves a cursor
+-- forward, past what a prune deletes), and with force, which moves
+-- cursors itself, FOR UPDATE; with force, then, the deliveries it
+-- deletes, in primary key order across the partitions, once every
+-- cursor is held; and last, the partitions' rows, to move their low
+-- watermarks, which appends wait for no longer than this commit. Bounded
+-- by max_count, each call is a short transaction: see docs/design.md,
 -- "Retention", for its cost and what it leaves to vacuum.
 CREATE OR REPLACE FUNCTION rheo.prune(stream text, max_count int DEFAULT 10000, force boolean DEFAULT false,
                                       clock timestamptz DEFAULT NULL)
@@ -43,12 +45,14 @@ DECLARE
     v_left      bigint;
     v_deleted   bigint := 0;
     v_n         bigint;
+    v_p         int;
     v_low       bigint;
     v_high      bigint;
     v_end       bigint;
     v_young     bigint;
     v_passed    bigint;
     v_parts     int[] := '{}';
+    v_starts    bigint[] := '{}';
     v_lows      bigint[] := '{}';
 BEGIN
     v_count := rheo._stream(p_stream);
@@ -60,6 +64,7 @@ BEGIN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'force must not be NULL';
     END IF;
     PERFORM rheo._check_time('clock', p_clock);
+    PERFORM rheo._check_read_committed('prune');
 
     SELECT s.max_age INTO v_max_age FROM rheo.streams s WHERE s.stream = p_stream FOR NO KEY UPDATE;
     IF NOT FOUND THEN  -- dropped meanwhile
@@ -70,8 +75,16 @@ BEGIN
         RETURN 0;
     END IF;
     v_cutoff := coalesce(p_clock, now()) - v_max_age;
+    -- Months and days of opposite signs (set_retention checks its own
+    -- clock only) can make the cutoff reach the clock in a month of
+    -- another length: nothing is aged then.
+    IF v_cutoff >= coalesce(p_clock, now()) THEN
+        RETURN 0;
+    END IF;
     v_left := p_max_count;
 
+    -- First the run of each partition, in partition order, with its
+    -- cursors locked.
     FOR v_p IN 0 .. v_count - 1 LOOP
         EXIT WHEN v_left = 0;
         IF p_force THEN  -- it may move them
@@ -101,17 +114,36 @@ BEGIN
             v_end := least(v_end, coalesce(v_passed, v_end));
         END IF;
         CONTINUE WHEN v_end < v_low;
+        -- Sequences from the low watermark to the high one are all there.
+        v_left := v_left - (v_end - v_low + 1);
+        v_parts := v_parts || v_p;
+        v_starts := v_starts || v_low;
+        v_lows := v_lows || (v_end + 1);
+    END LOOP;
 
+    IF p_force THEN
+        -- Groups that have not settled all of a run lose it: their
+        -- deliveries of it, locked in primary key order across the
+        -- partitions, the order of ack_batch, replay, reset_group and
+        -- drop_stream (a partition at a time, group after group, would
+        -- hold one group's delivery in partition 0 while a batch held
+        -- another's in partition 1, each waiting for the other's).
+        PERFORM 1 FROM rheo.deliveries d
+          JOIN rheo.groups g ON g.group_id = d.group_id
+          JOIN unnest(v_parts, v_lows) AS r(part, low) ON r.part = d."partition"
+          WHERE g.stream = p_stream AND d.sequence < r.low
+          ORDER BY d.group_id, d."partition", d.sequence
+            FOR UPDATE OF d;
+    END IF;
+
+    FOR i IN 1 .. cardinality(v_parts) LOOP
+        v_p := v_parts[i];
+        v_low := v_starts[i];
+        v_end := v_lows[i] - 1;
         IF p_force THEN
-            -- Groups that have not settled all of the run lose it: their
-            -- deliveries of it (locked in primary key order, as replay
-            -- does), and their cursors move past it.
-            PERFORM 1 FROM rheo.deliveries d JOIN rheo.groups g ON g.group_id = d.group_id
-              WHERE g.stream = p_stream AND d."partition" = v_p AND d.sequence <= v_end
-              ORDER BY d.group_id, d.sequence
-                FOR UPDATE OF d;
             -- A delivery deleted with events of its key blocked behind it
             -- (beyond the run) leaves a wakeup of the key, as a settle does.
+            -- The cursors move past the run.
             WITH gone AS (
                 DELETE FROM rheo.deliveries AS d USING rheo.groups g
                  WHERE g.group_id = d.group_id AND g.stream = p_stream AND d."partition" = v_p
@@ -136,9 +168,6 @@ BEGIN
         DELETE FROM rheo.time_marks AS m
          WHERE m.stream = p_stream AND m."partition" = v_p AND m.sequence <= v_end;
         v_deleted := v_deleted + v_n;
-        v_left := v_left - v_n;
-        v_parts := v_parts || v_p;
-        v_lows := v_lows || (v_end + 1);
     END LOOP;
 
     -- In ascending partition order, as appends lock them.

@@ -39,6 +39,10 @@ DECLARE
     v_events      rheo.events[];
     v_n           int;
     v_last        rheo.events;
+    v_bytes       bigint;
+    -- The most a page of more than one event holds, well below the 1 GB
+    -- of a value, and of its text sent to the client.
+    v_page_bytes  bigint := 64 * 1024 * 1024;
 BEGIN
     v_count := rheo._stream(p_stream);
     f := rheo._query_filter(p_filter, v_count);
@@ -83,11 +87,19 @@ BEGIN
     -- $1 scope, $2 positions, $3 stream, $4 max_count, $5 type, $6 key,
     -- $7 payload, $8 metadata, $9 from, $10 to, $11 after_sequence,
     -- $12 until_sequence, $13 metadata correlation_id, $14 metadata
-    -- causation_id. Each page is at most max_count events from each
-    -- partition, merged.
+    -- causation_id, $15 the most bytes a page holds. Each page is at most
+    -- max_count events from each partition, merged.
+    --
+    -- The page is one array, and PostgreSQL refuses a value over 1 GB
+    -- (54000) after reading the events: the events' sizes are summed in
+    -- the page's order, and the array takes only those up to the limit
+    -- (the first event always), so that a page too large is refused
+    -- below with the count and the size, having held no more than that.
     v_sql := 'SELECT array_agg(t.ev ORDER BY (t.ev).sequence' || CASE WHEN p_descending THEN ' DESC' ELSE '' END
           || ', (t.ev)."partition"' || CASE WHEN p_descending THEN ' DESC' ELSE '' END || ')'
-          || ' FROM (SELECT l.ev FROM unnest($1::int[], $2::bigint[]) AS b(p, pos)'
+          || ' FILTER (WHERE t.bytes <= $15 OR t.n = 1), count(*), max(t.bytes)'
+          || ' FROM (SELECT l.ev, sum(pg_column_size(l.ev)) OVER w AS bytes, row_number() OVER w AS n'
+          || ' FROM unnest($1::int[], $2::bigint[]) AS b(p, pos)'
           || ' CROSS JOIN LATERAL (SELECT ev FROM rheo.events ev'
           || ' WHERE ev.stream = $3 AND ev."partition" = b.p';
     IF p_descending THEN
@@ -129,15 +141,21 @@ BEGIN
     END IF;
     v_sql := v_sql || CASE WHEN p_descending THEN ' ORDER BY ev.sequence DESC' ELSE ' ORDER BY ev.sequence' END
           || ' LIMIT $4) AS l'
-          || CASE WHEN p_descending THEN ' ORDER BY (l.ev).sequence DESC, (l.ev)."partition" DESC'
-                  ELSE ' ORDER BY (l.ev).sequence, (l.ev)."partition"' END
+          || CASE WHEN p_descending THEN ' WINDOW w AS (ORDER BY (l.ev).sequence DESC, (l.ev)."partition" DESC ROWS UNBOUNDED PRECEDING)'
+                                         ' ORDER BY (l.ev).sequence DESC, (l.ev)."partition" DESC'
+                  ELSE ' WINDOW w AS (ORDER BY (l.ev).sequence, (l.ev)."partition" ROWS UNBOUNDED PRECEDING)'
+                       ' ORDER BY (l.ev).sequence, (l.ev)."partition"' END
           || ' LIMIT $4) AS t';
-    EXECUTE v_sql INTO v_events
+    EXECUTE v_sql INTO v_events, v_n, v_bytes
       USING v_scope, v_pos, p_stream, p_max_count, f.type, f.key, f.payload, f.metadata,
             f.from_ts, f.to_ts, f.after_sequence, f.until_sequence,
-            f.metadata ->> 'correlation_id', f.metadata ->> 'causation_id';
+            f.metadata ->> 'correlation_id', f.metadata ->> 'causation_id', v_page_bytes;
+    IF v_n > 1 AND v_bytes > v_page_bytes THEN
+        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
+            DETAIL = format('a page of %s events would hold %s bytes, more than the %s (64 MB) a page may: '
+                            'ask for fewer with max_count', v_n, v_bytes, v_page_bytes);
+    END IF;
     v_events := coalesce(v_events, '{}');
-    v_n := cardinality(v_events);
 
     -- Move each position over what this page examined. A short page
     -- examined everything visible in its bounds. A full page ending at

@@ -36,6 +36,7 @@ BEGIN
     PERFORM rheo._check_array('event_ids', p_event_ids);
     PERFORM rheo._check_time('clock', p_clock);
     v_scope := rheo._partitions(p_partitions, v_group.partition_count);
+    PERFORM rheo._check_read_committed('replay');
 
     -- Lock the cursors in partition order: replay waits for fetches in
     -- progress, and they cannot claim what it is reopening.

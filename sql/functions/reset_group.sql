@@ -28,6 +28,7 @@ BEGIN
     PERFORM rheo._check_start(p_start_after, p_start_at);
     v_scope := rheo._partitions(p_partitions, v_group.partition_count);
     PERFORM rheo._check_time('clock', p_clock);
+    PERFORM rheo._check_read_committed('reset_group');
 
     PERFORM 1 FROM rheo.cursors c
       WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)

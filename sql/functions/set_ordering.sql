@@ -28,6 +28,7 @@ DECLARE
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
     PERFORM rheo._check_ordering(p_ordering);
+    PERFORM rheo._check_read_committed('set_ordering');
 
     PERFORM 1 FROM rheo.cursors c
       WHERE c.group_id = v_group.group_id

@@ -1,32 +1,52 @@
 -- Ordering (reference §3.3): a group hands out its events in any order ('none',
 -- the default), one at a time per key ('key'), or one at a time per
 -- partition ('partition'). See docs/design.md, "Ordering".
+--
+-- Applied under load in steps (docs/upgrading.md): catalog changes one
+-- table at a time, the index built concurrently, the wider CHECK made
+-- valid without a lock that stops writes.
 
-ALTER TABLE rheo.groups ADD COLUMN ordering text NOT NULL DEFAULT 'none'
+ALTER TABLE rheo.groups ADD COLUMN IF NOT EXISTS ordering text NOT NULL DEFAULT 'none'
     CHECK (ordering IN ('none', 'key', 'partition'));
 
 -- The event's key, copied when a 'key' group's delivery row is made (NULL
 -- for keyless events and under the other orderings; set_ordering copies
 -- it when a group turns to 'key'), so that a key's deliveries are found
--- without the log.
-ALTER TABLE rheo.deliveries ADD COLUMN key text;
-UPDATE rheo.deliveries AS d
-   SET key = e.key
-  FROM rheo.groups g, rheo.events e
- WHERE g.group_id = d.group_id
-   AND e.stream = g.stream AND e."partition" = d."partition" AND e.sequence = d.sequence
-   AND e.key IS NOT NULL;
+-- without the log. Every group is 'none' when the column is made, so no
+-- delivery needs it yet.
+-- rheo:step
+ALTER TABLE rheo.deliveries ADD COLUMN IF NOT EXISTS key text;
 
 -- 'blocked': an event the cursor passed in 'key' mode while an earlier
 -- event of its key was not terminal. It is stored once, with expires_at
 -- 'infinity', so that the index of due times never reaches it, and it
 -- becomes 'pending' when its turn comes.
-ALTER TABLE rheo.deliveries DROP CONSTRAINT deliveries_state_check,
-    ADD CONSTRAINT deliveries_state_check CHECK (state IN ('leased', 'pending', 'blocked'));
+-- rheo:step
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_constraint c
+                    WHERE c.conrelid = 'rheo.deliveries'::regclass AND c.conname = 'deliveries_state_check'
+                      AND pg_get_constraintdef(c.oid) LIKE '%blocked%') THEN
+        ALTER TABLE rheo.deliveries DROP CONSTRAINT deliveries_state_check,
+            ADD CONSTRAINT deliveries_state_check CHECK (state IN ('leased', 'pending', 'blocked')) NOT VALID;
+    END IF;
+END
+$$;
+
+-- rheo:step online
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_constraint c
+                WHERE c.conrelid = 'rheo.deliveries'::regclass AND c.conname = 'deliveries_state_check' AND NOT c.convalidated) THEN
+        ALTER TABLE rheo.deliveries VALIDATE CONSTRAINT deliveries_state_check;
+    END IF;
+END
+$$;
 
 -- Set on a delivery that later events of its key are blocked behind: its
 -- settle leaves a wakeup for its key. Not indexed, so setting it is HOT.
-ALTER TABLE rheo.deliveries ADD COLUMN has_waiters boolean NOT NULL DEFAULT false;
+-- rheo:step
+ALTER TABLE rheo.deliveries ADD COLUMN IF NOT EXISTS has_waiters boolean NOT NULL DEFAULT false;
 
 -- A key's deliveries in sequence order: its earliest one not terminal,
 -- the one just before a new event, and the next blocked one. The group
@@ -36,7 +56,9 @@ ALTER TABLE rheo.deliveries ADD COLUMN has_waiters boolean NOT NULL DEFAULT fals
 -- no plan (generic plans may be made on an empty table, where both look
 -- alike) takes it and filters on the key, reading every event blocked
 -- behind a key to probe it.
-CREATE INDEX deliveries_key_idx ON rheo.deliveries ((group_id::bigint), ("partition"::bigint), key, sequence)
+-- rheo:step concurrently
+CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_key_idx
+    ON rheo.deliveries ((group_id::bigint), ("partition"::bigint), key, sequence)
     WHERE key IS NOT NULL;
 
 -- The probes of that index run in generic plans, for a key the planner
@@ -45,6 +67,7 @@ CREATE INDEX deliveries_key_idx ON rheo.deliveries ((group_id::bigint), ("partit
 -- primary key and filter on the key instead, reading every event blocked
 -- behind the hot key to probe any other. Keys are many by design: tell
 -- the planner so (half as many keys as rows), whatever ANALYZE samples.
+-- rheo:step online
 ALTER TABLE rheo.deliveries ALTER COLUMN key SET (n_distinct = -0.5);
 
 -- Keys whose blocked events may be due for release: a settle of a
@@ -53,20 +76,42 @@ ALTER TABLE rheo.deliveries ALTER COLUMN key SET (n_distinct = -0.5);
 -- 'key' fetch of the partition takes them and releases or marks the key's
 -- earliest delivery. Rows live for a fetch or so; duplicates are allowed,
 -- so that writing one never waits.
-CREATE TABLE rheo.key_wakeups (
+-- rheo:step
+CREATE TABLE IF NOT EXISTS rheo.key_wakeups (
     group_id    int  NOT NULL,
     "partition" int  NOT NULL,
     key         text NOT NULL
 );
 
-CREATE INDEX key_wakeups_group_id_partition_idx ON rheo.key_wakeups (group_id, "partition");
+CREATE INDEX IF NOT EXISTS key_wakeups_group_id_partition_idx ON rheo.key_wakeups (group_id, "partition");
 
 ALTER TABLE rheo.key_wakeups SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 10000);
 
--- The new signatures replace the old ones, which leaves no overloads:
--- create_group gains a trailing ordering argument, list_groups an
--- ordering column, and the group lookup returns the ordering. The
--- functions are installed again after the migrations.
-DROP FUNCTION IF EXISTS rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz);
-DROP FUNCTION IF EXISTS rheo.list_groups(text);
-DROP FUNCTION IF EXISTS rheo._group(text, text);
+-- The new signatures take the places of the old ones: create_group gains
+-- a trailing ordering argument, list_groups an ordering column, and the
+-- group lookup returns the ordering. The old ones are renamed, not
+-- dropped, so that the previous release's calls in flight, which hold
+-- them, finish; the follow-up drops them. The functions are installed
+-- again in the switch.
+-- rheo:step install
+DO $$
+BEGIN
+    IF to_regprocedure('rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz)') IS NOT NULL THEN
+        ALTER FUNCTION rheo.create_group(text, text, int, bigint, timestamptz, int[], timestamptz)
+            RENAME TO _previous_create_group;
+    END IF;
+    IF EXISTS (SELECT FROM pg_proc p
+                WHERE p.oid = to_regprocedure('rheo.list_groups(text)') AND NOT 'ordering' = ANY (p.proargnames)) THEN
+        ALTER FUNCTION rheo.list_groups(text) RENAME TO _previous_list_groups;
+    END IF;
+    IF EXISTS (SELECT FROM pg_proc p
+                WHERE p.oid = to_regprocedure('rheo._group(text, text)') AND NOT 'ordering' = ANY (p.proargnames)) THEN
+        ALTER FUNCTION rheo._group(text, text) RENAME TO _previous_group;
+    END IF;
+END
+$$;
+
+-- rheo:step followup
+DROP FUNCTION IF EXISTS rheo._previous_create_group(text, text, int, bigint, timestamptz, int[], timestamptz);
+DROP FUNCTION IF EXISTS rheo._previous_list_groups(text);
+DROP FUNCTION IF EXISTS rheo._previous_group(text, text);

@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/goleak"
 
 	"github.com/rheo-go/rheo"
 )
@@ -33,7 +32,7 @@ const concTimeout = 2 * time.Minute
 // event is acked exactly once, and every frontier ends at its high
 // watermark.
 func TestConcurrentFetchAck(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 8)
@@ -215,7 +214,7 @@ func TestConcurrentFetchAck(t *testing.T) {
 // every event ends acked once or dead-lettered, never both, and every
 // frontier reaches its high watermark.
 func TestConcurrentExpiringLeases(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 8)
@@ -368,7 +367,7 @@ func TestConcurrentExpiringLeases(t *testing.T) {
 // the other consumer gets the rest; rolled back, nothing was claimed and
 // the other consumer gets everything at attempt 1.
 func TestConcurrentFetchInTransaction(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -454,7 +453,7 @@ func TestConcurrentFetchInTransaction(t *testing.T) {
 // reader that follows a partition by "last sequence seen" never sees a
 // later append before an earlier one that commits late.
 func TestConcurrentLateCommit(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -541,7 +540,7 @@ func TestConcurrentLateCommit(t *testing.T) {
 // returns the stored event and allocates nothing when the content is the
 // same, and fails already_exists when it is not.
 func TestConcurrentAppendSameID(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -637,7 +636,7 @@ func TestConcurrentAppendSameID(t *testing.T) {
 // ends as a repeat of all three: the stored events come back and nothing
 // is allocated.
 func TestConcurrentAppendBatchOfHeldIDs(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 6)
@@ -709,7 +708,7 @@ func TestConcurrentAppendBatchOfHeldIDs(t *testing.T) {
 // partition the conflict is the allocator's row, which PostgreSQL itself
 // reports; into another, the id.
 func TestConcurrentAppendSameIDRepeatableRead(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -774,7 +773,7 @@ func TestConcurrentAppendSameIDRepeatableRead(t *testing.T) {
 // holds the first ack's transaction open so that the second must wait for
 // its outcome: a commit makes the second stale, a rollback lets it win.
 func TestConcurrentAckSameLease(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 6)
@@ -876,7 +875,7 @@ func TestConcurrentAckSameLease(t *testing.T) {
 // so both finish, neither with 40P01, and the expired lease is a dead
 // letter once.
 func TestConcurrentFetchDuringReplay(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -950,7 +949,7 @@ func TestConcurrentFetchDuringReplay(t *testing.T) {
 // them in primary key order, as replay does, so one waits for the other
 // and both finish.
 func TestConcurrentAckBatchDuringReplay(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 5)
@@ -1030,7 +1029,7 @@ func TestConcurrentAckBatchDuringReplay(t *testing.T) {
 // others, and the late append finds no stream (stream_not_found, not a
 // raw error), so that no event outlives its stream.
 func TestConcurrentDropStreamDuringAppends(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 5)
@@ -1097,7 +1096,7 @@ func TestConcurrentDropStreamDuringAppends(t *testing.T) {
 // replays and resets only, so the fetch takes the events past the cursor
 // at once instead of waiting for the prune's commit.
 func TestConcurrentFetchDuringPrune(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 3)
@@ -1132,7 +1131,7 @@ func TestConcurrentFetchDuringPrune(t *testing.T) {
 // and then rewinds to the new low watermark, never below it, so that its
 // cursor never points at pruned events.
 func TestConcurrentReplayDuringPrune(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -1178,7 +1177,7 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 // goes on, the prune finishes after its commit, and neither fails with
 // 40P01 (deadlock detected).
 func TestConcurrentPruneDuringAppendTransaction(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -1233,7 +1232,7 @@ func TestConcurrentPruneDuringAppendTransaction(t *testing.T) {
 // the new group's cursor at the new low watermark, never at events the
 // prune deleted.
 func TestConcurrentCreateGroupDuringPrune(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -1299,7 +1298,7 @@ func concFinishedOrWaiting(ctx context.Context, t *testing.T, pool *pgxpool.Pool
 // A notification on a separate stream, sent last, marks the end of what
 // came before it: notifications arrive in commit order.
 func TestSQLNotify(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -1666,7 +1665,7 @@ func concOneWinsOneStale(t *testing.T, lease string, a, b error) {
 // handled one at a time, in sequence order, and every event ends acked
 // once or dead-lettered, never both.
 func TestConcurrentKeyOrdering(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 9)
@@ -1854,7 +1853,7 @@ func TestConcurrentKeyOrdering(t *testing.T) {
 // takes the delivery first, the next event is handed out exactly once:
 // within the dead-lettering fetch, or, after the settle, by the next fetch.
 func TestConcurrentKeyExpiryUnblocks(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -1945,7 +1944,7 @@ func TestConcurrentKeyExpiryUnblocks(t *testing.T) {
 // out are kept and settle, and the key's next event comes only once every
 // earlier one is acked.
 func TestConcurrentSetOrderingDuringLeases(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)

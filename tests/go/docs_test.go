@@ -43,6 +43,7 @@ func sqlBlocks(doc string) []string {
 // migrated database holding a group with leases in flight, a pending
 // retry, acked events and a dead letter.
 func TestOpsGuide(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	b := testbackend.Postgres(t)
 	drv := b.Open(t, nil)
@@ -96,6 +97,7 @@ func TestOpsGuide(t *testing.T) {
 // Roles section, is fenced as ```postgresql) runs in psql against a
 // migrated database.
 func TestReadme(t *testing.T) {
+	t.Parallel()
 	readme := readRepo(t, "README.md")
 	t.Run("the Go quickstart is example_test.go", func(t *testing.T) {
 		blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(readme, -1)
@@ -148,6 +150,7 @@ func rate(v float64) string {
 // against where the facts live: BENCHMARKS.md's current results,
 // docs/worker.md's defaults and docs/security.md.
 func TestReadmeFacts(t *testing.T) {
+	t.Parallel()
 	read := func(path string) string { return strings.Join(strings.Fields(readRepo(t, path)), " ") }
 	readme, bench, worker, security := read("README.md"), read("BENCHMARKS.md"), read("docs/worker.md"), read("docs/security.md")
 	deploy := read("docs/deploy.md")

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The PostgreSQL-only packages and commands, which must build without cgo.
@@ -25,14 +27,13 @@ var noCgoPackages = []string{"./connect", "./worker", "./driver/postgres", "./cm
 // pure Go. .ci/run builds the same packages with the same settings first,
 // so these builds find their packages compiled.
 func TestBuildWithoutCgo(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the commands: not in -short")
 	}
 	goTool := goCommand(t)
 	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	bin := t.TempDir()
 	build := func(t *testing.T, out string, tags string, pkgs ...string) {
 		t.Helper()
@@ -43,9 +44,8 @@ func TestBuildWithoutCgo(t *testing.T) {
 		cmd := exec.Command(goTool, append(args, pkgs...)...)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("CGO_ENABLED=0 go %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, out)
-		}
+		output, err := cmd.CombinedOutput()
+		require.NoError(t, err, "CGO_ENABLED=0 go %s:\n%s", strings.Join(cmd.Args[1:], " "), output)
 	}
 
 	t.Run("the PostgreSQL-only packages link no SQLite", func(t *testing.T) {
@@ -53,13 +53,10 @@ func TestBuildWithoutCgo(t *testing.T) {
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list: %v\n%s", err, out)
-		}
+		require.NoError(t, err, "go list:\n%s", out)
 		for _, dep := range strings.Fields(string(out)) {
-			if strings.HasPrefix(dep, "github.com/mattn/go-sqlite3") || strings.HasPrefix(dep, "modernc.org/") {
-				t.Errorf("a CGO_ENABLED=0 build depends on %s", dep)
-			}
+			assert.False(t, strings.HasPrefix(dep, "github.com/mattn/go-sqlite3") || strings.HasPrefix(dep, "modernc.org/"),
+				"a CGO_ENABLED=0 build depends on %s", dep)
 		}
 	})
 
@@ -70,10 +67,8 @@ func TestBuildWithoutCgo(t *testing.T) {
 		"or with -tags rheo_modernc (modernc.org/sqlite, pure Go)"
 
 	t.Run("a built rheo knows its version from the build information", func(t *testing.T) {
-		r := runBinary(t, rheoBin, "--version")
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "rheo ") || !strings.Contains(r.stdout, ", "+runtime.Version()+" ") {
-			t.Fatalf("rheo --version: %s", r)
-		}
+		r := wantBinaryOK(t, rheoBin, ", "+runtime.Version()+" ", "--version")
+		assert.True(t, strings.HasPrefix(r.stdout, "rheo "), "rheo --version: %s", r)
 	})
 
 	t.Run("rheo without SQLite refuses an SQLite URL and says how to build with SQLite", func(t *testing.T) {
@@ -81,9 +76,8 @@ func TestBuildWithoutCgo(t *testing.T) {
 		r := runBinary(t, rheoBin, "streams", "--database-url", "sqlite://"+db)
 		wantBinaryFailure(t, r, 1, "rheo: this build of rheo has no SQLite driver: "+hint+
 			"; or use a PostgreSQL database: --database-url postgres://…")
-		if _, err := os.Stat(db); !os.IsNotExist(err) {
-			t.Fatalf("the refusal created %s: %v", db, err)
-		}
+		_, err := os.Stat(db)
+		require.True(t, os.IsNotExist(err), "the refusal created %s: %v", db, err)
 		r = runBinary(t, rheoBin, "streams", "--database-url", "sqlite::memory:")
 		wantBinaryFailure(t, r, 1, "this build of rheo has no SQLite driver")
 	})
@@ -98,48 +92,30 @@ func TestBuildWithoutCgo(t *testing.T) {
 		db := filepath.Join(t.TempDir(), "rheo.db")
 		r := runBinary(t, migrateBin, "up", "--database-url", "sqlite://"+db)
 		wantBinaryFailure(t, r, 1, "rheo-migrate: this build of rheo-migrate has no SQLite driver: "+hint)
-		r = runBinary(t, migrateBin, "sql", "--sqlite")
-		if r.code != 0 || !strings.Contains(r.stdout, "CREATE TABLE rheo_events") {
-			t.Fatalf("rheo-migrate sql --sqlite needs no driver: %s", r)
-		}
+		wantBinaryOK(t, migrateBin, "CREATE TABLE rheo_events", "sql", "--sqlite")
 	})
 
+	// The demos wait out the worker's back-off: the two that follow run
+	// side by side.
 	t.Run("rheo and rheo-migrate without cgo work on PostgreSQL", func(t *testing.T) {
+		t.Parallel()
 		url := testdb.NewDatabase(t)
-		if r := runBinary(t, migrateBin, "up", "--database-url", url); r.code != 0 {
-			t.Fatalf("rheo-migrate up: %s", r)
-		}
-		if r := runBinary(t, rheoBin, "create-stream", "static", "--partitions", "2", "--database-url", url); r.code != 0 {
-			t.Fatalf("rheo create-stream: %s", r)
-		}
-		r := runBinary(t, rheoBin, "demo", "--database-url", url)
-		if r.code != 0 || !strings.Contains(r.stdout, "Demo complete") {
-			t.Fatalf("rheo demo on PostgreSQL: %s", r)
-		}
-		r = runBinary(t, rheoBin, "streams", "--database-url", url)
-		if r.code != 0 || !strings.Contains(r.stdout, "static") {
-			t.Fatalf("rheo streams: %s", r)
-		}
+		wantBinaryOK(t, migrateBin, "", "up", "--database-url", url)
+		wantBinaryOK(t, rheoBin, "", "create-stream", "static", "--partitions", "2", "--database-url", url)
+		wantBinaryOK(t, rheoBin, "Demo complete", "demo", "--database-url", url)
+		wantBinaryOK(t, rheoBin, "static", "streams", "--database-url", url)
 	})
 
 	t.Run("with the tag rheo_modernc the build without cgo has SQLite", func(t *testing.T) {
 		out := filepath.Join(bin, "modernc") + string(filepath.Separator)
+		t.Parallel()
 		build(t, out, "rheo_modernc", "./cmd/rheo", "./cmd/rheo-migrate")
-		r := runBinary(t, filepath.Join(out, "rheo"), "demo")
-		if r.code != 0 || !strings.Contains(r.stdout, "Demo complete") || !strings.Contains(r.stdout, "on SQLite") {
-			t.Fatalf("rheo demo built with rheo_modernc: %s", r)
-		}
+		r := wantBinaryOK(t, filepath.Join(out, "rheo"), "Demo complete", "demo")
+		assert.Contains(t, r.stdout, "on SQLite", "rheo demo built with rheo_modernc")
 		url := "sqlite://" + filepath.Join(t.TempDir(), "rheo.db")
-		if r := runBinary(t, filepath.Join(out, "rheo-migrate"), "up", "--database-url", url); r.code != 0 {
-			t.Fatalf("rheo-migrate up: %s", r)
-		}
-		if r := runBinary(t, filepath.Join(out, "rheo"), "create-stream", "pure", "--database-url", url); r.code != 0 {
-			t.Fatalf("rheo create-stream: %s", r)
-		}
-		r = runBinary(t, filepath.Join(out, "rheo-migrate"), "status", "--database-url", url)
-		if r.code != 0 || !strings.Contains(r.stdout, "status: up to date") {
-			t.Fatalf("rheo-migrate status: %s", r)
-		}
+		wantBinaryOK(t, filepath.Join(out, "rheo-migrate"), "", "up", "--database-url", url)
+		wantBinaryOK(t, filepath.Join(out, "rheo"), "", "create-stream", "pure", "--database-url", url)
+		wantBinaryOK(t, filepath.Join(out, "rheo-migrate"), "status: up to date", "status", "--database-url", url)
 	})
 }
 
@@ -152,9 +128,7 @@ func goCommand(t *testing.T) string {
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no go command to build with")
-		}
+		require.NotEqual(t, "true", os.Getenv("CI"), "no go command to build with")
 		t.Skip("no go command to build with")
 	}
 	return goTool
@@ -185,9 +159,7 @@ func runBinary(t *testing.T, bin string, args ...string) binaryResult {
 	code := 0
 	if err != nil {
 		exitErr, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("run %s: %v", bin, err)
-		}
+		require.True(t, ok, "run %s: %v", bin, err)
 		code = exitErr.ExitCode()
 	}
 	return binaryResult{code: code, stdout: stdout.String(), stderr: stderr.String()}
@@ -197,7 +169,15 @@ func runBinary(t *testing.T, bin string, args ...string) binaryResult {
 // holding want.
 func wantBinaryFailure(t *testing.T, r binaryResult, code int, want string) {
 	t.Helper()
-	if r.code != code || !strings.Contains(r.stderr, want) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
-		t.Fatalf("want exit %d and one line holding %q; got %s", code, want, r)
-	}
+	require.True(t, r.code == code && strings.Contains(r.stderr, want) && !strings.Contains(strings.TrimSpace(r.stderr), "\n"),
+		"want exit %d and one line holding %q; got %s", code, want, r)
+}
+
+// wantBinaryOK runs a built command, checks that it succeeds and prints
+// want (empty: anything) on stdout, and returns what it printed.
+func wantBinaryOK(t *testing.T, bin, want string, args ...string) binaryResult {
+	t.Helper()
+	r := runBinary(t, bin, args...)
+	require.True(t, r.code == 0 && strings.Contains(r.stdout, want), "%s %s: %s", filepath.Base(bin), strings.Join(args, " "), r)
+	return r
 }

@@ -72,6 +72,7 @@ func (f fetchSignal) Fetched(_ context.Context, info worker.FetchInfo) {
 // where each transaction may run on another server connection: what
 // docs/pgbouncer.md promises works does, and lost wakeups are reported.
 func TestPgBouncer(t *testing.T) {
+	t.Parallel()
 	b := testpgbouncer.Start(t)
 	ctx := t.Context()
 	t.Cleanup(func() {
@@ -82,7 +83,13 @@ func TestPgBouncer(t *testing.T) {
 	})
 
 	for _, mode := range pooledExecModes {
+		// The two runs of the suite run side by side, after the other
+		// cases, each on a database (and a pool of PgBouncer's) of its own.
 		t.Run("the driver conformance suite passes in "+mode+" mode", func(t *testing.T) {
+			t.Parallel()
+			if testing.Short() {
+				t.Skip("-short: the whole conformance suite through the pooler")
+			}
 			direct, pooled := pgbouncerDatabase(t, b, mode)
 			pool, err := pgxpool.New(ctx, pooled)
 			require.NoError(t, err)

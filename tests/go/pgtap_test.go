@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testskip"
@@ -23,41 +25,34 @@ import (
 // database, one subtest per file. Each file runs on its own connection and
 // rolls its changes back, so the files do not see each other's data.
 func TestSQL(t *testing.T) {
+	t.Parallel()
 	url := pgtapInstalledDatabase(t)
 	ctx := context.Background()
 
 	conn := pgtapConnect(t, url)
 	var available bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pgtap')`).Scan(&available); err != nil {
-		t.Fatalf("look for pgTAP: %v", err)
-	}
+	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pgtap')`).Scan(&available),
+		"look for pgTAP")
 	if !available {
 		testskip.Missing(t, "pgTAP", "the pgTAP extension is not installed on the server; apt-get install postgresql-15-pgtap")
 	}
-	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pgtap"); err != nil {
-		t.Fatalf("create extension pgtap: %v", err)
-	}
+	_, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pgtap")
+	require.NoError(t, err, "create extension pgtap")
 
 	files, err := filepath.Glob(filepath.Join("..", "sql", "*_test.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no tests/sql/*_test.sql files found")
-	}
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "tests/sql/*_test.sql files")
 	sort.Strings(files)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			script, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			lines, err := pgtapExec(ctx, pgtapConnect(t, url).PgConn(), string(script))
 			for _, problem := range pgtapProblems(lines) {
-				t.Error(problem)
+				assert.Fail(t, problem)
 			}
 			if err != nil {
-				t.Errorf("%s stopped with an error after %q: %s", filepath.Base(file),
+				assert.Fail(t, "the script stopped with an error", "%s stopped with an error after %q: %s", filepath.Base(file),
 					pgtapLastTest(lines), pgtapDescribeError(err, string(script)))
 			}
 		})
@@ -75,9 +70,7 @@ func pgtapInstalledDatabase(t *testing.T) string {
 func pgtapConnect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
+	require.NoError(t, err, "connect")
 	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
 	return conn
 }

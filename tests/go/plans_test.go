@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestIndexPaths runs the operations whose cost must not grow with the
@@ -21,14 +23,17 @@ import (
 // replay by time and start_at look for a time near the end, and a fetch
 // of one finds the lease due among the 100,000 in flight.
 func TestIndexPaths(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: builds a log of 200,000 events")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	conn, plans := planConn(ctx, t)
 	exec := func(sql string, args ...any) {
 		t.Helper()
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
+		_, err := conn.Exec(ctx, sql, args...)
+		require.NoError(t, err, "%s", sql)
 	}
 
 	const (
@@ -90,21 +95,13 @@ func TestIndexPaths(t *testing.T) {
 			t.Run(stats+"/"+tc.name, func(t *testing.T) {
 				plans.reset()
 				read, err := rowsRead(ctx, conn, tc.sql)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				for table, limit := range map[string]int64{"events": tc.events, "deliveries": tc.deliveries, "time_marks": tc.marks} {
-					if read[table] > limit {
-						t.Errorf("read %d rows of rheo.%s, want at most %d; plans:\n%s", read[table], table, limit, plans.text())
-					}
+					assert.LessOrEqual(t, read[table], limit, "rows read of rheo.%s; plans:\n%s", table, plans.text())
 				}
 				text := plans.text()
-				if scans := seqScan.FindAllString(text, -1); len(scans) > 0 {
-					t.Errorf("sequential scans %q in the plans:\n%s", scans, text)
-				}
-				if !strings.Contains(text, tc.want) {
-					t.Errorf("no use of %s in the plans:\n%s", tc.want, text)
-				}
+				assert.Empty(t, seqScan.FindAllString(text, -1), "sequential scans in the plans:\n%s", text)
+				assert.Contains(t, text, tc.want, "the index the plans use")
 			})
 		}
 	}
@@ -155,14 +152,10 @@ func planConn(ctx context.Context, t *testing.T) (*pgx.Conn, *planLog) {
 	t.Helper()
 	plans := &planLog{}
 	cfg, err := pgx.ParseConfig(pgtapInstalledDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.OnNotice = plans.record
 	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.WithoutCancel(ctx)) })
 	return conn, plans
 }
@@ -198,14 +191,17 @@ func (l *planLog) text() string {
 // is acked, read by index a number of rows bounded by max_count, and
 // never the blocked backlog nor the log.
 func TestOrderingIndexPaths(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("-short: builds a backlog of 100,000 blocked events")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	conn, plans := planConn(ctx, t)
 	exec := func(sql string, args ...any) {
 		t.Helper()
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
+		_, err := conn.Exec(ctx, sql, args...)
+		require.NoError(t, err, "%s", sql)
 	}
 
 	const (
@@ -224,17 +220,13 @@ func TestOrderingIndexPaths(t *testing.T) {
 	// The hot key's first event is leased, and the cursor passes the
 	// rest, which are stored as blocked.
 	var hotLease string
-	if err := conn.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch('keyed', 'ordered', max_count => 1,
-		partitions => '{0}', lease_ms => 3600000, clock => '2030-01-01 00:00Z')`).Scan(&hotLease); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, conn.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch('keyed', 'ordered', max_count => 1,
+		partitions => '{0}', lease_ms => 3600000, clock => '2030-01-01 00:00Z')`).Scan(&hotLease))
 	for {
 		var behind int64
-		if err := conn.QueryRow(ctx, `SELECT high_watermark - next_sequence + 1 FROM rheo.cursors c
+		require.NoError(t, conn.QueryRow(ctx, `SELECT high_watermark - next_sequence + 1 FROM rheo.cursors c
 			JOIN rheo.partitions pt ON pt.stream = 'keyed' AND pt."partition" = c."partition"
-			WHERE c."partition" = 0`).Scan(&behind); err != nil {
-			t.Fatal(err)
-		}
+			WHERE c."partition" = 0`).Scan(&behind))
 		if behind == 0 {
 			break
 		}
@@ -242,12 +234,8 @@ func TestOrderingIndexPaths(t *testing.T) {
 			clock => '2030-01-01 00:00Z')`)
 	}
 	var nBlocked int64
-	if err := conn.QueryRow(ctx, `SELECT count(*) FROM rheo.deliveries WHERE state = 'blocked'`).Scan(&nBlocked); err != nil {
-		t.Fatal(err)
-	}
-	if nBlocked < blocked {
-		t.Fatalf("%d events blocked, want at least %d", nBlocked, blocked)
-	}
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM rheo.deliveries WHERE state = 'blocked'`).Scan(&nBlocked))
+	require.GreaterOrEqual(t, nBlocked, int64(blocked), "events blocked")
 	for p := range 2 {
 		exec(`SELECT count(*) FROM rheo.append_batch('keyed',
 			(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, $1::int) n),
@@ -278,23 +266,15 @@ func TestOrderingIndexPaths(t *testing.T) {
 				}
 				plans.reset()
 				read, err := rowsRead(ctx, conn, fetch)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				// Per partition: the events up to twice max_count, each
 				// probing its key's deliveries once, and the due ones.
 				for table, limit := range map[string]int64{"events": 2 * 2 * maxCount, "deliveries": 2*2*maxCount + 16} {
-					if read[table] > limit {
-						t.Errorf("read %d rows of rheo.%s, want at most %d; plans:\n%s", read[table], table, limit, plans.text())
-					}
+					assert.LessOrEqual(t, read[table], limit, "rows read of rheo.%s; plans:\n%s", table, plans.text())
 				}
 				text := plans.text()
-				if scans := seqScan.FindAllString(text, -1); len(scans) > 0 {
-					t.Errorf("sequential scans %q in the plans:\n%s", scans, text)
-				}
-				if !strings.Contains(text, "deliveries_key_idx") {
-					t.Errorf("no use of deliveries_key_idx in the plans:\n%s", text)
-				}
+				assert.Empty(t, seqScan.FindAllString(text, -1), "sequential scans in the plans:\n%s", text)
+				assert.Contains(t, text, "deliveries_key_idx", "the index the plans use")
 			})
 		}
 		// The released event is leased for good, to be acked in the
@@ -302,13 +282,10 @@ func TestOrderingIndexPaths(t *testing.T) {
 		if round == 0 {
 			var key string
 			var seq int64
-			if err := conn.QueryRow(ctx, `SELECT lease_id::text, key, sequence FROM rheo.fetch('keyed', 'ordered', max_count => 1,
-				partitions => '{0}', lease_ms => 3600000, clock => '2030-01-01 00:01Z')`).Scan(&hotLease, &key, &seq); err != nil {
-				t.Fatal(err)
-			}
-			if key != "hot" || seq != 2 {
-				t.Fatalf("after the ack of the hot key's first event, fetch leased %s %d, want hot 2", key, seq)
-			}
+			require.NoError(t, conn.QueryRow(ctx, `SELECT lease_id::text, key, sequence FROM rheo.fetch('keyed', 'ordered', max_count => 1,
+				partitions => '{0}', lease_ms => 3600000, clock => '2030-01-01 00:01Z')`).Scan(&hotLease, &key, &seq))
+			require.Equal(t, "hot", key, "after the ack of the hot key's first event, fetch leases its second")
+			require.Equal(t, int64(2), seq, "after the ack of the hot key's first event, fetch leases its second")
 		}
 	}
 }

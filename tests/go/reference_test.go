@@ -127,6 +127,7 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // the documented table, type and view have the documented columns; and
 // the error table names the sentinels of errors.go.
 func TestReference(t *testing.T) {
+	t.Parallel()
 	funcs, rels := referenceDocumented(t)
 	ctx := context.Background()
 	conn := pgtapConnect(t, pgtapInstalledDatabase(t))

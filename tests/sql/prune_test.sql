@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(36);
+SELECT plan(38);
 
 -- Partition 0: 1-5 at 00:00, 6 at 02:00, 7 at 00:30 (aged, behind a
 -- younger one). Partition 1: 1-4 at 00:00. The clock of the prunes is
@@ -111,6 +111,16 @@ SELECT results_eq($$SELECT sequence FROM rheo.time_marks WHERE stream = 'long'$$
     'the mark whose 1024 events are all pruned is gone, the one with events left stays');
 SELECT rheo.create_group('long', 'g', start_at => '2029-01-01Z', clock => '2030-01-01 02:30Z');
 SELECT is((SELECT frontier FROM rheo.lag('long', 'g')), 2000::bigint, 'start_at still finds the first retained event');
+
+-- A retention whose cutoff reaches the clock (months and days of
+-- opposite signs, stored before set_retention checked them against the
+-- clock) prunes nothing, rather than what was appended a moment ago.
+SELECT rheo.create_stream('odd', clock => '2030-03-01 00:00Z');
+SELECT rheo.append('odd', '{}', clock => '2030-03-01 00:00Z');
+UPDATE rheo.streams SET max_age = '-2 months +59 days' WHERE stream = 'odd';
+SELECT is(rheo.prune('odd', clock => '2030-03-01 00:00Z'), 0::bigint,
+    'a cutoff at or after the clock prunes nothing');
+SELECT is((SELECT count(*) FROM rheo.events WHERE stream = 'odd'), 1::bigint, 'the event just appended is kept');
 
 SELECT * FROM finish();
 ROLLBACK;

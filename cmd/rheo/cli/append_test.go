@@ -89,6 +89,7 @@ func (b *cliBackend) wantNumbers(t *testing.T, stream string, n int) {
 }
 
 func TestCLIAppendFailures(t *testing.T) {
+	t.Parallel()
 	const lines = 1203 // batches of lines 1-500, 501-1000, 1001-1203
 	input := cliNumberedLines(1, lines)
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {

@@ -23,6 +23,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
+	"github.com/rheo-go/rheo/internal/textsafe"
 )
 
 // The exit statuses of Run.
@@ -77,6 +78,29 @@ func commands() []*command {
 	}
 }
 
+// The Rheo roles of docs/reference.md §9.
+const (
+	roleReader   = "rheo_reader"
+	roleProducer = "rheo_producer"
+	roleAdmin    = "rheo_admin"
+)
+
+// commandRole is the Rheo role that the functions a command calls are
+// granted to (docs/reference.md §9), named when the database denies them.
+// A command that changes a stream or a group needs rheo_admin; one that
+// only reads needs rheo_reader.
+func commandRole(name string) string {
+	switch name {
+	case "streams", "groups", "lag", "info", "leases", "dead-letters", "query", "tail", "retention", "serve":
+		// retention with --max-age, and serve with --allow-actions, ask
+		// for rheo_admin: see their commands.
+		return roleReader
+	case "append":
+		return roleProducer
+	}
+	return roleAdmin
+}
+
 func findCommand(name string) *command {
 	for _, cmd := range commands() {
 		if cmd.name == name {
@@ -106,6 +130,12 @@ type call struct {
 	wrap func(driver.Driver) driver.Driver
 	// stream and group are the names the command works on, for messages.
 	stream, group string
+	// role is the Rheo role the command needs, for messages: the
+	// command's, or rheo_admin when its flags ask for more.
+	role string
+	// argFlags maps the names of the SQL arguments that the command's
+	// flags fill to the flags, for the database's refusals.
+	argFlags map[string]string
 }
 
 // Options are the optional settings of RunWith. A nil *Options means the
@@ -153,7 +183,7 @@ func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return ExitUsage
 	}
 
-	c := &call{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, wrap: opts.WrapDriver}
+	c := &call{ctx: ctx, stdin: stdin, stdout: stdout, stderr: stderr, wrap: opts.WrapDriver, role: commandRole(cmd.name)}
 	fs := newFlagSet(cmd, c)
 	fs.SetOutput(io.Discard)
 	runCmd := cmd.define(fs)
@@ -171,7 +201,9 @@ func RunWith(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	c.args = positional
 	if err := runCmd(c); err != nil {
-		msg := oneLine(c.describe(err))
+		// Messages quote names and the server's words, which may hold
+		// stored text: escape what a terminal would act on.
+		msg := textsafe.Visible(oneLine(c.describe(err)))
 		if isUsage(err) {
 			writeUsageError(stderr, cmd, msg)
 			return ExitUsage
@@ -292,11 +324,6 @@ func (c *call) open() (driver.Driver, error) {
 	if target.Kind == dburl.SQLite && sqlite.DefaultDriverName() == "" {
 		return nil, errNoSQLite
 	}
-	if target.Kind == dburl.SQLite && !target.Memory {
-		if _, err := os.Stat(target.Path); errors.Is(err, os.ErrNotExist) {
-			return nil, failf("no SQLite database at %s; create one with: %s", target.Path, c.migrateCommand())
-		}
-	}
 	drv, err := connect.Open(c.ctx, raw, nil)
 	if err != nil {
 		return nil, err
@@ -315,6 +342,48 @@ var errNoSQLite = failf("this build of rheo has no SQLite driver: %s; or use a P
 // oneLine joins a message's lines and spaces into one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// intFlag is an integer flag whose refusals say what was wrong: the flag
+// package's own integer flags say "parse error".
+type intFlag[T int | int64] struct{ p *T }
+
+func (f *intFlag[T]) String() string {
+	if f == nil || f.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*f.p), 10)
+}
+
+func (f *intFlag[T]) Set(s string) error {
+	var zero T
+	bits := 64
+	if _, isInt := any(zero).(int); isInt {
+		bits = strconv.IntSize
+	}
+	n, err := strconv.ParseInt(s, 10, bits)
+	if errors.Is(err, strconv.ErrRange) {
+		return errors.New("out of range")
+	}
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	*f.p = T(n)
+	return nil
+}
+
+// intVar defines an integer flag with the default value, stored in p.
+func intVar[T int | int64](fs *flag.FlagSet, p *T, name string, value T, usage string) {
+	*p = value
+	fs.Var(&intFlag[T]{p}, name, usage)
+}
+
+// intFlagOf defines an integer flag with the default value and returns
+// where it is stored.
+func intFlagOf(fs *flag.FlagSet, name string, value int, usage string) *int {
+	p := new(int)
+	intVar(fs, p, name, value, usage)
+	return p
 }
 
 // intList is a flag that collects integers, repeated or comma-separated.

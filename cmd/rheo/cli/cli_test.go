@@ -187,8 +187,12 @@ func (b *cliBackend) lag(t *testing.T, stream string) rheo.Lag {
 	return lag
 }
 
+// TestCLIDemo runs its cases in parallel: a demo spends most of its
+// seconds waiting out the worker's retry back-off.
 func TestCLIDemo(t *testing.T) {
+	t.Parallel()
 	t.Run("the demo runs on a temporary SQLite file without flags", func(t *testing.T) {
+		t.Parallel()
 		r := cliRun(t, "", "demo")
 		if r.code != cli.ExitOK || !strings.Contains(r.stdout, "Demo complete") {
 			t.Fatalf("demo: %s", r)
@@ -201,6 +205,7 @@ func TestCLIDemo(t *testing.T) {
 		}
 	})
 	t.Run("the demo runs on PostgreSQL, twice on the same database, and drops its stream", func(t *testing.T) {
+		t.Parallel()
 		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		for range 2 {
 			out := b.ok(t, "demo")
@@ -216,21 +221,57 @@ func TestCLIDemo(t *testing.T) {
 		if len(streams) != 0 {
 			t.Fatalf("two demo runs left %d streams, want none", len(streams))
 		}
+	})
+	t.Run("the demo with --keep on PostgreSQL keeps its stream", func(t *testing.T) {
+		t.Parallel()
+		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		out := b.ok(t, "demo", "--keep")
 		if !strings.Contains(out, "is kept (--keep)") {
 			t.Fatalf("demo --keep output:\n%s", out)
 		}
-		if streams, err = b.drv.ListStreams(context.Background()); err != nil || len(streams) != 1 {
+		if streams, err := b.drv.ListStreams(context.Background()); err != nil || len(streams) != 1 {
 			t.Fatalf("demo --keep left %d streams (%v), want its own", len(streams), err)
 		}
 	})
-	t.Run("the demo on a database without the schema says how to install it", func(t *testing.T) {
-		url := testdb.NewDatabase(t)
-		cliWantFailure(t, cliRun(t, "", "demo", "--database-url", url), cli.ExitFailure, "has no Rheo schema")
+	t.Run("the demo installs Rheo into a database that has none, and says so", func(t *testing.T) {
+		t.Parallel()
+		for _, url := range []string{testdb.NewDatabase(t), "sqlite://" + filepath.Join(t.TempDir(), "new.db")} {
+			r := cliRun(t, "", "demo", "--database-url", url)
+			if r.code != cli.ExitOK || !strings.Contains(r.stdout, "Rheo was not installed in this database: installed it, as rheo-migrate up does") ||
+				!strings.Contains(r.stdout, "Demo complete") {
+				t.Fatalf("demo on %s: %s", url, r)
+			}
+			r = cliRun(t, "", "demo", "--database-url", url)
+			if r.code != cli.ExitOK || strings.Contains(r.stdout, "installed it") {
+				t.Fatalf("second demo on %s: %s", url, r)
+			}
+		}
+	})
+}
+
+// TestCLIDemoEnvironment runs the demo with and without $DATABASE_URL,
+// which a parallel test cannot set.
+func TestCLIDemoEnvironment(t *testing.T) {
+	t.Setenv(cli.EnvDatabaseURL, "")
+	t.Run("the demo runs on $DATABASE_URL when --database-url is not given", func(t *testing.T) {
+		b := cliOpenBackend(t, "sqlite://"+filepath.Join(t.TempDir(), "env.db"))
+		t.Setenv(cli.EnvDatabaseURL, b.url)
+		r := cliRun(t, "", "demo", "--keep")
+		if r.code != cli.ExitOK || !strings.Contains(r.stdout, "(from $DATABASE_URL)") || !strings.Contains(r.stdout, "is kept (--keep)") {
+			t.Fatalf("demo with DATABASE_URL: %s", r)
+		}
+		if streams, err := b.drv.ListStreams(context.Background()); err != nil || len(streams) != 1 {
+			t.Fatalf("demo --keep on $DATABASE_URL left %d streams (%v), want its own", len(streams), err)
+		}
+	})
+	t.Run("--keep without a database URL is refused, before anything runs", func(t *testing.T) {
+		cliWantFailure(t, cliRun(t, "", "demo", "--keep"), cli.ExitUsage,
+			"rheo demo: --keep keeps the demo's stream on the database of --database-url or $DATABASE_URL, and neither is set")
 	})
 }
 
 func TestCLIStreamsAndGroups(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		t.Run("streams lists nothing on a new database", func(t *testing.T) {
 			if got := cliJSON[[]rheo.StreamInfo](t, b.ok(t, "streams", "--output", "json")); len(got) != 0 {
@@ -304,6 +345,7 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 }
 
 func TestCLIOrdering(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		ctx := context.Background()
 		if err := b.drv.CreateStream(ctx, "orders", 1); err != nil {
@@ -380,6 +422,7 @@ func TestCLIOrdering(t *testing.T) {
 }
 
 func TestCLIAppend(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		b.cliStream(t, "orders", 4, 5)
 
@@ -462,6 +505,7 @@ func TestCLIAppend(t *testing.T) {
 }
 
 func TestCLIGroupState(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		b.cliStream(t, "orders", 3, 2)
 		evs := b.cliAppend(t, "orders", 9)
@@ -575,6 +619,7 @@ func TestCLIGroupState(t *testing.T) {
 }
 
 func TestCLIReplayAndReset(t *testing.T) {
+	t.Parallel()
 	type replayOut struct {
 		DryRun     bool `json:"dry_run"`
 		Partitions []struct {
@@ -690,6 +735,7 @@ func TestCLIReplayAndReset(t *testing.T) {
 }
 
 func TestCLIRetentionAndPrune(t *testing.T) {
+	t.Parallel()
 	type rangeOut struct {
 		MaxAge     *string `json:"max_age"`
 		Partitions []struct {
@@ -837,6 +883,7 @@ func TestCLIRetentionAndPrune(t *testing.T) {
 }
 
 func TestCLIDrop(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		ctx := context.Background()
 		b.cliStream(t, "orders", 2, 5)
@@ -927,21 +974,23 @@ func (b *cliSignalBuffer) String() string {
 	return b.buf.String()
 }
 
-// waitFor waits until the buffer holds want, failing after a generous
-// timeout.
+// waitFor waits until the buffer holds want, failing when nothing is
+// written for 20 seconds.
 func (b *cliSignalBuffer) waitFor(t *testing.T, want string) {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
+	// Each write restarts the wait: a slow machine that is still printing
+	// is given the time it needs.
 	for !strings.Contains(b.String(), want) {
 		select {
 		case <-b.written:
-		case <-timeout:
-			t.Fatalf("waited for %q; got:\n%s", want, b.String())
+		case <-time.After(20 * time.Second):
+			t.Fatalf("waited 20 s for %q, with nothing new written; got:\n%s", want, b.String())
 		}
 	}
 }
 
 func TestCLITail(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		b.cliStream(t, "orders", 2, 5)
 		evs := b.cliAppend(t, "orders", 7)
@@ -1084,6 +1133,7 @@ func TestCLIUsage(t *testing.T) {
 }
 
 func TestCLIQuery(t *testing.T) {
+	t.Parallel()
 	type page struct {
 		Events []rheo.Event `json:"events"`
 		Cursor string       `json:"cursor"`
@@ -1222,6 +1272,7 @@ func TestCLIQuery(t *testing.T) {
 // database's true values, /healthz answers 200, and cancelling the
 // command (SIGINT, SIGTERM) shuts it down.
 func TestCLIServe(t *testing.T) {
+	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		b.cliStream(t, "orders", 2, 5)
 		ctx := context.Background()

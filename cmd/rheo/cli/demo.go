@@ -57,19 +57,26 @@ func demoCommand() *command {
 		summary:  "run a guided scenario: partitioned stream, two groups, a poison event, replay, history queries",
 		noDB:     true,
 		noOutput: true,
-		details: `Without --database-url the demo runs on an SQLite database in a temporary
-directory, removed at the end: nothing to install. With --database-url it
-runs on that database (install the schema first with rheo-migrate up), in
-a stream of its own named market-<time>-<random>, so it can run again, and
-drops that stream at the end unless --keep is given (or a step failed:
-the stream is then left for inspection). Every step checks its outcome;
-the exit status is 0 only when all did what they printed. $DATABASE_URL is
-not read.`,
+		details: `Without --database-url or $DATABASE_URL the demo runs on an SQLite
+database in a temporary directory, removed at the end: nothing to
+install. With a database URL it runs on that database, in a stream of its
+own named market-<time>-<random>, so it can run again, and drops that
+stream at the end unless --keep is given (or a step failed: the stream is
+then left for inspection). A database where Rheo was never installed gets
+it first, as rheo-migrate up would install it (the schema rheo, and the
+roles where the user may create them); one at an older schema version is
+left alone, and the demo says how to upgrade it. Every step checks its
+outcome; the exit status is 0 only when all did what they printed.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
-			databaseURL := fs.String("database-url", "", "run on the database at `URL` instead of a temporary SQLite file: "+dburl.Forms)
-			keep := fs.Bool("keep", false, "keep the demo's stream on the --database-url database at the end")
+			databaseURL := fs.String("database-url", "", "run on the database at `URL` instead of a temporary SQLite file: "+
+				dburl.Forms+"; defaults to $"+EnvDatabaseURL)
+			keep := fs.Bool("keep", false, "keep the demo's stream on the database at the end (needs a database URL)")
 			return func(c *call) error {
 				c.databaseURL = *databaseURL
+				if *keep && c.databaseURL == "" && os.Getenv(EnvDatabaseURL) == "" {
+					return usagef("--keep keeps the demo's stream on the database of --database-url or $%s, and neither is set: "+
+						"without them the demo runs on a temporary SQLite file, removed at the end", EnvDatabaseURL)
+				}
 				return c.runDemo(*keep)
 			}
 		},
@@ -93,8 +100,8 @@ type demo struct {
 
 func (c *call) runDemo(keep bool) error {
 	d := &demo{ctx: c.ctx, w: c.stdout, risk: &riskBook{notional: map[string]riskEntry{}}}
-	temporary := c.databaseURL == ""
-	if c.databaseURL == "" {
+	temporary := c.databaseURL == "" && os.Getenv(EnvDatabaseURL) == ""
+	if temporary {
 		if sqlite.DefaultDriverName() == "" {
 			return failf("the demo runs on embedded SQLite by default, and this build of rheo has no SQLite driver: %s; "+
 				"or run the demo on PostgreSQL: rheo demo --database-url postgres://…", sqlite.BuildHint)
@@ -113,11 +120,18 @@ func (c *call) runDemo(keep bool) error {
 		}
 		d.drv, d.stream = drv, "market"
 	} else {
-		drv, err := c.open()
+		drv, installed, err := c.openDemo()
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(d.w, "Rheo demo on %s at %s\n", c.target.Kind, c.target.Redacted())
+		from := ""
+		if c.urlFromEnv {
+			from = " (from $" + EnvDatabaseURL + ")"
+		}
+		fmt.Fprintf(d.w, "Rheo demo on %s at %s%s\n", c.target.Kind, c.target.Redacted(), from)
+		if installed {
+			fmt.Fprintf(d.w, "Rheo was not installed in this database: installed it, as rheo-migrate up does\n")
+		}
 		d.drv, d.stream = drv, "market-"+time.Now().UTC().Format("20060102-150405")+"-"+randomHex(2)
 	}
 	defer d.drv.Close()
@@ -162,6 +176,29 @@ func (c *call) runDemo(keep bool) error {
 	}
 	fmt.Fprintf(d.w, "\nDemo complete: every step did what it printed.\n")
 	return nil
+}
+
+// openDemo opens the demo's database, installing Rheo first where it was
+// never installed, and reports whether it did. A schema at an older
+// version is the operator's to upgrade: that error is returned.
+func (c *call) openDemo() (driver.Driver, bool, error) {
+	drv, err := c.open()
+	var schemaErr *connect.SchemaError
+	switch {
+	case errors.As(err, &schemaErr) && schemaErr.Applied == 0,
+		rheo.KindOf(err) == rheo.KindDatabaseNotFound && c.target.Kind == dburl.SQLite:
+		drv, err = connect.Open(c.ctx, c.databaseURL, &connect.Options{Migrate: true})
+		if err != nil {
+			return nil, false, err
+		}
+		if c.wrap != nil {
+			drv = c.wrap(drv)
+		}
+		return drv, true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return drv, false, nil
 }
 
 func randomHex(n int) string {

@@ -7,14 +7,11 @@ import (
 	"net"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
+	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/dburl"
 )
@@ -53,14 +50,14 @@ func isUsage(err error) bool {
 // describe turns err into the line a person reads: what went wrong and
 // what to do about it. It is the one place where errors are put into
 // words: no SQLSTATE, no "ERROR:" and no driver's wording reach the
-// terminal.
+// terminal. The drivers classify the failures (rheo.Kind), so the same
+// failure reads the same on PostgreSQL and SQLite.
 func (c *call) describe(err error) string {
 	var (
 		msg       *failure
 		usage     *usageError
 		urlErr    *connect.URLError
 		schemaErr *connect.SchemaError
-		pgErr     *pgconn.PgError
 		failed    *rheo.FailedError
 	)
 	switch {
@@ -91,21 +88,51 @@ func (c *call) describe(err error) string {
 		return "the outcome is unknown: " + lostAnswer(err) + "; check whether the command took effect before running it again"
 	case errors.Is(err, context.Canceled):
 		return "interrupted"
-	case errors.Is(err, rheo.ErrBackendUnavailable) && errors.As(err, &pgErr):
-		// The server refused the connection, or ended the session.
-		return c.describeRefusal(pgErr)
 	case errors.Is(err, rheo.ErrBackendUnavailable):
-		return c.describeUnreachable(err)
-	case errors.As(err, &pgErr):
-		return c.describeServerError(pgErr)
+		return c.describeUnavailable(err)
+	case rheo.KindOf(err) != rheo.KindUnknown:
+		return c.describeFailure(rheo.KindOf(err), err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return "the database did not answer in time"
 	case errors.As(err, &failed) && failed.Op == "open" && c.target.Kind == dburl.SQLite:
-		return fmt.Sprintf("cannot open the SQLite database %s: %v; check %s", c.target.Redacted(), rootCause(failed.Err), c.urlSource())
+		return fmt.Sprintf("cannot open the SQLite database %s: %s; check %s", c.target.Redacted(), cause(err), c.urlSource())
+	case rheo.MessageOf(err) != "":
+		return "the database refused it: " + rheo.MessageOf(err)
 	case errors.As(err, &failed):
 		return fmt.Sprintf("%s failed: %v", failed.Op, rootCause(failed.Err))
+	case c.argFlags != nil && isUsage(err):
+		return c.nameFlags(err.Error())
 	}
 	return err.Error()
+}
+
+// sqlArgument matches the names of SQL arguments in the database's
+// refusals: "from_sequence must be between…", "partition 7 is outside…".
+var sqlArgument = regexp.MustCompile(`\b([a-z]+(?:_[a-z]+)+|partitions|partition(?: -?\d+))\b`)
+
+// nameFlags rewrites a refusal of the database in terms of the command's
+// flags: the names of c.argFlags become the flags that fill them.
+func (c *call) nameFlags(msg string) string {
+	return sqlArgument.ReplaceAllStringFunc(msg, func(name string) string {
+		if n, ok := strings.CutPrefix(name, "partition "); ok {
+			if flag, ok := c.argFlags["partition"]; ok {
+				return flag + " " + n
+			}
+			return name
+		}
+		if flag, ok := c.argFlags[name]; ok {
+			return flag
+		}
+		return name
+	})
+}
+
+// cause is the database's own words about err, else its root cause.
+func cause(err error) string {
+	if msg := rheo.MessageOf(err); msg != "" {
+		return msg
+	}
+	return rootCause(err).Error()
 }
 
 // lostAnswer says why the answer to a write was lost.
@@ -130,8 +157,9 @@ func (c *call) urlSource() string {
 // migrateCommand is the rheo-migrate command that installs or upgrades
 // the schema of c's database, ready to paste into a shell: the URL from
 // the environment stays "$DATABASE_URL"; a URL given as a flag is quoted
-// for the shell, without its password (which the message must not show)
-// and without the driver's rheo_* parameters (which rheo-migrate ignores,
+// for the shell, without its passwords (the userinfo's, password= and
+// sslpassword=, which the message must not show) and without the
+// driver's rheo_* parameters (which rheo-migrate ignores,
 // and whose listener URL can hold a password too).
 func (c *call) migrateCommand() string {
 	if c.urlFromEnv {
@@ -145,14 +173,19 @@ func (c *call) migrateCommand() string {
 		return "rheo-migrate up --database-url URL"
 	}
 	q := u.Query()
+	_, hasPassword := u.User.Password()
 	for name := range q {
-		if strings.HasPrefix(name, "rheo_") {
+		switch lower := strings.ToLower(name); {
+		case strings.HasPrefix(name, "rheo_"):
 			q.Del(name)
+		case lower == "password" || lower == "sslpassword":
+			q.Del(name)
+			hasPassword = true
 		}
 	}
 	u.RawQuery = q.Encode()
 	cmd := "rheo-migrate up --database-url "
-	if _, hasPassword := u.User.Password(); hasPassword {
+	if hasPassword {
 		u.User = url.User(u.User.Username())
 		return cmd + shellQuote(u.String()) + " (the password is left out here: put it back into the URL, or set PGPASSWORD)"
 	}
@@ -177,126 +210,151 @@ func shellQuote(s string) string {
 
 // server is what the PostgreSQL URL names: the server's address, the
 // user and the database, as typed (percent-decoded).
-type server struct {
-	addr, user, database string
-	host                 string
-	port                 uint16
-}
-
-func (c *call) server() server {
-	cfg, err := pgx.ParseConfig(c.target.DSN)
+func (c *call) server() postgres.Server {
+	s, err := postgres.ParseServer(c.target.DSN)
 	if err != nil {
-		return server{addr: "the server"}
+		return postgres.Server{Host: "the server"}
 	}
-	addr := cfg.Host
-	if !strings.HasPrefix(addr, "/") { // not a Unix socket directory
-		addr = net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
-	}
-	return server{addr: addr, user: cfg.User, database: cfg.Database, host: cfg.Host, port: cfg.Port}
+	return s
 }
 
-// describeRefusal puts into words a server that refused a connection or
-// ended the session.
-// Names are echoed as typed, between double quotes, unescaped.
-func (c *call) describeRefusal(pgErr *pgconn.PgError) string {
+// addr is the server's address, for messages.
+func (c *call) addr() string {
 	s := c.server()
+	if s.Port == 0 {
+		return s.Host
+	}
+	return s.Addr()
+}
+
+// describeUnavailable puts into words a database that could not be
+// reached, refused the connection, or ended the session.
+// Names are echoed as typed, between double quotes, unescaped.
+func (c *call) describeUnavailable(err error) string {
+	msg := rheo.MessageOf(err)
+	s, addr := c.server(), c.addr()
 	check := "check " + c.urlSource()
-	switch pgErr.Code {
-	case "3D000": // invalid_catalog_name
-		createdb := fmt.Sprintf("createdb -h %s -p %d -U %s %s", shellQuote(s.host), s.port, shellQuote(s.user), shellQuote(s.database))
-		return fmt.Sprintf(`the database "%s" does not exist on the server at %s; create it with: %s, or correct the database name in %s`,
-			s.database, s.addr, createdb, c.urlSource())
-	case "28P01": // invalid_password
-		return fmt.Sprintf(`the server at %s refused the password of user "%s"; %s (or PGPASSWORD, ~/.pgpass)`, s.addr, s.user, check)
-	case "28000": // invalid_authorization_specification: no such role, or no pg_hba.conf entry
-		if strings.Contains(pgErr.Message, "pg_hba.conf") {
-			return fmt.Sprintf("the server at %s does not admit this connection (%s); its pg_hba.conf must allow this host, user and database",
-				s.addr, pgErr.Message)
+	switch rheo.KindOf(err) {
+	case rheo.KindDatabaseNotFound:
+		if c.target.Kind == dburl.SQLite {
+			return fmt.Sprintf("no SQLite database at %s; create one with: %s", c.target.Path, c.migrateCommand())
 		}
-		return fmt.Sprintf(`the server at %s refused user "%s": %s; %s`, s.addr, s.user, pgErr.Message, check)
-	case "42501": // insufficient_privilege: no CONNECT on the database
+		createdb := fmt.Sprintf("createdb -h %s -p %d -U %s %s", shellQuote(s.Host), s.Port, shellQuote(s.User), shellQuote(s.Database))
+		return fmt.Sprintf(`the database "%s" does not exist on the server at %s; create it with: %s, or correct the database name in %s`,
+			s.Database, addr, createdb, c.urlSource())
+	case rheo.KindAuthenticationFailed:
+		return fmt.Sprintf(`the server at %s refused the password of user "%s"; %s (or PGPASSWORD, ~/.pgpass)`, addr, s.User, check)
+	case rheo.KindNotAdmitted:
+		return fmt.Sprintf("the server at %s does not admit this connection (%s); its pg_hba.conf must allow this host, user and database",
+			addr, msg)
+	case rheo.KindRoleNotFound:
+		return fmt.Sprintf(`the server at %s refused user "%s": %s; %s`, addr, s.User, msg, check)
+	case rheo.KindPermissionDenied:
+		// No CONNECT on the database.
 		return fmt.Sprintf(`user "%s" may not connect to the database "%s" on the server at %s (%s); an administrator can: GRANT CONNECT ON DATABASE …`,
-			s.user, s.database, s.addr, pgErr.Message)
-	case "53300": // too_many_connections
-		return fmt.Sprintf("the server at %s has no connection left for this user (%s); try again later, or raise its limits",
-			s.addr, pgErr.Message)
-	case "57P01", "57P02", "57P03": // admin_shutdown, crash_shutdown, cannot_connect_now
-		return fmt.Sprintf("the server at %s is shutting down, restarting or starting up (%s); try again in a moment", s.addr, pgErr.Message)
+			s.User, s.Database, addr, msg)
+	case rheo.KindTooManyConnections:
+		return fmt.Sprintf("the server at %s has no connection left for this user (%s); try again later, or raise its limits", addr, msg)
+	case rheo.KindShuttingDown:
+		return fmt.Sprintf("the server at %s is shutting down, restarting or starting up (%s); try again in a moment", addr, msg)
+	case rheo.KindLockTimeout:
+		return c.describeFailure(rheo.KindLockTimeout, err)
+	case rheo.KindConnectionLost:
+		if msg != "" {
+			return fmt.Sprintf("the connection to the server at %s broke (%s); try again", addr, msg)
+		}
 	}
-	if strings.HasPrefix(pgErr.Code, "08") { // connection_exception
-		return fmt.Sprintf("the connection to the server at %s broke (%s); try again", s.addr, serverMessage(pgErr))
+	if msg != "" && c.target.Kind == dburl.Postgres {
+		return fmt.Sprintf("the server at %s refused the connection: %s; %s", addr, msg, check)
 	}
-	return fmt.Sprintf("the server at %s refused the connection: %s; %s", s.addr, serverMessage(pgErr), check)
+	return c.describeUnreachable(err)
 }
 
 // describeUnreachable puts into words a database that could not be
 // reached.
 func (c *call) describeUnreachable(err error) string {
 	if c.target.Kind == dburl.SQLite {
-		cause := rootCause(err).Error()
-		if strings.Contains(cause, "locked") || strings.Contains(cause, "busy") {
-			return fmt.Sprintf("the SQLite database %s is busy: another process held it past the busy timeout; try again", c.target.Redacted())
-		}
-		return fmt.Sprintf("cannot open the SQLite database %s: %s; check %s", c.target.Redacted(), cause, c.urlSource())
+		return fmt.Sprintf("cannot open the SQLite database %s: %s; check %s", c.target.Redacted(), cause(err), c.urlSource())
 	}
 	var (
 		dnsErr *net.DNSError
-		cause  string
+		why    string
 	)
 	switch {
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-		cause = fmt.Sprintf("no host is named %s", dnsErr.Name)
+		why = fmt.Sprintf("no host is named %s", dnsErr.Name)
 	case errors.As(err, &dnsErr):
-		cause = fmt.Sprintf("the name %s could not be looked up (%s)", dnsErr.Name, dnsErr.Err)
-	case isTimeout(err):
-		cause = "no answer within the connect timeout"
+		why = fmt.Sprintf("the name %s could not be looked up (%s)", dnsErr.Name, dnsErr.Err)
+	case rheo.KindOf(err) == rheo.KindTimeout:
+		why = "no answer within the connect timeout"
 	default:
-		cause = rootCause(err).Error()
+		why = rootCause(err).Error()
 	}
 	return fmt.Sprintf("cannot reach the database %s: %s; check %s, and that the database is up",
-		c.target.Redacted(), cause, c.urlSource())
+		c.target.Redacted(), why, c.urlSource())
 }
 
-func isTimeout(err error) bool {
-	var netErr net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout())
-}
-
-// describeServerError puts into words an error the server answered a
-// statement with that is none of Rheo's words.
-func (c *call) describeServerError(pgErr *pgconn.PgError) string {
-	msg := serverMessage(pgErr)
-	switch {
-	case pgErr.Code == "42501": // insufficient_privilege
-		return fmt.Sprintf(`permission denied (%s): user "%s" lacks the Rheo role this command needs; `+
-			"grant it rheo_reader, rheo_producer, rheo_consumer or rheo_admin (docs/security.md)", msg, c.server().user)
-	case pgErr.Code == "57014": // query_canceled
-		if strings.Contains(pgErr.Message, "statement timeout") {
-			return "the database cancelled the statement at its statement_timeout; nothing was changed; raise the timeout for this user or in the URL (options=-c statement_timeout=…)"
+// describeFailure puts into words a statement that failed for a reason
+// of kind, none of Rheo's words.
+func (c *call) describeFailure(kind rheo.Kind, err error) string {
+	msg := cause(err)
+	switch kind {
+	case rheo.KindPermissionDenied:
+		return c.describePermission(msg)
+	case rheo.KindTimeout:
+		if rheo.MessageOf(err) == "" {
+			return "the database did not answer in time"
 		}
+		return "the database cancelled the statement at its statement_timeout; nothing was changed; raise the timeout for this user or in the URL (options=-c statement_timeout=…)"
+	case rheo.KindCanceled:
 		return fmt.Sprintf("the database cancelled the statement (%s); nothing was changed", msg)
-	case pgErr.Code == "25006": // read_only_sql_transaction
+	case rheo.KindReadOnly:
+		if c.target.Kind == dburl.SQLite {
+			return fmt.Sprintf("the database is read-only here (%s): check that %s and its directory are writable by this user", msg, c.target.Path)
+		}
 		return fmt.Sprintf("the database is read-only here (%s): a standby, or default_transaction_read_only; point %s at the primary", msg, c.urlSource())
-	case pgErr.Code == "42883", pgErr.Code == "42P01", pgErr.Code == "42703", pgErr.Code == "3F000":
-		// undefined function, table, column or schema
+	case rheo.KindSchemaMissing:
 		return fmt.Sprintf("the database's Rheo schema does not match this build of rheo (%s); upgrade it with: %s", msg, c.migrateCommand())
-	case pgErr.Code == "40001", pgErr.Code == "40P01": // serialization_failure, deadlock_detected
+	case rheo.KindSerialization:
 		return fmt.Sprintf("the database aborted the transaction to resolve a conflict (%s); nothing was changed; run the command again", msg)
-	case pgErr.Code == "55P03": // lock_not_available
+	case rheo.KindLockTimeout:
 		return fmt.Sprintf("a lock was not granted in time (%s); nothing was changed; run the command again", msg)
-	case strings.HasPrefix(pgErr.Code, "53"): // insufficient_resources
-		return fmt.Sprintf("the database server is out of resources (%s); nothing was changed", msg)
+	case rheo.KindOutOfResources:
+		return fmt.Sprintf("the database is out of resources (%s); nothing was changed", msg)
+	case rheo.KindPreparedStatements:
+		return fmt.Sprintf("the database refused a prepared statement (%s): a pooler in transaction mode, such as PgBouncer, "+
+			"is in front of it; add default_query_exec_mode=exec to %s (docs/pgbouncer.md)", msg, c.urlSource())
 	}
 	return "the database refused it: " + msg
 }
 
-// serverMessage is a server error's message and detail, without the
-// severity and the SQLSTATE that pgx adds.
-func serverMessage(pgErr *pgconn.PgError) string {
-	if pgErr.Detail != "" {
-		return pgErr.Message + " (" + pgErr.Detail + ")"
+// describePermission names the role the command needs.
+func (c *call) describePermission(msg string) string {
+	role := c.role
+	if role == "" {
+		role = "rheo_admin"
 	}
-	return pgErr.Message
+	if c.target.Kind != dburl.Postgres {
+		return fmt.Sprintf("permission denied (%s)", msg)
+	}
+	user := c.server().User
+	return fmt.Sprintf(`permission denied (%s): user "%s" needs the role %s for this command; an administrator can: GRANT %s TO %s (docs/security.md)`,
+		msg, user, role, role, quoteIdent(user))
+}
+
+// quoteIdent quotes a PostgreSQL identifier when it needs quoting.
+func quoteIdent(name string) string {
+	plain := name != ""
+	for i, r := range name {
+		if !(r >= 'a' && r <= 'z' || r == '_' || i > 0 && r >= '0' && r <= '9') {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
 }
 
 // rootCause follows err's chain to the error that wraps nothing, such as
@@ -308,8 +366,8 @@ func rootCause(err error) error {
 		case interface{ Unwrap() error }:
 			next = e.Unwrap()
 		case interface{ Unwrap() []error }:
-			// The drivers wrap as fmt.Errorf("%w: %w", word, cause): the
-			// cause comes last.
+			// A chain joined as fmt.Errorf("%w: %w", word, cause) puts
+			// the cause last.
 			if errs := e.Unwrap(); len(errs) > 0 {
 				next = errs[len(errs)-1]
 			}

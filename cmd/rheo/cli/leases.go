@@ -17,7 +17,7 @@ func leasesCommand() *command {
 claimed again, or an event reopened by replay). EXPIRES_AT is when a lease lapses
 or a pending delivery becomes claimable.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
-			limit := fs.Int("limit", 100, "show at most `N` deliveries")
+			limit := intFlagOf(fs, "limit", 100, "show at most `N` deliveries")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
 				if *limit < 1 {

@@ -207,6 +207,9 @@ are all kept.`,
 			fs.Var(&maxAge, "max-age", "keep events for `AGE` (such as 30d, 2w or 36h), or forever")
 			return func(c *call) error {
 				c.stream = c.args[0]
+				if maxAge.given {
+					c.role = roleAdmin // set_retention
+				}
 				return c.withDriver(func(drv driver.Driver) error {
 					if maxAge.given {
 						if err := drv.SetRetention(c.ctx, c.stream, maxAge.value); err != nil {
@@ -246,6 +249,9 @@ are all kept.`,
 	}
 }
 
+// errDryRun rolls back the transaction of a dry run.
+var errDryRun = errors.New("dry run")
+
 func pruneCommand() *command {
 	return &command{
 		name:     "prune",
@@ -270,7 +276,7 @@ wait: dry-run a long prune at a quiet time.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			force := fs.Bool("force", false, "also delete aged events that groups have not settled")
 			dryRun := fs.Bool("dry-run", false, "count what would be deleted, changing nothing")
-			maxCount := fs.Int("max-count", driver.DefaultPruneCount, "delete at most `N` events per transaction")
+			maxCount := intFlagOf(fs, "max-count", driver.DefaultPruneCount, "delete at most `N` events per transaction")
 			return func(c *call) error {
 				c.stream = c.args[0]
 				if *maxCount < 1 {

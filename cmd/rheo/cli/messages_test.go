@@ -28,6 +28,7 @@ import (
 )
 
 func TestCLIQueryByTime(t *testing.T) {
+	t.Parallel()
 	type page struct {
 		Events []rheo.Event `json:"events"`
 		Cursor string       `json:"cursor"`
@@ -146,6 +147,7 @@ type cliWrongWords struct {
 func (d cliWrongWords) ListStreams(context.Context) ([]rheo.StreamInfo, error) { return nil, d.err }
 
 func TestCLIExitStatus(t *testing.T) {
+	t.Parallel()
 	t.Run("what the database refuses as invalid exits 2, like a check of the command's own", func(t *testing.T) {
 		b := cliOpenBackend(t, "sqlite://"+filepath.Join(t.TempDir(), "words.db"))
 		for _, word := range []*rheo.Error{rheo.ErrInvalidArgument, rheo.ErrInvalidPartition, rheo.ErrInvalidPartitionCount,
@@ -299,7 +301,7 @@ func TestCLIFailureLines(t *testing.T) {
 		role := testdb.NewRole(t, "CREATEROLE") // may read the schema version, holds no Rheo role
 		r = cliRun(t, "", "create-stream", "s", "--database-url", testdb.AsRole(t, db, role))
 		cliWantFailure(t, r, cli.ExitFailure, `rheo: permission denied (permission denied for schema rheo): user "`+role+
-			`" lacks the Rheo role this command needs; grant it rheo_reader, rheo_producer, rheo_consumer or rheo_admin (docs/security.md)`+"\n")
+			`" needs the role rheo_admin for this command; an administrator can: GRANT rheo_admin TO `+role+` (docs/security.md)`+"\n")
 		cliNoDriverText(t, r)
 	})
 	t.Run("a URL setting the driver refuses is a usage error in its own words", func(t *testing.T) {
@@ -333,6 +335,7 @@ func cliShellWords(t *testing.T, command string) []string {
 }
 
 func TestCLIVersion(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
 		r := cliRun(t, "", args...)
 		if r.code != cli.ExitOK || !strings.HasPrefix(r.stdout, "rheo ") || !strings.HasSuffix(r.stdout, ", "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n") {
@@ -349,6 +352,7 @@ func TestCLIVersion(t *testing.T) {
 }
 
 func TestCLISuggestions(t *testing.T) {
+	t.Parallel()
 	for typed, want := range map[string]string{
 		"stremas":     `rheo: unknown command "stremas" (did you mean streams?); list the commands with: rheo help`,
 		"tial":        `rheo: unknown command "tial" (did you mean tail?); list the commands with: rheo help`,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/textsafe"
 )
 
 // withDriver opens the database, runs fn, and closes the database.
@@ -160,7 +161,7 @@ func deadLettersCommand() *command {
 		details: `A full page ends with the command that shows the next one (on stderr, in
 table output). Reopen dead letters with: rheo replay STREAM GROUP --event-id ID`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
-			limit := fs.Int("limit", 100, "show at most `N` dead letters")
+			limit := intFlagOf(fs, "limit", 100, "show at most `N` dead letters")
 			after := fs.String("after", "", "start after the dead letter with this `EVENT_ID` (the last of the previous page)")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
@@ -185,7 +186,8 @@ table output). Reopen dead letters with: rheo replay STREAM GROUP --event-id ID`
 					})
 					if err == nil && !c.json && len(dls) == *limit {
 						fmt.Fprintf(c.stderr, "next page: rheo dead-letters %s %s --limit %d --after %s\n",
-							c.stream, c.group, *limit, dls[len(dls)-1].Event.ID)
+							textsafe.Visible(shellQuote(c.stream)), textsafe.Visible(shellQuote(c.group)), *limit,
+							textsafe.Visible(shellQuote(dls[len(dls)-1].Event.ID)))
 					}
 					return err
 				})
@@ -203,7 +205,7 @@ func createStreamCommand() *command {
 		details: `Events are routed to partitions by key; order holds within a partition,
 and partitions are consumed in parallel. The count cannot change later.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
-			partitions := fs.Int("partitions", 1, "number of `N` partitions")
+			partitions := intFlagOf(fs, "partitions", 1, "number of `N` partitions")
 			return func(c *call) error {
 				c.stream = c.args[0]
 				return c.withDriver(func(drv driver.Driver) error {
@@ -240,7 +242,7 @@ all). TIME is RFC 3339, such as 2026-01-02T15:04:05Z.
 
 ` + orderingModes,
 		define: func(fs *flag.FlagSet) func(c *call) error {
-			maxAttempts := fs.Int("max-attempts", 5, "leases an event gets before it is dead-lettered")
+			maxAttempts := intFlagOf(fs, "max-attempts", 5, "leases an event gets before it is dead-lettered")
 			ordering := fs.String("ordering", string(rheo.OrderingNone), "hand out events in `MODE` order: none, key or partition")
 			var startAfter optionalInt64
 			var startAt optionalTime

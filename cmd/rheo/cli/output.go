@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
+
+	"github.com/rheo-go/rheo/internal/textsafe"
 )
 
 // timeLayout prints timestamps in UTC to the millisecond.
@@ -50,8 +52,15 @@ func (t *table) write(w io.Writer) error {
 // that have no total.
 type blank struct{}
 
-// formatCell renders one table cell; absent values print as "-".
+// formatCell renders one table cell; absent values print as "-". Control
+// and invisible characters of stored text are escaped (package
+// textsafe): a table goes to a terminal, where an ESC in a key or a
+// reason would be a command. JSON output stays exact.
 func formatCell(v any) string {
+	return textsafe.Visible(formatValue(v))
+}
+
+func formatValue(v any) string {
 	switch v := v.(type) {
 	case blank:
 		return ""

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,15 +9,6 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 )
-
-// errDryRun rolls back the transaction of a dry run.
-var errDryRun = errors.New("dry run")
-
-// partitionCount is how many events an operation touched in a partition.
-type partitionCount struct {
-	Partition int   `json:"partition"`
-	Events    int64 `json:"events"`
-}
 
 func replayCommand() *command {
 	return &command{
@@ -51,6 +41,8 @@ changes (fetches of the group wait for it meanwhile, as for a replay).`,
 			dryRun := fs.Bool("dry-run", false, "count what would be replayed, changing nothing")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
+				c.argFlags = map[string]string{"from_sequence": "--from-sequence", "event_ids": "--event-id",
+					"from_ts": "--from-time", "partitions": "--partition", "partition": "--partition"}
 				selectors := 0
 				for _, given := range []bool{fromSequence.value != nil, len(eventIDs) > 0, fromTime.value != nil} {
 					if given {
@@ -71,11 +63,11 @@ changes (fetches of the group wait for it meanwhile, as for a replay).`,
 						total += pc.Events
 					}
 					out := struct {
-						Stream     string           `json:"stream"`
-						Group      string           `json:"group"`
-						DryRun     bool             `json:"dry_run"`
-						Partitions []partitionCount `json:"partitions"`
-						Total      int64            `json:"total"`
+						Stream     string                  `json:"stream"`
+						Group      string                  `json:"group"`
+						DryRun     bool                    `json:"dry_run"`
+						Partitions []driver.PartitionCount `json:"partitions"`
+						Total      int64                   `json:"total"`
 					}{c.stream, c.group, *dryRun, counts, total}
 					return c.emit(out, func(w io.Writer) error {
 						header := "REPLAYED"
@@ -104,45 +96,22 @@ changes (fetches of the group wait for it meanwhile, as for a replay).`,
 }
 
 // replay replays partition by partition, in one transaction that a dry
-// run rolls back, and returns the count of each partition. partitions nil
-// means all the stream's partitions.
-func (c *call) replay(drv driver.Driver, opts rheo.ReplayOptions, partitions []int, dryRun bool) ([]partitionCount, error) {
-	tr, ok := drv.(driver.Transactor)
-	if !ok {
-		return nil, failf("the %s driver cannot run a replay in a transaction", c.target.Kind)
-	}
-	if partitions == nil {
-		n, err := c.partitionCount(drv)
-		if err != nil {
-			return nil, err
-		}
-		for p := range n {
-			partitions = append(partitions, p)
-		}
-	}
-	var counts []partitionCount
+// run rolls back (driver.ReplayByPartition), and returns the count of
+// each partition. partitions nil means all the stream's partitions.
+func (c *call) replay(drv driver.Driver, opts rheo.ReplayOptions, partitions []int, dryRun bool) ([]driver.PartitionCount, error) {
 	prog := c.newProgress()
-	err := tr.InTx(c.ctx, func(ctx context.Context, tx driver.Tx) error {
-		counts = counts[:0]
-		for i, p := range partitions {
-			prog.show("replay: partition %d (%d of %d)", p, i+1, len(partitions))
-			opts.Partitions = []int{p}
-			n, err := tx.Replay(ctx, c.stream, c.group, opts)
-			if err != nil {
-				return err
-			}
-			counts = append(counts, partitionCount{Partition: p, Events: n})
-		}
-		if dryRun {
-			return errDryRun
-		}
-		return nil
+	counts, err := driver.ReplayByPartition(c.ctx, drv, c.stream, c.group, opts, &driver.ReplayByPartitionOptions{
+		Partitions: partitions,
+		DryRun:     dryRun,
+		Progress: func(i, n, p int) {
+			prog.show("replay: partition %d (%d of %d)", p, i+1, n)
+		},
 	})
 	prog.done()
-	if err != nil && !errors.Is(err, errDryRun) {
-		return nil, err
+	if errors.Is(err, driver.ErrNoTransactions) {
+		return nil, failf("the %s driver cannot run a replay in a transaction", c.target.Kind)
 	}
-	return counts, nil
+	return counts, err
 }
 
 // partitionCount returns the number of partitions of c.stream.
@@ -180,6 +149,8 @@ state. Prints the group's lag afterwards.`,
 			fs.Var(&partitions, "partition", "reset partition `P` only (repeat, or separate with commas)")
 			return func(c *call) error {
 				c.stream, c.group = c.args[0], c.args[1]
+				c.argFlags = map[string]string{"start_after": "--start-after", "start_at": "--start-at",
+					"partitions": "--partition", "partition": "--partition"}
 				if !*confirm {
 					return usagef("--confirm is required: reset drops the group's leases, pending retries and dead letters and moves its cursors; nothing was changed")
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/textsafe"
 )
 
 // tailPage is how many events one Read of tail asks for.
@@ -31,7 +32,7 @@ by the database's notifications (LISTEN/NOTIFY on PostgreSQL) and reading
 every partition at least once a second; stop it with Ctrl-C. With
 --output json each event is one JSON object on its own line.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
-			n := fs.Int("n", 10, "show the last `N` events first")
+			n := intFlagOf(fs, "n", 10, "show the last `N` events first")
 			follow := fs.Bool("follow", false, "keep printing new events until interrupted")
 			var partitions intList
 			fs.Var(&partitions, "partition", "only partition `P` (repeat, or separate with commas)")
@@ -150,6 +151,6 @@ func (c *call) printEvent(w io.Writer, ev rheo.Event) error {
 		return writeJSONLine(w, ev)
 	}
 	_, err := fmt.Fprintf(w, "%s  %d/%d  %s  %s  %s  %s\n", formatCell(ev.TS), ev.Partition, ev.Sequence,
-		ev.ID, formatCell(ev.Type), formatCell(ev.Key), compactJSON(ev.Payload, 1<<20))
+		formatCell(ev.ID), formatCell(ev.Type), formatCell(ev.Key), textsafe.Visible(compactJSON(ev.Payload, 1<<20)))
 	return err
 }

@@ -6,6 +6,7 @@ import (
 )
 
 func TestBuildVersion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		info *debug.BuildInfo

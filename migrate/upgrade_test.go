@@ -1,0 +1,603 @@
+package migrate_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/migrate"
+)
+
+// The releases whose schema testdata/releases keeps, as their
+// `rheo-migrate sql` printed it: the first one, and the one before this
+// build.
+var releases = []string{"54ed27f", "d3e0cd0"}
+
+// upgradeEvents is how many events the log holds when the upgrade starts
+// (RHEO_TEST_UPGRADE_EVENTS sets another number; BENCHMARKS.md has the
+// figures of 1,000,000).
+func upgradeEvents(t *testing.T) int {
+	if s := os.Getenv("RHEO_TEST_UPGRADE_EVENTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("RHEO_TEST_UPGRADE_EVENTS: %v", err)
+		}
+		return n
+	}
+	if testing.Short() {
+		return 10_000
+	}
+	return 100_000
+}
+
+// upgradeStallBound is the longest call of the older build's workload
+// the test accepts while the upgrade runs. The goal, measured on a quiet
+// machine, is 100 ms (BENCHMARKS.md); CI's machines are shared, so the
+// test allows more (RHEO_TEST_UPGRADE_STALL sets it).
+func upgradeStallBound(t *testing.T) time.Duration {
+	if s := os.Getenv("RHEO_TEST_UPGRADE_STALL"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("RHEO_TEST_UPGRADE_STALL: %v", err)
+		}
+		return d
+	}
+	return time.Second
+}
+
+// TestUpgradeUnderLoad installs each release's schema from its fixture,
+// fills the log, runs a producer and two workers that call the functions
+// as that release's Go driver did (named arguments, its signatures; a
+// worker's effect and its ack in one transaction), and runs this build's
+// migrate.Postgres while they run. Neither side may see an error or the
+// migration a warning; every event is handled exactly once; no call of
+// the workload waits longer than the stall bound; the database ends as a
+// fresh install of this build, the time marks as the log says, and the
+// application's role with the access it had, through Rheo's roles.
+func TestUpgradeUnderLoad(t *testing.T) {
+	for _, release := range releases {
+		t.Run("from "+release, func(t *testing.T) {
+			upgradeUnderLoad(t, release)
+		})
+	}
+}
+
+func upgradeUnderLoad(t *testing.T, release string) {
+	ctx := context.Background()
+	fixture, err := os.ReadFile("testdata/releases/" + release + ".sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The application's role owns its database. The first release had no
+	// roles: the application installed Rheo as itself. Later ones: a
+	// superuser installs it and grants the application rheo_admin.
+	app := testdb.NewRole(t, "")
+	adminURL := testdb.NewDatabase(t)
+	admin := connect(t, adminURL)
+	exec(t, admin, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+" OWNER TO "+pgx.Identifier{app}.Sanitize())
+	appURL := testdb.AsRole(t, adminURL, app)
+	installer := admin
+	if release == "54ed27f" {
+		installer = connect(t, appURL)
+	}
+	if err := pgx.BeginFunc(ctx, installer, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, string(fixture))
+		return err
+	}); err != nil {
+		t.Fatalf("install release %s: %v", release, err)
+	}
+	if release != "54ed27f" {
+		exec(t, admin, "GRANT rheo_admin TO "+pgx.Identifier{app}.Sanitize())
+	}
+
+	pool, err := pgxpool.New(ctx, appURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	appExec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	appExec(`CREATE TABLE effects (event_id text PRIMARY KEY)`)
+	appExec(`SELECT rheo.create_stream(stream => 'orders', partition_count => 4)`)
+	appExec(`SELECT rheo.create_group(stream => 'orders', group_name => 'workers', max_attempts => 5)`)
+
+	// The log, of which the workers have handled all but the last events.
+	n := upgradeEvents(t)
+	const batch = 1000
+	for i := 0; i < n; i += batch {
+		payloads := make([]map[string]any, 0, batch)
+		keys := make([]string, 0, batch)
+		for j := i; j < min(i+batch, n); j++ {
+			payloads = append(payloads, map[string]any{"type": "seeded", "n": j})
+			keys = append(keys, "k"+strconv.Itoa(j%97))
+		}
+		body, _ := json.Marshal(payloads)
+		appExec(`SELECT count(*) FROM rheo.append_batch(stream => $1, payloads => $2, keys => $3)`, "orders", string(body), keys)
+	}
+	const unhandled = 2000
+	for handled := 0; handled < n-unhandled; {
+		var leases []string
+		rows, err := pool.Query(ctx, `SELECT f.lease_id::text FROM rheo.fetch(stream => $1, group_name => $2, max_count => $3,
+       consumer_id => $4, lease_ms => $5) AS f`, "orders", "workers", min(1000, n-unhandled-handled), "seed", 30000)
+		if err == nil {
+			leases, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		appExec(`SELECT count(*) FROM rheo.ack_batch(lease_ids => $1::uuid[])`, leases)
+		handled += len(leases)
+	}
+
+	w := &workload{pool: pool}
+	w.start(ctx)
+
+	var logs warnings
+	if os.Getenv("RHEO_TEST_UPGRADE_LOG") == "1" {
+		logs.debug = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
+	}
+	// The longest calls without an upgrade, over as long as the upgrade
+	// took from the first release with this log, give the machine's own
+	// stalls to compare with.
+	w.measure.Store(true)
+	time.Sleep(baselineWindow(n))
+	w.measure.Store(false)
+	var baseline [3]time.Duration
+	for i := range w.stall {
+		baseline[i] = time.Duration(w.stall[i].Swap(0))
+	}
+	w.mu.Lock()
+	w.slow = nil
+	w.mu.Unlock()
+	w.measure.Store(true)
+	upgradeStart := time.Now()
+	migrator := connect(t, adminURL)
+	var trace *tracer
+	if logs.debug != nil {
+		trace = startTrace(t, adminURL, migrator.PgConn().PID())
+	}
+	if err := migrate.Postgres(ctx, migrator, &migrate.Options{Logger: slog.New(&logs)}); err != nil {
+		t.Errorf("upgrade: %v", err)
+	}
+	upgradeTook := time.Since(upgradeStart)
+	if trace != nil {
+		trace.report(t, w.slowCalls())
+	}
+	time.Sleep(200 * time.Millisecond)
+	w.measure.Store(false)
+	w.stopProducing()
+	total := int64(n) + w.appended.Load()
+	w.drain(t, total)
+
+	t.Logf("upgrade from %s with %d events: %s; %d events appended meanwhile; longest call: append %s, fetch %s, settle %s "+
+		"(without an upgrade, over %s: %s, %s, %s)",
+		release, n, upgradeTook.Round(time.Millisecond), w.appended.Load(),
+		time.Duration(w.stall[0].Load()), time.Duration(w.stall[1].Load()), time.Duration(w.stall[2].Load()),
+		baselineWindow(n), baseline[0], baseline[1], baseline[2])
+	for _, err := range w.errs() {
+		t.Errorf("workload: %v", err)
+	}
+	for _, msg := range logs.list() {
+		t.Errorf("upgrade logged: %s", msg)
+	}
+	if bound := upgradeStallBound(t); time.Duration(w.maxStall()) > bound {
+		t.Errorf("a call of the workload waited %s during the upgrade, more than %s", time.Duration(w.maxStall()), bound)
+	}
+
+	// Every event handled once: the events the workers were left with,
+	// and those appended during the test.
+	var events, effects int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.stream_info('orders')`).Scan(new(int64)); err != nil {
+		t.Errorf("the application cannot call stream_info after the upgrade: %v", err)
+	}
+	if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM rheo.events), (SELECT count(*) FROM effects)`).Scan(&events, &effects); err != nil {
+		t.Fatal(err)
+	}
+	if events != total || effects != total-int64(n)+unhandled {
+		t.Errorf("events %d, effects %d; want %d events and %d effects", events, effects, total, total-int64(n)+unhandled)
+	}
+
+	// This build's calls work for the application.
+	appExec(`SELECT rheo.create_group(stream => 'orders', group_name => 'keyed', ordering => 'key')`)
+	var ordering string
+	if err := pool.QueryRow(ctx, `SELECT g.ordering FROM rheo.list_groups('orders') AS g WHERE g.group_name = 'keyed'`).Scan(&ordering); err != nil || ordering != "key" {
+		t.Errorf("list_groups after the upgrade: ordering %q, %v", ordering, err)
+	}
+
+	checkTimeMarks(t, admin)
+	checkAccess(t, admin, app)
+	fresh := connect(t, testdb.NewDatabase(t))
+	if err := migrate.Postgres(ctx, fresh, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := schemaOf(t, admin), schemaOf(t, fresh); got != want {
+		t.Errorf("the upgraded schema differs from a fresh install's:\nupgraded:\n%s\nfresh:\n%s", got, want)
+	}
+}
+
+// baselineWindow is how long the workload runs before the upgrade, its
+// longest calls measured: about as long as an upgrade from the first
+// release takes with n events.
+func baselineWindow(n int) time.Duration {
+	return time.Second + time.Duration(n/100_000)*time.Second
+}
+
+// workload runs a producer and two workers as the older build's driver
+// called the functions, and records their errors and longest calls.
+type workload struct {
+	pool     *pgxpool.Pool
+	measure  atomic.Bool     // record the longest calls
+	stall    [3]atomic.Int64 // append, fetch, settle: the longest call, in ns
+	appended atomic.Int64
+	stop     chan struct{}
+	done     chan struct{}
+	workers  sync.WaitGroup
+	quit     chan struct{}
+	mu       sync.Mutex
+	failures []error
+	slow     []slowCall // calls longer than 50 ms while measuring
+}
+
+// slowCall is a call of the workload that took long.
+type slowCall struct {
+	op    string
+	start time.Time
+	took  time.Duration
+}
+
+func (w *workload) slowCalls() []slowCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.slow
+}
+
+// tracer samples what the migration's session runs, every few
+// milliseconds, so that the slow calls can be put beside it
+// (RHEO_TEST_UPGRADE_LOG=1).
+type tracer struct {
+	mu      sync.Mutex
+	samples []traceSample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type traceSample struct {
+	at    time.Time
+	query string
+}
+
+func startTrace(t *testing.T, url string, pid uint32) *tracer {
+	conn := connect(t, url)
+	tr := &tracer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tr.done)
+		for {
+			select {
+			case <-tr.stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			var q string
+			if err := conn.QueryRow(context.Background(), `SELECT state || ' ' || left(regexp_replace(query, '\s+', ' ', 'g'), 120)
+  FROM pg_stat_activity WHERE pid = $1`, int(pid)).Scan(&q); err != nil {
+				return
+			}
+			tr.mu.Lock()
+			if n := len(tr.samples); n == 0 || tr.samples[n-1].query != q {
+				tr.samples = append(tr.samples, traceSample{time.Now(), q})
+			}
+			tr.mu.Unlock()
+		}
+	}()
+	return tr
+}
+
+// report logs each slow call with what the migration ran meanwhile.
+func (tr *tracer) report(t *testing.T, slow []slowCall) {
+	close(tr.stop)
+	<-tr.done
+	for _, c := range slow {
+		t.Logf("%s took %s:", c.op, c.took.Round(time.Millisecond))
+		for i, s := range tr.samples {
+			end := time.Now()
+			if i+1 < len(tr.samples) {
+				end = tr.samples[i+1].at
+			}
+			if end.After(c.start) && s.at.Before(c.start.Add(c.took)) {
+				t.Logf("    %6s %s", end.Sub(s.at).Round(time.Millisecond), s.query)
+			}
+		}
+	}
+}
+
+func (w *workload) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.failures) < 20 {
+		w.failures = append(w.failures, err)
+	}
+}
+
+func (w *workload) errs() []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failures
+}
+
+func (w *workload) took(i int, start time.Time) {
+	if !w.measure.Load() {
+		return
+	}
+	d := int64(time.Since(start))
+	if time.Duration(d) > 50*time.Millisecond {
+		w.mu.Lock()
+		w.slow = append(w.slow, slowCall{op: [...]string{"append", "fetch", "settle"}[i], start: start, took: time.Duration(d)})
+		w.mu.Unlock()
+	}
+	for {
+		old := w.stall[i].Load()
+		if d <= old || w.stall[i].CompareAndSwap(old, d) {
+			return
+		}
+	}
+}
+
+func (w *workload) maxStall() int64 {
+	return max(w.stall[0].Load(), w.stall[1].Load(), w.stall[2].Load())
+}
+
+func (w *workload) start(ctx context.Context) {
+	w.stop, w.done, w.quit = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(w.done)
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			start := time.Now()
+			_, err := w.pool.Exec(ctx, `SELECT e.sequence FROM rheo.append(stream => $1, payload => $2, key => $3, id => $4) AS e`,
+				"orders", `{"type": "placed"}`, "k"+strconv.Itoa(i%97), "p-"+strconv.Itoa(i))
+			w.took(0, start)
+			if err != nil {
+				w.fail(fmt.Errorf("append: %w", err))
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			w.appended.Add(1)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	for c := range 2 {
+		w.workers.Go(func() { w.work(ctx, "worker-"+strconv.Itoa(c)) })
+	}
+}
+
+// work fetches and handles leases: the effect and the ack in one
+// transaction, as a TxHandler does.
+func (w *workload) work(ctx context.Context, consumer string) {
+	for {
+		select {
+		case <-w.quit:
+			return
+		default:
+		}
+		start := time.Now()
+		rows, err := w.pool.Query(ctx, `SELECT f.lease_id, f.event_id FROM rheo.fetch(stream => $1, group_name => $2, max_count => $3,
+       consumer_id => $4, lease_ms => $5) AS f`, "orders", "workers", 10, consumer, 30000)
+		type lease struct {
+			LeaseID string
+			EventID string
+		}
+		var leases []lease
+		if err == nil {
+			leases, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (lease, error) {
+				var l lease
+				return l, row.Scan(&l.LeaseID, &l.EventID)
+			})
+		}
+		w.took(1, start)
+		if err != nil {
+			w.fail(fmt.Errorf("fetch: %w", err))
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if len(leases) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		for _, l := range leases {
+			start := time.Now()
+			err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `INSERT INTO effects (event_id) VALUES ($1)`, l.EventID); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `SELECT rheo.ack(lease_id => $1::uuid)`, l.LeaseID)
+				return err
+			})
+			w.took(2, start)
+			if err != nil {
+				w.fail(fmt.Errorf("settle %s: %w", l.EventID, err))
+			}
+		}
+	}
+}
+
+func (w *workload) stopProducing() {
+	close(w.stop)
+	<-w.done
+}
+
+// drain waits for the workers to handle every event, then stops them.
+func (w *workload) drain(t *testing.T, total int64) {
+	t.Helper()
+	defer func() {
+		close(w.quit)
+		w.workers.Wait()
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		var pending, inflight int64
+		if err := w.pool.QueryRow(context.Background(), `SELECT g.lag, g.inflight FROM rheo.group_info(stream => 'orders', group_name => 'workers') AS g`).Scan(&pending, &inflight); err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 && inflight == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("the workers did not handle the %d events within a minute", total)
+}
+
+// checkTimeMarks compares the time marks and the partitions' running
+// maximum and tail with what the log says.
+func checkTimeMarks(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	var wrongMarks, wrongTails int
+	if err := conn.QueryRow(context.Background(), `
+WITH want AS (
+    SELECT r.stream, r."partition", r.sequence, r.max_ts, r.min_ts
+      FROM (SELECT e.stream, e."partition", e.sequence,
+                   max(e.ts) OVER (PARTITION BY e.stream, e."partition" ORDER BY e.sequence) AS max_ts,
+                   min(e.ts) OVER (PARTITION BY e.stream, e."partition", (e.sequence - 1) / 1024) AS min_ts
+              FROM rheo.events e) AS r
+     WHERE r.sequence % 1024 = 0
+), got AS (SELECT stream, "partition", sequence, max_ts, min_ts FROM rheo.time_marks)
+SELECT (SELECT count(*) FROM ((SELECT * FROM want EXCEPT SELECT * FROM got) UNION ALL (SELECT * FROM got EXCEPT SELECT * FROM want)) d),
+       (SELECT count(*) FROM rheo.partitions pt
+         WHERE pt.max_ts IS DISTINCT FROM (SELECT max(e.ts) FROM rheo.events e WHERE e.stream = pt.stream AND e."partition" = pt."partition")
+            OR pt.tail_min_ts IS DISTINCT FROM (SELECT min(e.ts) FROM rheo.events e
+                                                 WHERE e.stream = pt.stream AND e."partition" = pt."partition"
+                                                   AND e.sequence > pt.high_watermark / 1024 * 1024))`).Scan(&wrongMarks, &wrongTails); err != nil {
+		t.Fatal(err)
+	}
+	if wrongMarks != 0 || wrongTails != 0 {
+		t.Errorf("%d time marks and %d partitions' tails differ from the log", wrongMarks, wrongTails)
+	}
+}
+
+// checkAccess checks that the application's role reaches Rheo through
+// rheo_admin alone, its temporary privileges gone with the follow-ups.
+func checkAccess(t *testing.T, conn *pgx.Conn, app string) {
+	t.Helper()
+	var admin, direct, followUps bool
+	if err := conn.QueryRow(context.Background(), `
+SELECT pg_has_role($1, 'rheo_admin', 'MEMBER'),
+       EXISTS (SELECT FROM pg_class c, aclexplode(c.relacl) a
+                WHERE c.relnamespace = 'rheo'::regnamespace AND a.grantee = $1::regrole),
+       to_regclass('rheo.upgrade_follow_ups') IS NOT NULL`, app).Scan(&admin, &direct, &followUps); err != nil {
+		t.Fatal(err)
+	}
+	if !admin || direct || followUps {
+		t.Errorf("after the upgrade: %s member of rheo_admin %v, holds privileges on Rheo's tables %v; follow-ups left %v",
+			app, admin, direct, followUps)
+	}
+}
+
+// schemaOf describes what a migration makes: tables and their columns,
+// constraints, indexes, triggers, storage parameters and the functions.
+func schemaOf(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(context.Background(), `
+SELECT string_agg(line, E'\n' ORDER BY line) FROM (
+    SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+           || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+           || coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+           || coalesce(' ' || (SELECT array_agg(o ORDER BY o) FROM unnest(a.attoptions) AS o WHERE o NOT LIKE 'pg\_attver=%')::text, '')
+           || ' #' || a.attnum AS line
+      FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+      LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+     WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind IN ('r', 'v', 'c')
+    UNION ALL
+    SELECT 'constraint ' || c.conrelid::regclass::text || ' ' || c.conname || ' ' || pg_get_constraintdef(c.oid)
+           || CASE WHEN c.convalidated THEN '' ELSE ' not valid' END
+      FROM pg_constraint c WHERE c.connamespace = 'rheo'::regnamespace
+    UNION ALL
+    SELECT 'index ' || pg_get_indexdef(i.indexrelid) || CASE WHEN i.indisvalid THEN '' ELSE ' invalid' END
+      FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relnamespace = 'rheo'::regnamespace
+    UNION ALL
+    SELECT 'trigger ' || pg_get_triggerdef(g.oid)
+      FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid WHERE c.relnamespace = 'rheo'::regnamespace AND NOT g.tgisinternal
+    UNION ALL
+    SELECT 'relation ' || c.relname || ' ' || c.relkind::text || ' ' || c.relowner::regrole::text || coalesce(' ' || c.reloptions::text, '')
+      FROM pg_class c WHERE c.relnamespace = 'rheo'::regnamespace
+    UNION ALL
+    SELECT 'function ' || p.oid::regprocedure::text || ' ' || p.proowner::regrole::text || ' ' || md5(pg_get_functiondef(p.oid))
+           || ' ' || coalesce(p.proacl::text, '')
+      FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace
+    UNION ALL
+    SELECT 'schema ' || n.nspowner::regrole::text || ' ' || coalesce(n.nspacl::text, '')
+      FROM pg_namespace n WHERE n.nspname = 'rheo'
+    UNION ALL
+    SELECT 'version ' || v.version FROM rheo.schema_version v
+) l`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
+	return conn
+}
+
+func exec(t *testing.T, conn *pgx.Conn, sql string) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// warnings is a slog handler that keeps the records at Warn and above.
+type warnings struct {
+	mu    sync.Mutex
+	msgs  []string
+	debug slog.Handler // with RHEO_TEST_UPGRADE_LOG=1, every record goes to stderr
+}
+
+func (h *warnings) Enabled(_ context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.debug != nil
+}
+
+func (h *warnings) Handle(_ context.Context, r slog.Record) error {
+	if h.debug != nil {
+		h.debug.Handle(context.Background(), r)
+	}
+	if r.Level < slog.LevelWarn {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, r.Message)
+	return nil
+}
+
+func (h *warnings) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *warnings) WithGroup(string) slog.Handler      { return h }
+
+func (h *warnings) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.msgs
+}
