@@ -82,9 +82,9 @@ func Postgres(ctx context.Context, conn *pgx.Conn, opts *Options) (err error) {
 
 // runner is one run of Postgres.
 type runner struct {
-	ctx  context.Context
-	conn *pgx.Conn
-	opts *Options
+	ctx   context.Context
+	conn  *pgx.Conn
+	opts  *Options
 	log   *slog.Logger
 	in    installer
 	names RoleNames // the run's roles (Options.RolePrefix)
