@@ -257,8 +257,8 @@ $rheo_owner_access$`
 // installedPrefixSQL, a part of a PL/pgSQL block, sets v_installed to the
 // role prefix Rheo in the database was installed with, as far as the
 // current role can tell, or leaves it NULL when Rheo is not installed:
-// the prefix recorded in rheo.role_prefix when the role may read it; none
-// when Rheo was installed by a release before role prefixes (a version
+// the prefix recorded in rheo.role_prefix when the role may read it; the
+// empty prefix when Rheo was installed by a release before role prefixes (a version
 // table and no rheo.role_prefix); otherwise the prefix of the schema's
 // owner when that is an owner role of another prefix (<prefix>rheo_owner).
 // It reads the catalogs and nothing the role may not read (to_regclass
