@@ -208,3 +208,40 @@ func TestRolePrefixIsKept(t *testing.T) {
 		}
 	}
 }
+
+// TestRolePrefixCreateRole installs with a role prefix as a role with
+// CREATEROLE (a managed server's administrator), which cannot read
+// Rheo's tables until it acts as the owner role: the install belongs to
+// the prefix's owner, the installer keeps no membership, and a run with
+// another prefix is refused in words, not with a permission error.
+func TestRolePrefixCreateRole(t *testing.T) {
+	ctx := context.Background()
+	role, prefix := testdb.NewRole(t, "CREATEROLE"), testdb.NewRolePrefix(t)
+	names, err := migrate.RoleNamesFor(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := testdb.NewDatabase(t)
+	admin := migrateConnect(t, url)
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+
+		" OWNER TO "+pgx.Identifier{role}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	conn := migrateConnect(t, testdb.AsRole(t, url, role))
+	opts := &migrate.Options{RolePrefix: prefix}
+	for run := range 2 {
+		if err := migrate.Postgres(ctx, conn, opts); err != nil {
+			t.Fatalf("run %d: %v", run+1, err)
+		}
+		migrateWantOwnedBy(t, admin, names.Owner)
+		var member bool
+		if err := admin.QueryRow(ctx, `SELECT pg_has_role($1, $2, 'MEMBER')`, role, names.Owner).Scan(&member); err != nil || member {
+			t.Fatalf("run %d: %s is a member of %s: %v, %v", run+1, role, names.Owner, member, err)
+		}
+	}
+	migrateWantCurrent(t, conn)
+	err = migrate.Postgres(ctx, conn, nil)
+	if want := "installed with role prefix " + prefix + ", not the default ones"; !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), want) {
+		t.Errorf("up without the prefix as %s: err = %v, want failed: … %s", role, err, want)
+	}
+}
