@@ -358,7 +358,7 @@ CREATE SCHEMA IF NOT EXISTS rheo;
 -- What an earlier upgrade left to do once the previous release's calls
 -- in flight had ended.
 %s;
-`, len(ms), set.sha256, AdvisoryLockKey, prefixComment(names), setPrefixScript(names.prefix()),
+`, len(ms), set.sha256, AdvisoryLockKey, prefixComment(names), setPrefixLiteral(names.prefix(), false),
 		createRolesSQL, ownerAccessSQL, createVersionTableSQL, createPrefixTableSQL, upgradingSQL, runFollowUpsSQL)
 
 	for _, m := range ms {

@@ -83,12 +83,14 @@ const (
 	runPrefix = `coalesce(current_setting('rheo.role_prefix', true), '')`
 )
 
-// setPrefixScript is setPrefixSQL in the install script, for prefix,
-// which RoleNamesFor has accepted (so it needs no quoting beyond the
-// quotes). It sets the setting for the session, so that a script run
-// without a transaction of its own still installs the roles it names.
-func setPrefixScript(prefix string) string {
-	return "SELECT set_config('rheo.role_prefix', '" + strings.ReplaceAll(prefix, "'", "''") + "', false)"
+// setPrefixLiteral is setPrefixSQL with prefix, which RoleNamesFor has
+// accepted (so it needs no quoting beyond the quotes), as a literal: for
+// the messages of several statements, which take no parameters, and the
+// install script. local false sets it for the session, as the script
+// does, so that a script run without a transaction of its own still
+// installs the roles it names.
+func setPrefixLiteral(prefix string, local bool) string {
+	return fmt.Sprintf("SELECT set_config('rheo.role_prefix', '%s', %t)", strings.ReplaceAll(prefix, "'", "''"), local)
 }
 
 // rheoNamespace is the oid of schema rheo, in SQL, without the USAGE
@@ -197,6 +199,14 @@ BEGIN
     END LOOP;
 END
 $rheo_hand_over$`
+
+// handOverRelationsSQL is handOverSQL without the routines: the part
+// that locks tables, which the switch runs under its locks.
+var handOverRelationsSQL = strings.Replace(handOverSQL, `
+        UNION ALL
+        SELECT 'ROUTINE', p.oid::regprocedure::text
+          FROM pg_proc p
+         WHERE p.pronamespace = 'rheo'::regnamespace AND p.proowner <> v_owner`, "", 1)
 
 // ownerAccessSQL refuses a run whose role prefix is not the one the
 // install was made with (see installedPrefixSQL's cases), then makes the
