@@ -66,7 +66,7 @@ func PostgresRoles(ctx context.Context, conn *pgx.Conn, opts *Options) error {
 
 // inInstall runs fn in one transaction on conn, under the session
 // advisory lock AdvisoryLockKey, after CREATE SCHEMA IF NOT EXISTS rheo,
-// with the roles names prepared (createRolesSQL, ownerAccessSQL) and the
+// with the roles of names prepared (createRolesSQL, ownerAccessSQL) and the
 // role prefix recorded (createPrefixTableSQL); when fn succeeds, the
 // run's membership in the owner role ends (ownerReleaseSQL) and the
 // transaction commits. fail, which fn uses for its errors, puts a
