@@ -133,7 +133,8 @@ type ReplayOptions struct {
 // ResetOptions are the settings of a ResetGroup call.
 type ResetOptions struct {
 	// Confirm must be true: a reset drops the group's leases, retries and
-	// dead letters.
+	// dead letters. Without it (a nil *ResetOptions included) ResetGroup
+	// fails confirm_required.
 	Confirm bool
 	// StartAfter and StartAt place the cursors as in CreateGroupOptions;
 	// by default the group starts at the beginning.
@@ -142,6 +143,15 @@ type ResetOptions struct {
 	StartAt *time.Time
 	// Partitions limits the reset; nil means all.
 	Partitions []int
+}
+
+// DropOptions are the settings of a DropGroup or DropStream call.
+type DropOptions struct {
+	// Confirm must be true: a drop deletes the group's deliveries, dead
+	// letters and cursors, or the stream's events and groups, for good.
+	// Without it (a nil *DropOptions included) the call fails
+	// confirm_required before any other check.
+	Confirm bool
 }
 
 // DeadLetterOptions page through a group's dead letters.

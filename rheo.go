@@ -92,12 +92,13 @@ type DeadLetter struct {
 	DeadLetteredAt time.Time `json:"dead_lettered_at"`
 }
 
-// GroupInfo summarises a group's state.
+// GroupInfo summarises one group's state, as the GroupInfo operation
+// reports it; GroupSummary is what ListGroups lists.
 type GroupInfo struct {
 	// Lag is the group's lag summed over all partitions.
 	Lag int64 `json:"lag"`
-	// Inflight counts leases that have not expired.
-	Inflight int64 `json:"inflight"`
+	// InFlight counts leases that have not expired.
+	InFlight int64 `json:"inflight"`
 	// PendingRetry counts non-terminal deliveries not currently leased:
 	// waiting for a retry delay, or with an expired lease. Events held
 	// back behind an earlier event of their key (OrderingKey) count in
@@ -110,8 +111,9 @@ type GroupInfo struct {
 	OldestUnsettledTS *time.Time `json:"oldest_unsettled_ts"`
 }
 
-// StreamInfo describes a stream.
-type StreamInfo struct {
+// StreamSummary describes a stream, as ListStreams lists it; StreamInfo
+// is one stream in detail.
+type StreamSummary struct {
 	// Name is the stream's name.
 	Name string `json:"stream"`
 	// PartitionCount is the number of partitions.
@@ -120,7 +122,8 @@ type StreamInfo struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// GroupSummary describes a consumer group.
+// GroupSummary describes a consumer group, as ListGroups lists it;
+// GroupInfo is one group's state in detail.
 type GroupSummary struct {
 	// Name is the group's name.
 	Name string `json:"group"`
@@ -165,8 +168,10 @@ type PartitionRange struct {
 	HighWatermark int64 `json:"high_watermark"`
 }
 
-// StreamRange is a stream's retention and what its partitions retain.
-type StreamRange struct {
+// StreamInfo is a stream's retention and what its partitions retain, as
+// the StreamInfo operation reports it; StreamSummary is what ListStreams
+// lists.
+type StreamInfo struct {
 	// MaxAge is the stream's retention: events older than it may be
 	// pruned. 0: kept forever (no retention).
 	MaxAge time.Duration `json:"max_age"`

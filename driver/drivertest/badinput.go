@@ -73,9 +73,9 @@ func badInputCases(t *testing.T, h Harness) {
 		name := uniqueName("g")
 		err := b.d.CreateGroup(b.ctx, s, name, &rheo.CreateGroupOptions{StartAfter: &maxInt})
 		requireBadInput(t, err, rheo.ErrInvalidArgument, "start_after")
-		err = b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: &maxInt})
+		err = b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: &maxInt})
 		requireBadInput(t, err, rheo.ErrInvalidArgument, "start_after")
-		_, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: &maxInt})
+		_, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: &maxInt})
 		requireBadInput(t, err, rheo.ErrInvalidArgument, "from_sequence")
 		require.Equal(t, before, b.state(s, g))
 	})
@@ -104,17 +104,17 @@ func badInputCases(t *testing.T, h Harness) {
 		b.appendTo(s, 1, 3)
 		requireTop("after another append")
 
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: &top})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: &top})
 		require.NoError(t, err)
 		require.Zero(t, n, "replay from 2^63-2 reopens nothing")
-		n, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+		n, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 		require.NoError(t, err)
 		require.Equal(t, int64(3), n, "replay from 0 reopens every skipped event")
 		require.Len(t, b.drain(s, g), 3)
 
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: &top}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: &top}))
 		requireTop("after reset_group")
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: &top, Partitions: []int{1}}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: &top, Partitions: []int{1}}))
 		require.Equal(t, []int64{top, top}, b.frontiers(s, g))
 	})
 
@@ -144,10 +144,10 @@ func badInputCases(t *testing.T, h Harness) {
 			{"retry", func() error { _, err := b.d.Retry(b.ctx, held.LeaseID, nil); return err }},
 			{"reject", func() error { return b.d.Reject(b.ctx, held.LeaseID, "") }},
 			{"replay", func() error {
-				_, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+				_, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 				return err
 			}},
-			{"reset_group", func() error { return b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true}) }},
+			{"reset_group", func() error { return b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true}) }},
 			{"group_info", func() error { _, err := b.d.GroupInfo(b.ctx, s, g); return err }},
 		}
 		for _, bad := range badTimes() {
@@ -210,10 +210,10 @@ func badInputCases(t *testing.T, h Harness) {
 			info := b.info(s, g)
 			require.Equal(t, int64(1), info.PendingRetry)
 			require.Equal(t, int64(1), info.DeadLetters)
-			n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+			n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 			require.NoError(t, err)
 			require.Equal(t, int64(3), n)
-			require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true}))
+			require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true}))
 		}
 	})
 
@@ -246,11 +246,11 @@ func badInputCases(t *testing.T, h Harness) {
 					want = []int64{2}
 				}
 				require.Equal(t, want, b.frontiers(s, g), "create_group start_at")
-				require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAt: &at}))
+				require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAt: &at}))
 				require.Equal(t, want, b.frontiers(s, g), "reset_group start_at")
-				require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true,
+				require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true,
 					StartAfter: ptr(int64(2))}))
-				n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromTS: &at})
+				n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromTS: &at})
 				require.NoError(t, err)
 				if late {
 					require.Zero(t, n, "replay from_ts")
@@ -490,7 +490,7 @@ func (b *bundle) streamExists(name string) bool {
 	b.t.Helper()
 	streams, err := b.d.ListStreams(b.ctx)
 	require.NoError(b.t, err)
-	return slices.ContainsFunc(streams, func(s rheo.StreamInfo) bool { return s.Name == name })
+	return slices.ContainsFunc(streams, func(s rheo.StreamSummary) bool { return s.Name == name })
 }
 
 // state is what the operations on stream and group can change, as one

@@ -38,7 +38,7 @@ func transactionCases(t *testing.T, h Harness) {
 			return errHandler
 		})
 		require.ErrorIs(t, err, errHandler)
-		require.Equal(t, int64(1), b.info(s, g).Inflight)
+		require.Equal(t, int64(1), b.info(s, g).InFlight)
 		require.NoError(t, b.d.Ack(b.ctx, l.LeaseID), "the lease is still held")
 	})
 

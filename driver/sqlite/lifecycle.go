@@ -10,7 +10,8 @@ import (
 
 // DropGroup removes a group with its deliveries, dead letters and
 // cursors; its leases become stale.
-func (o ops) DropGroup(ctx context.Context, stream, group string, confirm bool) error {
+func (o ops) DropGroup(ctx context.Context, stream, group string, opts *rheo.DropOptions) error {
+	confirm := opts != nil && opts.Confirm
 	return o.runChecked(ctx, "drop_group", []string{stream, group}, func(s *session) error {
 		return s.dropGroup(ctx, stream, group, confirm)
 	})
@@ -18,7 +19,8 @@ func (o ops) DropGroup(ctx context.Context, stream, group string, confirm bool) 
 
 // DropStream removes a stream, its groups and every event, and returns
 // how many events it deleted.
-func (o ops) DropStream(ctx context.Context, stream string, confirm bool) (int64, error) {
+func (o ops) DropStream(ctx context.Context, stream string, opts *rheo.DropOptions) (int64, error) {
+	confirm := opts != nil && opts.Confirm
 	var n int64
 	err := o.runChecked(ctx, "drop_stream", []string{stream}, func(s *session) error {
 		var err error
@@ -176,9 +178,12 @@ func (o ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.C
 }
 
 // ResetGroup drops a group's deliveries and places its cursors anew.
-func (o ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error {
+func (o ops) ResetGroup(ctx context.Context, stream, group string, opts *rheo.ResetOptions) error {
+	if opts == nil {
+		opts = &rheo.ResetOptions{}
+	}
 	return o.runClocked(ctx, "reset_group", []string{stream, group}, func(s *session) error {
-		return s.resetGroup(ctx, stream, group, opts)
+		return s.resetGroup(ctx, stream, group, *opts)
 	})
 }
 

@@ -9,11 +9,14 @@ import (
 )
 
 // Replay makes events claimable again for a group and returns how many.
-func (o ops) Replay(ctx context.Context, stream, group string, opts rheo.ReplayOptions) (int64, error) {
+func (o ops) Replay(ctx context.Context, stream, group string, opts *rheo.ReplayOptions) (int64, error) {
+	if opts == nil {
+		opts = &rheo.ReplayOptions{}
+	}
 	var n int64
 	err := o.runClocked(ctx, "replay", append([]string{stream, group}, opts.EventIDs...), func(s *session) error {
 		var err error
-		n, err = s.replay(ctx, stream, group, opts)
+		n, err = s.replay(ctx, stream, group, *opts)
 		return err
 	})
 	return n, err

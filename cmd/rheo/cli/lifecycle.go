@@ -32,7 +32,7 @@ again under the name starts from the beginning (the low watermark).`,
 					return usagef("--confirm is required: drop-group removes the group with its leases, pending retries and dead letters; nothing was changed")
 				}
 				return c.withDriver(func(drv driver.Driver) error {
-					if err := drv.DropGroup(c.ctx, c.stream, c.group, true); err != nil {
+					if err := drv.DropGroup(c.ctx, c.stream, c.group, &rheo.DropOptions{Confirm: true}); err != nil {
 						return err
 					}
 					out := struct {
@@ -68,7 +68,7 @@ drop short.`,
 					return usagef("--confirm is required: drop-stream deletes the stream with every event and group; nothing was changed")
 				}
 				return c.withDriver(func(drv driver.Driver) error {
-					n, err := drv.DropStream(c.ctx, c.stream, true)
+					n, err := drv.DropStream(c.ctx, c.stream, &rheo.DropOptions{Confirm: true})
 					if err != nil {
 						return err
 					}
@@ -179,7 +179,7 @@ type rangeRow struct {
 	Retained int64 `json:"retained"`
 }
 
-func rangeRows(r rheo.StreamRange) []rangeRow {
+func rangeRows(r rheo.StreamInfo) []rangeRow {
 	rows := make([]rangeRow, len(r.Partitions))
 	for i, p := range r.Partitions {
 		rows[i] = rangeRow{p.Partition, p.LowWatermark, p.HighWatermark, p.HighWatermark - p.LowWatermark + 1}
