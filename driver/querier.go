@@ -5,6 +5,7 @@ import (
 	"iter"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Querier searches a stream's history; it is part of Ops.
@@ -91,4 +92,4 @@ func ReplayQuery(ctx context.Context, d Ops, stream, group string, query rheo.Qu
 
 // pageSize is the page size of query: its MaxCount, DefaultQueryCount
 // when 0.
-func pageSize(query rheo.Query) int { return WithDefaults(&query).MaxCount }
+func pageSize(query rheo.Query) int { return driverutil.WithDefaults(&query).MaxCount }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // badInputCases check reference §1.5's rule for bad input: the word, a
@@ -22,7 +23,7 @@ import (
 func badInputCases(t *testing.T, h Harness) {
 	t.Run("a partition count above 4096 is invalid_partition_count and creates no stream", func(t *testing.T) {
 		b := setup(t, h)
-		for _, n := range []int{driver.MaxPartitionCount + 1, math.MaxInt32, math.MaxInt} {
+		for _, n := range []int{driverutil.MaxPartitionCount + 1, math.MaxInt32, math.MaxInt} {
 			name := uniqueName("s")
 			requireBadInput(t, b.d.CreateStream(b.ctx, name, n), rheo.ErrInvalidPartitionCount, "partition_count")
 			require.False(t, b.streamExists(name), "partition_count %d", n)
@@ -32,10 +33,10 @@ func badInputCases(t *testing.T, h Harness) {
 	t.Run("a stream can have 4096 partitions", func(t *testing.T) {
 		b := setup(t, h)
 		b.requirePartitions()
-		s := b.stream(driver.MaxPartitionCount)
+		s := b.stream(driverutil.MaxPartitionCount)
 		g := b.group(s, nil)
-		ev := b.appendTo(s, driver.MaxPartitionCount-1, 1)
-		require.Len(t, b.lag(s, g, nil).Partitions, driver.MaxPartitionCount)
+		ev := b.appendTo(s, driverutil.MaxPartitionCount-1, 1)
+		require.Len(t, b.lag(s, g, nil).Partitions, driverutil.MaxPartitionCount)
 		leases := b.fetch(s, g, nil)
 		require.Len(t, leases, 1)
 		require.Equal(t, ev.ID, leases[0].Event.ID)
@@ -86,7 +87,7 @@ func badInputCases(t *testing.T, h Harness) {
 		s := b.stream(2)
 		b.appendTo(s, 0, 1)
 		b.appendTo(s, 0, 2)
-		top := int64(driver.MaxStartSequence)
+		top := int64(driverutil.MaxStartSequence)
 		g := b.group(s, &rheo.CreateGroupOptions{StartAfter: &top})
 		requireTop := func(msg string) {
 			t.Helper()
@@ -187,8 +188,8 @@ func badInputCases(t *testing.T, h Harness) {
 
 	t.Run("the first and last instants of the clock range are valid", func(t *testing.T) {
 		b := setup(t, h)
-		last := driver.EndTime.Add(-time.Microsecond)
-		for _, at := range []time.Time{driver.MinTime, last} {
+		last := driverutil.EndTime.Add(-time.Microsecond)
+		for _, at := range []time.Time{driverutil.MinTime, last} {
 			b.clock.Set(at)
 			s := b.stream(1)
 			g := b.group(s, nil)
@@ -227,7 +228,7 @@ func badInputCases(t *testing.T, h Harness) {
 		events, err := b.d.Read(b.ctx, s, nil)
 		require.NoError(t, err)
 		require.Empty(t, events)
-		for _, at := range []time.Time{driver.MinTime, driver.EndTime.Add(-time.Microsecond)} {
+		for _, at := range []time.Time{driverutil.MinTime, driverutil.EndTime.Add(-time.Microsecond)} {
 			requireSameTime(t, at, b.append(s, payload(1), &rheo.AppendOptions{TS: &at}).TS)
 		}
 	})
@@ -280,8 +281,8 @@ func badInputCases(t *testing.T, h Harness) {
 		g := b.group(s, nil)
 		b.appendN(s, 1)
 		before := b.state(s, g)
-		long := strings.Repeat("x", driver.MaxTextBytes+1)
-		wide := strings.Repeat("é", driver.MaxTextBytes/2+1) // 513 characters, 1026 bytes
+		long := strings.Repeat("x", driverutil.MaxTextBytes+1)
+		wide := strings.Repeat("é", driverutil.MaxTextBytes/2+1) // 513 characters, 1026 bytes
 		keyed := func(key string) json.RawMessage {
 			p, err := json.Marshal(map[string]string{"key": key})
 			require.NoError(t, err)
@@ -333,8 +334,8 @@ func badInputCases(t *testing.T, h Harness) {
 		b := setup(t, h)
 		s := b.stream(1)
 		g := b.group(s, nil)
-		limit := strings.Repeat("é", driver.MaxTextBytes/2)
-		long := strings.Repeat("x", driver.MaxTextBytes+1)
+		limit := strings.Repeat("é", driverutil.MaxTextBytes/2)
+		long := strings.Repeat("x", driverutil.MaxTextBytes+1)
 		ev := b.append(s, payload(1), &rheo.AppendOptions{ID: limit, Key: limit,
 			Metadata: json.RawMessage(fmt.Sprintf(`{"correlation_id": %q, "note": %q}`, limit, long+long))})
 		require.Equal(t, limit, ev.ID)
@@ -404,7 +405,7 @@ func badInputCases(t *testing.T, h Harness) {
 			// {"a": [[...]]}: the object is one level, each array another.
 			return json.RawMessage(`{"a": ` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`)
 		}
-		deep := nested(driver.MaxJSONDepth + 1)
+		deep := nested(driverutil.MaxJSONDepth + 1)
 		_, err := b.d.Append(b.ctx, s, deep, nil)
 		requireBadInput(t, err, rheo.ErrInvalidArgument, "payload")
 		_, err = b.d.AppendBatch(b.ctx, s, []rheo.BatchItem{{Payload: payload(1)}, {Payload: deep}}, nil)
@@ -417,7 +418,7 @@ func badInputCases(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.Empty(t, events)
 
-		limit := nested(driver.MaxJSONDepth)
+		limit := nested(driverutil.MaxJSONDepth)
 		ev := b.append(s, limit, &rheo.AppendOptions{Metadata: limit})
 		requireJSONEq(t, string(limit), ev.Payload)
 		requireJSONEq(t, string(limit), ev.Metadata)
@@ -470,8 +471,8 @@ type badTime struct {
 // it, where PostgreSQL's timestamptz and int64 microseconds end.
 func badTimes() []badTime {
 	return []badTime{
-		{"of 10000-01-01", driver.EndTime},
-		{"just before 0001-01-01", driver.MinTime.Add(-time.Microsecond)},
+		{"of 10000-01-01", driverutil.EndTime},
+		{"just before 0001-01-01", driverutil.MinTime.Add(-time.Microsecond)},
 		{"in the year 300000", time.Date(300000, time.January, 1, 0, 0, 0, 0, time.UTC)},
 		{"in the year -300000", time.Date(-300000, time.January, 1, 0, 0, 0, 0, time.UTC)},
 	}

@@ -6,14 +6,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Fetch claims up to MaxCount events for one consumer. opts may be nil.
 func (o *ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	leaseMS, err := driver.Millis("lease duration", opts.LeaseDuration)
+	leaseMS, err := driverutil.Millis("lease duration", opts.LeaseDuration)
 	if err != nil {
 		return nil, err
 	}

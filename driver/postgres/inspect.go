@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Lag reports the group's progress per partition; nil partitions means
@@ -76,7 +76,7 @@ func (o *ops) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummar
 // DeadLetters pages through a group's dead letters in (partition,
 // sequence) order. opts may be nil.
 func (o *ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
 	var letters []rheo.DeadLetter
 	err := o.run(ctx, "dead_letters", false, func(q querier) error {
@@ -118,7 +118,7 @@ func (o *ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupIn
 
 // Leases lists the group's deliveries in progress, the soonest due first.
 func (o *ops) Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
-	maxCount = driver.LeaseCount(maxCount)
+	maxCount = driverutil.LeaseCount(maxCount)
 	var deliveries []rheo.Delivery
 	err := o.run(ctx, "leases", false, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT l.event_id, l."partition", l.sequence, l.state, l.consumer_id, l.attempt,

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // DropGroup removes a group with its deliveries, dead letters and
@@ -51,10 +51,10 @@ func (o *ops) CreateStream(ctx context.Context, stream string, partitionCount in
 // Ordering is sent as 'none', the SQL default, and any other word as
 // given, for rheo.create_group to check.
 func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxAttempts := opts.MaxAttempts
 	// Clamping would store another max_attempts than the one asked for.
-	attempts, err := driver.Int32("max_attempts", maxAttempts)
+	attempts, err := driverutil.Int32("max_attempts", maxAttempts)
 	if err != nil {
 		return err
 	}

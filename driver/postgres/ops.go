@@ -13,6 +13,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 	"github.com/rheo-go/rheo/retention"
 )
 
@@ -115,14 +116,14 @@ func (o *ops) runReadCommitted(ctx context.Context, op, sql string, args []any, 
 }
 
 // clockArg is the clock argument: NULL for the database's now(). A clock
-// outside driver.CheckTime's range is invalid_argument before the
+// outside driverutil.CheckTime's range is invalid_argument before the
 // database is asked, since pgx cannot send every time.Time.
 func (o *ops) clockArg() (any, error) {
 	if o.clock == nil {
 		return nil, nil
 	}
 	now := o.clock.Now()
-	if err := driver.CheckTime("clock", now); err != nil {
+	if err := driverutil.CheckTime("clock", now); err != nil {
 		return nil, err
 	}
 	return now, nil
@@ -130,13 +131,13 @@ func (o *ops) clockArg() (any, error) {
 
 // boundArg is a time argument that is only compared with the events' ts
 // (start_at, from_ts): NULL for nil, and -infinity or infinity for a time
-// outside the clock range (driver.Infinite), which compares the same and
+// outside the clock range (driverutil.Infinite), which compares the same and
 // which pgx, unlike some such times, can always encode.
 func boundArg(t *time.Time) any {
 	if t == nil {
 		return nil
 	}
-	switch driver.Infinite(*t) {
+	switch driverutil.Infinite(*t) {
 	case -1:
 		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 	case 1:
@@ -212,11 +213,11 @@ func leaseIDArg(s string) (pgtype.UUID, error) {
 }
 
 // checkJSON rejects bytes that are not JSON at all, or JSON that either
-// database cannot take (driver.CheckJSON), naming the argument; whether
+// database cannot take (driverutil.CheckJSON), naming the argument; whether
 // the value is an object is for the SQL function to say, after its other
 // checks.
 func checkJSON(what string, v json.RawMessage) error {
-	return driver.CheckJSON(what, v)
+	return driverutil.CheckJSON(what, v)
 }
 
 // metadataArg defaults nil metadata to {}.

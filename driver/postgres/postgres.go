@@ -7,7 +7,7 @@
 // commits or rolls back with the host's own writes.
 //
 // Go zero values of the option structs stand for the SQL defaults
-// (driver.WithDefaults); other values, negative ones included, are passed to SQL
+// (driverutil.WithDefaults); other values, negative ones included, are passed to SQL
 // as they are, so the functions report invalid_argument in their order of
 // checks. Counts beyond int32 are clamped (still out of range), and
 // durations are whole milliseconds, rounded down.
@@ -31,10 +31,10 @@
 //     such as a NUL character in text) is invalid_argument, and so are,
 //     found before the database is asked and so before stream_not_found:
 //     payload, metadata or query patterns that are not JSON, or that
-//     either database cannot take (driver.CheckJSON), durations beyond int32
+//     either database cannot take (driverutil.CheckJSON), durations beyond int32
 //     milliseconds, a max_attempts beyond int32, and an Options.Clock
 //     reading or an AppendOptions.TS outside the years 0001 to 9999
-//     (driver.CheckTime);
+//     (driverutil.CheckTime);
 //   - a StartAt, FromTS, or query From or To outside those years is sent
 //     as -infinity or infinity, which compares the same with every
 //     event's ts;

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Lag reports the group's progress per partition; nil partitions means
@@ -54,7 +54,7 @@ func (o ops) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummary
 // DeadLetters pages through a group's dead letters in (partition,
 // sequence) order. opts may be nil.
 func (o ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
 	var letters []rheo.DeadLetter
 	err := o.runChecked(ctx, "dead_letters", []string{stream, group, opts.After}, func(s *session) error {
@@ -78,7 +78,7 @@ func (o ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInf
 
 // Leases lists the group's deliveries in progress, the soonest due first.
 func (o ops) Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
-	maxCount = driver.LeaseCount(maxCount)
+	maxCount = driverutil.LeaseCount(maxCount)
 	var deliveries []rheo.Delivery
 	err := o.runChecked(ctx, "leases", []string{stream, group}, func(s *session) error {
 		var err error

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // DropGroup removes a group with its deliveries, dead letters and
@@ -164,10 +164,10 @@ func (o ops) CreateStream(ctx context.Context, stream string, partitionCount int
 // CreateGroup creates a consumer group. opts may be nil; an empty
 // Ordering is OrderingNone.
 func (o ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxAttempts := opts.MaxAttempts
 	// As on PostgreSQL, whose column is an int.
-	if _, err := driver.Int32("max_attempts", maxAttempts); err != nil {
+	if _, err := driverutil.Int32("max_attempts", maxAttempts); err != nil {
 		return err
 	}
 	ordering := opts.Ordering
@@ -229,9 +229,9 @@ func (s *session) createStream(ctx context.Context, stream string, partitionCoun
 	if exists {
 		return rheo.Errorf(rheo.ErrAlreadyExists, "stream %q already exists", stream)
 	}
-	if partitionCount < 1 || partitionCount > driver.MaxPartitionCount {
+	if partitionCount < 1 || partitionCount > driverutil.MaxPartitionCount {
 		return rheo.Errorf(rheo.ErrInvalidPartitionCount, "partition_count must be between 1 and %d, got %d",
-			driver.MaxPartitionCount, partitionCount)
+			driverutil.MaxPartitionCount, partitionCount)
 	}
 	if _, err := s.exec(ctx, `INSERT INTO rheo_streams (stream, partition_count, created_at) VALUES (?, ?, ?)`,
 		stream, partitionCount, s.now); err != nil {
@@ -256,7 +256,7 @@ func (st start) check() error {
 		return rheo.Errorf(rheo.ErrInvalidArgument, "give start_after or start_at, not both")
 	}
 	if st.after != nil {
-		return driver.CheckSequence("start_after", *st.after)
+		return driverutil.CheckSequence("start_after", *st.after)
 	}
 	return nil
 }

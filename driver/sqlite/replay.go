@@ -5,7 +5,7 @@ import (
 	"database/sql"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Replay makes events claimable again for a group and returns how many.
@@ -39,7 +39,7 @@ func (s *session) replay(ctx context.Context, stream, group string, o rheo.Repla
 		return 0, rheo.Errorf(rheo.ErrInvalidReplayOpts, "give exactly one of from_sequence, event_ids and from_ts")
 	}
 	if o.FromSequence != nil {
-		if err := driver.CheckSequence("from_sequence", *o.FromSequence); err != nil {
+		if err := driverutil.CheckSequence("from_sequence", *o.FromSequence); err != nil {
 			return 0, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 func dropGroupCommand() *command {
@@ -276,7 +277,7 @@ wait: dry-run a long prune at a quiet time.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			force := fs.Bool("force", false, "also delete aged events that groups have not settled")
 			dryRun := fs.Bool("dry-run", false, "count what would be deleted, changing nothing")
-			maxCount := intFlagOf(fs, "max-count", driver.DefaultPruneCount, "delete at most `N` events per transaction")
+			maxCount := intFlagOf(fs, "max-count", driverutil.DefaultPruneCount, "delete at most `N` events per transaction")
 			return func(c *call) error {
 				c.stream = c.args[0]
 				if *maxCount < 1 {
