@@ -8,7 +8,9 @@ import (
 // CreateGroupOptions are the optional settings of a new consumer group.
 type CreateGroupOptions struct {
 	// MaxAttempts is how many leases an event gets before it is
-	// dead-lettered. Defaults to 5.
+	// dead-lettered. Defaults to 20: with the worker's default back-off
+	// (worker.DefaultRetryPolicy) an always-failing event is retried for
+	// about an hour (docs/worker.md).
 	MaxAttempts int
 	// StartAfter starts the group after this sequence in the listed
 	// partitions: events up to it are never delivered. Must not be
