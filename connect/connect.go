@@ -25,8 +25,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
@@ -47,6 +50,31 @@ type Options struct {
 	// Defaults to false: Open changes nothing in the database, and fails
 	// with a *SchemaError when the schema is missing or out of date.
 	Migrate bool
+	// Logger receives the PostgreSQL driver's records (its wakeup
+	// listener's connection problems, failed vacuums; see
+	// postgres.Options.Logger). The SQLite driver logs nothing. Defaults
+	// to slog.Default(), as every Rheo package's logger does.
+	Logger *slog.Logger
+
+	// The PostgreSQL connection pool's settings (pgxpool.Config's), for
+	// PostgreSQL URLs; a zero value keeps pgx's default, or the URL's
+	// pool_max_conns, pool_min_conns, pool_max_conn_lifetime and
+	// pool_max_conn_idle_time parameters, which set the same. The SQLite
+	// driver manages its connections itself and ignores them.
+
+	// MaxConns is the most connections the pool opens. pgx's default is
+	// the larger of 4 and the number of CPUs. A worker needs one per
+	// handler in flight with a TxHandler, plus a few for its fetches and
+	// acks.
+	MaxConns int32
+	// MinConns is how many connections the pool keeps open when idle.
+	MinConns int32
+	// MaxConnLifetime is how long a connection lives before the pool
+	// closes it (pgx: 1 hour).
+	MaxConnLifetime time.Duration
+	// MaxConnIdleTime is how long an idle connection stays open (pgx: 30
+	// minutes).
+	MaxConnIdleTime time.Duration
 }
 
 // URLError reports a database URL that Open cannot use: an unknown
@@ -119,7 +147,26 @@ func Open(ctx context.Context, url string, opts *Options) (driver.Driver, error)
 }
 
 func openPostgres(ctx context.Context, target dburl.Target, opts *Options) (driver.Driver, error) {
-	d, err := postgres.Open(ctx, target.DSN, &postgres.Options{Clock: opts.Clock})
+	if opts.MaxConns < 0 || opts.MinConns < 0 || opts.MaxConnLifetime < 0 || opts.MaxConnIdleTime < 0 {
+		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "connect.Options: the pool settings must not be negative")
+	}
+	config, err := pgxpool.ParseConfig(target.DSN)
+	if err != nil {
+		return nil, &URLError{Err: rheo.Errorf(rheo.ErrInvalidArgument, "database url: %v", err)}
+	}
+	if opts.MaxConns > 0 {
+		config.MaxConns = opts.MaxConns
+	}
+	if opts.MinConns > 0 {
+		config.MinConns = opts.MinConns
+	}
+	if opts.MaxConnLifetime > 0 {
+		config.MaxConnLifetime = opts.MaxConnLifetime
+	}
+	if opts.MaxConnIdleTime > 0 {
+		config.MaxConnIdleTime = opts.MaxConnIdleTime
+	}
+	d, err := postgres.OpenConfig(ctx, config, &postgres.Options{Clock: opts.Clock, Logger: opts.Logger})
 	if err != nil {
 		if errors.Is(err, rheo.ErrInvalidArgument) {
 			// pgx rejected the connection settings the URL carries.

@@ -226,7 +226,17 @@ func Open(ctx context.Context, url string, opts *Options) (*Driver, error) {
 	if err != nil {
 		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "database url: %v", err)
 	}
-	if opts, err = urlOptions(config.ConnConfig, opts); err != nil {
+	return OpenConfig(ctx, config, opts)
+}
+
+// OpenConfig is Open with the pool's configuration already parsed (by
+// pgxpool.ParseConfig, which OpenConfig's config must come from), for
+// settings a URL cannot carry: config's pool sizes, lifetimes and
+// hooks. Rheo's URL parameters are read from config's runtime
+// parameters as Open reads them. Close closes the pool. opts may be nil.
+func OpenConfig(ctx context.Context, config *pgxpool.Config, opts *Options) (*Driver, error) {
+	opts, err := urlOptions(config.ConnConfig, opts)
+	if err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, config)
