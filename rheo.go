@@ -40,7 +40,13 @@ type Event struct {
 type Lease struct {
 	// LeaseID is the fencing token of this delivery (a UUID).
 	LeaseID string `json:"lease_id"`
-	// Receipt equals LeaseID on PostgreSQL and SQLite.
+	// Receipt is the backend's own handle of the delivery, for drivers
+	// over a queue that issues receipts (a message broker's receipt
+	// handle), which must present both it and the lease id; a receipt
+	// that does not match its lease is ErrReceiptMismatch (reference
+	// §10.1). PostgreSQL and SQLite issue none: there it equals LeaseID,
+	// and settling needs LeaseID alone. It is part of rheo.lease, the
+	// SQL type, so that every driver returns the same row.
 	Receipt string `json:"receipt"`
 	// Group is the consumer group the lease was made for.
 	Group string `json:"group"`
