@@ -4,6 +4,31 @@
 // The types here are plain values exchanged between the drivers
 // (package driver and its sub-packages), the worker (package worker) and
 // host code. The package imports nothing else of Rheo's.
+//
+// # A tour
+//
+// A program opens a database with connect.Open, which returns a
+// driver.Driver: the operations of docs/reference.md, one method each.
+// Appends go to a stream (CreateStream), which a consumer group
+// (CreateGroup) reads at its own pace:
+//
+//	drv, err := connect.Open(ctx, os.Getenv("DATABASE_URL"), nil)
+//	ev, err := drv.Append(ctx, "orders", payload, &rheo.AppendOptions{ID: "order-42"})
+//
+// A worker.Worker fetches the group's events as leases (Lease), runs a
+// handler for each, and acks, retries or dead-letters it by the
+// handler's outcome; a worker.Consumer hands the leases to the caller
+// instead. Lag, GroupInfo and DeadLetters report a group's progress;
+// Replay and ResetGroup rewind it; Query searches a stream's history.
+//
+// Options are pointers to structs (AppendOptions, FetchOptions, …), nil
+// for the defaults; the Go zero value of a field is its default. Errors
+// are this package's sentinels, matched with errors.Is
+// (ErrStreamNotFound, ErrStaleLease, …), or an *AmbiguousError, a
+// *FailedError or an *UnavailableError when the database did not answer
+// with one of Rheo's words (errors.go, reference §10).
+//
+// Example is the README's quickstart, and runs as a test.
 package rheo
 
 import (

@@ -15,6 +15,15 @@
 // without the tag has PostgreSQL only, and Open refuses SQLite URLs with
 // an error wrapping sqlite.ErrNoDriver, which says how to build it.
 //
+// Options also carries what a program sets once for its database: a
+// Logger and, for PostgreSQL, the pool's size and connection lifetimes
+// (which the URL's pool_max_conns and the like set as well):
+//
+//	drv, err := connect.Open(ctx, url, &connect.Options{
+//		Logger:   logger,
+//		MaxConns: 20,
+//	})
+//
 // Open runs no migration unless Options.Migrate is set. Without it, Open
 // checks that the database already holds this build's schema, so a
 // missing install is reported once, at startup, rather than by the first

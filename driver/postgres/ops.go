@@ -49,7 +49,12 @@ func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier)
 		if write {
 			e = writesInTx
 		}
-		return interpretError(op, e, fn(nulGuard{o.tx}))
+		sq := &savepointQuerier{tx: o.tx}
+		err := fn(nulGuard{sq})
+		if err != nil {
+			sq.restore(ctx)
+		}
+		return interpretError(op, e, err)
 	}
 	// Acquiring first keeps a wait for a free connection apart from a
 	// statement in flight: only the latter can be ambiguous.

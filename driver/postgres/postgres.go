@@ -341,6 +341,13 @@ func (d *Driver) Close() error {
 
 // WithTx binds the operations to the host's transaction tx: what they
 // write commits or rolls back with it. The host commits or rolls back tx.
+//
+// Each operation runs under a savepoint, sent with its statement in one
+// round trip (SAVEPOINT, the call, RELEASE): an operation that fails
+// (stream_not_found, an append whose id exists with other content, …)
+// rolls back to it, so that tx stays usable with the host's own writes,
+// as a transaction on SQLite does, instead of being aborted. A failure
+// that breaks the connection still ends tx.
 func (d *Driver) WithTx(tx pgx.Tx) driver.Tx {
 	return &Tx{ops: &ops{tx: tx, clock: d.clock, vacuum: d.vacuum}, tx: tx}
 }
