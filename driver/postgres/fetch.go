@@ -25,7 +25,7 @@ func (o *ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchO
 		partitionArray(opts.Partitions), clock}
 	var leases []rheo.Lease
 	err = o.run(ctx, "fetch", true, func(q querier) error {
-		if o.tx != nil {
+		if o.inTx() {
 			rows, err := q.Query(ctx, fetchSQL, args...)
 			if err != nil {
 				return err

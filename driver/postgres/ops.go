@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"math"
 	"time"
@@ -30,6 +31,7 @@ type querier interface {
 type ops struct {
 	pool   *pgxpool.Pool
 	tx     pgx.Tx
+	sqlTx  *sql.Tx // a database/sql transaction of the caller's (WithSQLTx)
 	clock  driver.Clock
 	vacuum *retention.Vacuumer // nil when turned off
 }
@@ -39,6 +41,18 @@ type ops struct {
 // an answer lost after it was sent leaves it ambiguous; in a transaction
 // it cannot commit once it failed.
 func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier) error) error {
+	if o.sqlTx != nil {
+		e := reads
+		if write {
+			e = writesInTx
+		}
+		sq := &sqlQuerier{tx: o.sqlTx}
+		err := fn(nulGuard{sq})
+		if err != nil {
+			sq.restore(ctx)
+		}
+		return interpretError(op, e, sqlError(err))
+	}
 	if o.tx != nil {
 		if conn := o.tx.Conn(); conn != nil && conn.IsClosed() {
 			// An earlier failure closed the transaction's connection;
@@ -79,7 +93,7 @@ func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier)
 // for any statement that commits on its own. In the caller's
 // transaction, the caller's level stands.
 func (o *ops) runReadCommitted(ctx context.Context, op, sql string, args []any, dest ...any) error {
-	if o.tx != nil {
+	if o.inTx() {
 		return o.run(ctx, op, true, func(q querier) error {
 			if len(dest) > 0 {
 				return q.QueryRow(ctx, sql, args...).Scan(dest...)
@@ -119,6 +133,10 @@ func (o *ops) runReadCommitted(ctx context.Context, op, sql string, args []any, 
 	}
 	return interpretError(op, commits, err)
 }
+
+// inTx reports whether the operations run in a transaction of the
+// caller's.
+func (o *ops) inTx() bool { return o.tx != nil || o.sqlTx != nil }
 
 // clockArg is the clock argument: NULL for the database's now(). A clock
 // outside driverutil.CheckTime's range is invalid_argument before the

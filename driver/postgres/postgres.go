@@ -3,7 +3,7 @@
 // Every operation is one call of a rheo.* SQL function (installed by
 // package migrate); nothing of the semantics is re-implemented in Go. The
 // driver runs each operation as its own statement on a pool, or inside a
-// transaction of the host's (WithTx, InTx), so that an append or an ack
+// transaction of the host's (WithTx, WithSQLTx, InTx), so that an append or an ack
 // commits or rolls back with the host's own writes.
 //
 // Go zero values of the option structs stand for the SQL defaults
@@ -75,6 +75,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -170,6 +171,7 @@ var (
 	_ driver.Driver     = (*Driver)(nil)
 	_ driver.Transactor = (*Driver)(nil)
 	_ driver.Tx         = (*Tx)(nil)
+	_ driver.Tx         = (*SQLTx)(nil)
 )
 
 // New returns a driver on a pool the host owns: Close leaves the pool
@@ -352,6 +354,20 @@ func (d *Driver) WithTx(tx pgx.Tx) driver.Tx {
 	return &Tx{ops: &ops{tx: tx, clock: d.clock, vacuum: d.vacuum}, tx: tx}
 }
 
+// WithSQLTx binds the operations to the host's database/sql transaction
+// tx, on PostgreSQL through any database/sql driver (pgx's stdlib,
+// lib/pq), for programs whose transactions are database/sql's (sqlx,
+// GORM, Bun, ent): what the operations write commits or rolls back with
+// tx, which the host commits or rolls back. The operations are WithTx's,
+// with the same errors (errors.Is(err, rheo.ErrStreamNotFound)), and a
+// failed one leaves tx usable, rolled back to a savepoint of its own. As
+// database/sql cannot send two statements with arguments in one round
+// trip, the savepoint and its release are round trips of their own.
+// Native returns tx.
+func (d *Driver) WithSQLTx(tx *sql.Tx) driver.Tx {
+	return &SQLTx{ops: &ops{sqlTx: tx, clock: d.clock, vacuum: d.vacuum}, tx: tx}
+}
+
 // InTx begins a transaction on the driver's pool, calls fn with it, and
 // commits when fn returns nil. When fn returns an error or panics, the
 // transaction is rolled back and the error (or panic) is passed on
@@ -384,3 +400,13 @@ type Tx struct {
 
 // Native returns the pgx.Tx.
 func (t *Tx) Native() any { return t.tx }
+
+// SQLTx is a host's database/sql transaction with the Rheo operations
+// bound to it (WithSQLTx).
+type SQLTx struct {
+	*ops
+	tx *sql.Tx
+}
+
+// Native returns the *sql.Tx.
+func (t *SQLTx) Native() any { return t.tx }
