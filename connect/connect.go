@@ -59,6 +59,10 @@ type Options struct {
 	// Defaults to false: Open changes nothing in the database, and fails
 	// with a *SchemaError when the schema is missing or out of date.
 	Migrate bool
+	// RolePrefix is the role prefix of the install that Migrate makes or
+	// upgrades on PostgreSQL (migrate.Options.RolePrefix); SQLite has no
+	// roles and ignores it. Defaults to "": the default role names.
+	RolePrefix string
 	// Logger receives the PostgreSQL driver's records (its wakeup
 	// listener's connection problems, failed vacuums; see
 	// postgres.Options.Logger). The SQLite driver logs nothing. Defaults
@@ -105,8 +109,10 @@ func (e *URLError) Is(target error) bool { return target == rheo.ErrInvalidArgum
 
 // SchemaError reports a database that does not hold this build's schema
 // (Rheo was never installed, or a migration is pending) while
-// Options.Migrate was not set. Open returns it inside a
-// *rheo.FailedError; find it with errors.As.
+// Options.Migrate was not set, or one migrated by a newer build that
+// records that builds as old as this one no longer work on it. Open
+// returns it inside a *rheo.FailedError (of kind rheo.KindSchemaMissing
+// when a migration is missing); find it with errors.As.
 type SchemaError struct {
 	// Database names the database: the URL without its password, or the
 	// SQLite path.
@@ -115,9 +121,18 @@ type SchemaError struct {
 	Applied int32
 	// Latest is the last schema migration this build carries.
 	Latest int32
+	// CompatibleFrom, for a database newer than this build, is the oldest
+	// schema version whose builds still work on it (0 when the database
+	// does not record one).
+	CompatibleFrom int32
 }
 
 func (e *SchemaError) Error() string {
+	if e.Applied > e.Latest {
+		return fmt.Sprintf("the database %s is at Rheo schema version %d, which builds of schema version %d or later use; "+
+			"this build's latest is %d: upgrade the application to a newer build of Rheo",
+			e.Database, e.Applied, e.CompatibleFrom, e.Latest)
+	}
 	if e.Applied == 0 {
 		return fmt.Sprintf("the database %s has no Rheo schema; install it with rheo-migrate up", e.Database)
 	}
@@ -183,7 +198,7 @@ func openPostgres(ctx context.Context, target dburl.Target, opts *Options) (driv
 		}
 		return nil, err
 	}
-	if err := preparePostgres(ctx, d, target, opts.Migrate); err != nil {
+	if err := preparePostgres(ctx, d, target, opts); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -192,21 +207,30 @@ func openPostgres(ctx context.Context, target dburl.Target, opts *Options) (driv
 
 // preparePostgres migrates the database, or checks that it needs no
 // migration, on a connection of d's pool.
-func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Target, doMigrate bool) error {
+func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Target, opts *Options) error {
 	conn, err := d.Pool().Acquire(ctx)
 	if err != nil {
 		return &rheo.UnavailableError{Op: "open " + target.Redacted(), Err: err}
 	}
 	defer conn.Release()
-	if doMigrate {
-		return migrate.Postgres(ctx, conn.Conn(), nil)
+	if opts.Migrate {
+		return migrate.Postgres(ctx, conn.Conn(), &migrate.Options{RolePrefix: opts.RolePrefix})
 	}
 	applied, latest, err := migrate.PostgresStatus(ctx, conn.Conn())
 	if err != nil {
 		return err
 	}
 	if applied < latest {
-		return &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+		return &rheo.FailedError{Op: "open", Kind: rheo.KindSchemaMissing, Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+	}
+	if applied > latest {
+		from, err := migrate.PostgresCompatibleFrom(ctx, conn.Conn())
+		if err != nil {
+			return err
+		}
+		if from > latest {
+			return &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest, CompatibleFrom: from}}
+		}
 	}
 	return nil
 }
@@ -231,7 +255,13 @@ func openSQLite(ctx context.Context, target dburl.Target, opts *Options) (driver
 	if !opts.Migrate {
 		applied, latest, err := migrate.SQLiteStatus(ctx, d.DB())
 		if err == nil && applied < latest {
-			err = &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+			err = &rheo.FailedError{Op: "open", Kind: rheo.KindSchemaMissing, Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+		}
+		if err == nil && applied > latest {
+			var from int32
+			if from, err = migrate.SQLiteCompatibleFrom(ctx, d.DB()); err == nil && from > latest {
+				err = &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest, CompatibleFrom: from}}
+			}
 		}
 		if err != nil {
 			d.Close()

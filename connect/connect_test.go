@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/testdb"
 )
 
@@ -116,6 +118,9 @@ func TestOpen(t *testing.T) {
 				var schemaErr *connect.SchemaError
 				if got := errors.As(err, &schemaErr); got != tt.wantSchema {
 					t.Fatalf("Open(%q) = %v; schema error %v, want %v", url, err, got, tt.wantSchema)
+				}
+				if tt.wantSchema && rheo.KindOf(err) != rheo.KindSchemaMissing {
+					t.Fatalf("Open(%q) = %v of kind %q, want schema_missing", url, err, rheo.KindOf(err))
 				}
 				return
 			}
@@ -303,4 +308,125 @@ func withParam(url, param string) string {
 		return url + "&" + param
 	}
 	return url + "?" + param
+}
+
+// TestOpenNewerDatabase opens databases that a newer build migrated: one
+// that records that this build still works on it opens, one that records
+// a newer oldest build is refused with a SchemaError that says to upgrade
+// the application.
+func TestOpenNewerDatabase(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"postgres", "sqlite"} {
+		for _, tt := range []struct {
+			name   string
+			from   int32 // compatible_from relative to this build's latest
+			refuse bool
+		}{
+			{"that this build still works on opens", 0, false},
+			{"that needs a newer build is refused", 1, true},
+		} {
+			t.Run(kind+" "+tt.name, func(t *testing.T) {
+				url := "sqlite://" + filepath.Join(t.TempDir(), "rheo.db")
+				table := "rheo_schema_version"
+				if kind == "postgres" {
+					url, table = testdb.NewDatabase(t), "rheo.schema_version"
+				}
+				drv, err := connect.Open(ctx, url, &connect.Options{Migrate: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var latest int32
+				raw := fmt.Sprintf("UPDATE %s SET version = version + 1, compatible_from = version + %d", table, tt.from)
+				if kind == "postgres" {
+					pg := drv.(*postgres.Driver)
+					if err := pg.Pool().QueryRow(ctx, "SELECT version FROM rheo.schema_version").Scan(&latest); err == nil {
+						_, err = pg.Pool().Exec(ctx, raw)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					db := drv.(*sqlite.Driver).DB()
+					if err := db.QueryRowContext(ctx, "SELECT version FROM rheo_schema_version").Scan(&latest); err == nil {
+						_, err = db.ExecContext(ctx, raw)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				drv.Close()
+
+				drv, err = connect.Open(ctx, url, nil)
+				if !tt.refuse {
+					if err != nil {
+						t.Fatalf("Open: %v", err)
+					}
+					drv.Close()
+					return
+				}
+				var schemaErr *connect.SchemaError
+				if err == nil {
+					drv.Close()
+				}
+				if !errors.As(err, &schemaErr) || schemaErr.Applied != latest+1 || schemaErr.CompatibleFrom != latest+1 ||
+					!strings.Contains(err.Error(), "upgrade the application to a newer build of Rheo") {
+					t.Fatalf("Open = %v, want a SchemaError at version %d that needs builds of %d", err, latest+1, latest+1)
+				}
+			})
+		}
+	}
+}
+
+// TestOpenWithRolePrefix migrates with a role prefix: an application
+// role granted the prefix's consumer opens the database (connect.Open
+// checks the schema with the prefix's reader privileges) and fetches,
+// and one granted the default rheo_consumer may not even open it.
+func TestOpenWithRolePrefix(t *testing.T) {
+	ctx := context.Background()
+	prefix := testdb.NewRolePrefix(t)
+	mine, foreign := testdb.NewRole(t, ""), testdb.NewRole(t, "")
+	url := testdb.NewDatabase(t)
+	admin, err := connect.Open(ctx, url, &connect.Options{Migrate: true, RolePrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.CreateStream(ctx, "orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateGroup(ctx, "orders", "billing", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Append(ctx, "orders", json.RawMessage(`{}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for role, granted := range map[string]string{mine: prefix + "rheo_consumer", foreign: "rheo_consumer"} {
+		if _, err := conn.Exec(ctx, "GRANT "+pgx.Identifier{granted}.Sanitize()+" TO "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drv, err := connect.Open(ctx, testdb.AsRole(t, url, mine), nil)
+	if err != nil {
+		t.Fatalf("open as a role granted %srheo_consumer: %v", prefix, err)
+	}
+	defer drv.Close()
+	if leases, err := drv.Fetch(ctx, "orders", "billing", nil); err != nil || len(leases) != 1 {
+		t.Fatalf("fetch as a role granted %srheo_consumer: %v, %v", prefix, leases, err)
+	}
+	other, err := connect.Open(ctx, testdb.AsRole(t, url, foreign), nil)
+	if err == nil {
+		defer other.Close()
+		_, err = other.Fetch(ctx, "orders", "billing", nil)
+	}
+	// Open itself refuses it, as it may not read what is installed; were
+	// it let through, the fetch would be denied.
+	if !errors.Is(err, rheo.ErrFailed) ||
+		!strings.Contains(err.Error(), "may not act as it") && !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("open and fetch as a role granted rheo_consumer: %v, want failed: … may not act as it, or … permission denied", err)
+	}
 }

@@ -17,8 +17,11 @@ import (
 // application runs, under the session advisory lock AdvisoryLockKey, so
 // concurrent runs wait for each other:
 //
-//  1. CREATE SCHEMA IF NOT EXISTS rheo and Rheo's roles (Roles), created
-//     when missing if the current role may create roles; otherwise a
+//  1. CREATE SCHEMA IF NOT EXISTS rheo and Rheo's roles (Roles, or with
+//     Options.RolePrefix the names RoleNamesFor gives, below called by
+//     their default names), created when missing if the current role
+//     may create roles, and the prefix, recorded in a new install (a run
+//     with a prefix other than the install's is refused); otherwise a
 //     Warn record says what is left undone and the install goes on
 //     without them (see PostgresRoles);
 //  2. the steps of the pending schema migrations (rheosql.Schema) that
@@ -61,7 +64,11 @@ import (
 // are *rheo.FailedError otherwise. Each step is atomic or idempotent, so
 // running Postgres again after an error is safe.
 func Postgres(ctx context.Context, conn *pgx.Conn, opts *Options) (err error) {
-	r := &runner{ctx: ctx, conn: conn, opts: opts, log: opts.logger()}
+	names, err := opts.roleNames()
+	if err != nil {
+		return err
+	}
+	r := &runner{ctx: ctx, conn: conn, opts: opts, log: opts.logger(), names: names}
 	if err := r.lock(); err != nil {
 		return r.fail("take the migration lock", err)
 	}
@@ -75,11 +82,12 @@ func Postgres(ctx context.Context, conn *pgx.Conn, opts *Options) (err error) {
 
 // runner is one run of Postgres.
 type runner struct {
-	ctx  context.Context
-	conn *pgx.Conn
-	opts *Options
-	log  *slog.Logger
-	in   installer
+	ctx   context.Context
+	conn  *pgx.Conn
+	opts  *Options
+	log   *slog.Logger
+	in    installer
+	names RoleNames // the run's roles (Options.RolePrefix)
 }
 
 // lock takes the session lock AdvisoryLockKey. It tries, and waits
@@ -163,8 +171,10 @@ func (r *runner) run() error {
 		if err := r.access(tx); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(r.ctx, createVersionTableSQL); err != nil {
-			return err
+		for _, q := range []string{createVersionTableSQL, createPrefixTableSQL} {
+			if _, err := tx.Exec(r.ctx, q); err != nil {
+				return err
+			}
 		}
 		return tx.QueryRow(r.ctx, "SELECT version FROM "+versionTable).Scan(&current)
 	}); err != nil {
@@ -202,15 +212,19 @@ func (r *runner) run() error {
 	return r.followUps()
 }
 
-// tx runs fn in a transaction of its own, as a member of rheo_owner
-// where the current role may be one (ownerAccessSQL, ended by
-// ownerReleaseSQL before the commit), with the short lock timeout, or
+// tx runs fn in a transaction of its own, with the run's role prefix
+// set (setPrefixSQL), as a member of the owner role where the current
+// role may be one (ownerAccessSQL, ended by ownerReleaseSQL before the
+// commit), with the short lock timeout, or
 // with Options.Wait for steps that let the application through (long),
 // tried again when it gives up on a lock or is a deadlock's victim.
 func (r *runner) tx(what string, long bool, fn func(tx pgx.Tx) error) error {
-	return r.retry(what, func() error {
+	return r.retry(what, long, func() error {
 		return pgx.BeginFunc(r.ctx, r.conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, true)", r.timeout(long)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(r.ctx, setPrefixSQL, r.names.prefix()); err != nil {
 				return err
 			}
 			if err := fn(tx); err != nil {
@@ -222,13 +236,13 @@ func (r *runner) tx(what string, long bool, fn func(tx pgx.Tx) error) error {
 	})
 }
 
-// access makes the current role able to act as rheo_owner for the
+// access makes the current role able to act as the owner role for the
 // transaction, and reads what it may do.
 func (r *runner) access(tx pgx.Tx) error {
 	if _, err := tx.Exec(r.ctx, ownerAccessSQL); err != nil {
 		return err
 	}
-	in, err := readInstaller(r.ctx, tx)
+	in, err := readInstaller(r.ctx, tx, r.names)
 	r.in = in
 	return err
 }
@@ -242,9 +256,13 @@ func (r *runner) timeout(long bool) string {
 }
 
 // retry runs fn until it succeeds, fails for another reason than a lock
-// it gave up on or a deadlock, or has been tried Options.Attempts times.
-func (r *runner) retry(what string, fn func() error) error {
+// it gave up on or a deadlock, or has been tried Options.Attempts times
+// (3 times for a step that waits Options.Wait for its locks: long).
+func (r *runner) retry(what string, long bool, fn func() error) error {
 	attempts := r.opts.attempts()
+	if long {
+		attempts = min(attempts, 3)
+	}
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil {
@@ -252,8 +270,11 @@ func (r *runner) retry(what string, fn func() error) error {
 		}
 		if !retryable(err) || attempt >= attempts || r.ctx.Err() != nil {
 			if retryable(err) {
-				err = fmt.Errorf("gave up after %d tries, each waiting at most %s for its locks: a long transaction holds them (see pg_stat_activity): %w",
-					attempt, r.opts.lockTimeout(), err)
+				wait := r.opts.lockTimeout()
+				if long {
+					wait = r.opts.wait()
+				}
+				err = &giveUpError{tries: attempt, wait: wait, err: err}
 			}
 			return r.fail(what, err)
 		}
@@ -267,6 +288,25 @@ func (r *runner) retry(what string, fn func() error) error {
 		}
 	}
 }
+
+// giveUpError is a step that gave up on its locks as often as it may.
+type giveUpError struct {
+	tries int
+	wait  time.Duration
+	err   error
+}
+
+func (e *giveUpError) Error() string {
+	msg := e.err.Error()
+	var pgErr *pgconn.PgError
+	if errors.As(e.err, &pgErr) {
+		msg = pgErr.Message
+	}
+	return fmt.Sprintf("gave up after %d tries, each waiting at most %s for its locks, which a long transaction holds (see pg_stat_activity): %s",
+		e.tries, e.wait, msg)
+}
+
+func (e *giveUpError) Unwrap() error { return e.err }
 
 // retryable reports whether err is a lock the step gave up on, a
 // deadlock it was the victim of, or a serialization failure.
@@ -365,14 +405,15 @@ func (r *runner) batch(what, sql string) error {
 }
 
 // concurrently runs a statement that cannot run in a transaction (CREATE
-// INDEX CONCURRENTLY), as rheo_owner when the tables belong to it, after
+// INDEX CONCURRENTLY), as the owner role when the tables belong to it, after
 // dropping the invalid indexes that failed builds left in schema rheo.
 func (r *runner) concurrently(what, sql string) error {
-	return r.retry(what, func() error {
-		if _, err := r.conn.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, false)", r.timeout(true)); err != nil {
+	return r.retry(what, true, func() error {
+		if _, err := r.conn.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, false), set_config('rheo.role_prefix', $2, false)",
+			r.timeout(true), r.names.prefix()); err != nil {
 			return err
 		}
-		defer func() { _, _ = r.conn.Exec(context.WithoutCancel(r.ctx), "RESET lock_timeout") }()
+		defer func() { _, _ = r.conn.Exec(context.WithoutCancel(r.ctx), "RESET lock_timeout; RESET rheo.role_prefix") }()
 		var invalid []string
 		rows, err := r.conn.Query(r.ctx, `
 SELECT c.oid::regclass::text
@@ -399,22 +440,22 @@ SELECT c.oid::regclass::text
 	})
 }
 
-// actAsOwner makes the session act as rheo_owner, outside a transaction,
+// actAsOwner makes the session act as the owner role, outside a transaction,
 // when the schema belongs to it and the current role may (a superuser or
 // a member stays who it is; a role with CREATEROLE is a member until the
 // returned function runs). It returns what undoes it.
 func (r *runner) actAsOwner() (func(), error) {
 	var owned, member, createRole bool
 	if err := r.conn.QueryRow(r.ctx, `
-SELECT coalesce((SELECT n.nspowner::regrole::text = 'rheo_owner' FROM pg_namespace n WHERE n.nspname = 'rheo'), false),
-       coalesce((SELECT pg_has_role(current_user, o.oid, 'USAGE') FROM pg_roles o WHERE o.rolname = 'rheo_owner'), false),
-       (SELECT r.rolcreaterole AND NOT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)`).Scan(&owned, &member, &createRole); err != nil {
+SELECT coalesce((SELECT n.nspowner::regrole::text = $1 FROM pg_namespace n WHERE n.nspname = 'rheo'), false),
+       coalesce((SELECT pg_has_role(current_user, o.oid, 'USAGE') FROM pg_roles o WHERE o.rolname = $1), false),
+       (SELECT r.rolcreaterole AND NOT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)`, r.names.Owner).Scan(&owned, &member, &createRole); err != nil {
 		return nil, err
 	}
 	if !owned || member || !createRole {
 		return func() {}, nil
 	}
-	if _, err := r.conn.Exec(r.ctx, "GRANT rheo_owner TO CURRENT_USER"); err != nil {
+	if _, err := r.conn.Exec(r.ctx, "GRANT "+pgx.Identifier{r.names.Owner}.Sanitize()+" TO CURRENT_USER"); err != nil {
 		return nil, err
 	}
 	return func() {
@@ -430,15 +471,31 @@ var switchTables = []string{"streams", "partitions", "events", "time_marks", "gr
 	"deliveries", "dead_letters", "key_wakeups"}
 
 // lockAllSQL locks every table of switchTables that exists, in that
-// order, in ACCESS EXCLUSIVE mode.
+// order, in ACCESS EXCLUSIVE mode, within one lock_timeout in all: each
+// lock may wait only for what is left of it, so that the tables taken
+// first are not held while the later ones are waited for, one timeout
+// each.
 var lockAllSQL = func() string {
 	var tables []string
 	for _, t := range switchTables {
 		tables = append(tables, "rheo."+t)
 	}
-	return `DO $rheo_lock$ BEGIN EXECUTE 'LOCK TABLE ' || (
-  SELECT string_agg(t.name, ', ' ORDER BY t.ord) FROM unnest(` + quoteArray(tables) + `::text[]) WITH ORDINALITY AS t(name, ord)
-   WHERE to_regclass(t.name) IS NOT NULL) || ' IN ACCESS EXCLUSIVE MODE'; END $rheo_lock$`
+	return `DO $rheo_lock$
+DECLARE
+    v_budget  text := current_setting('lock_timeout');
+    v_end     timestamptz := clock_timestamp() + v_budget::interval;
+    v_table   text;
+BEGIN
+    FOREACH v_table IN ARRAY ` + quoteArray(tables) + ` LOOP
+        IF to_regclass(v_table) IS NOT NULL THEN
+            PERFORM set_config('lock_timeout',
+                greatest(1, ceil(extract(epoch FROM v_end - clock_timestamp()) * 1000))::int || 'ms', true);
+            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_table);
+        END IF;
+    END LOOP;
+    PERFORM set_config('lock_timeout', v_budget, true);
+END
+$rheo_lock$`
 }()
 
 // switchTx is the switch, in two transactions. The first, when a
@@ -458,58 +515,57 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 			tableSteps = tableSteps || s.kind == stepSwitch
 		}
 	}
+	var handOver bool
 	if err := r.tx("switch", false, func(tx pgx.Tx) error {
 		if err := r.access(tx); err != nil {
 			return err
 		}
-		var handOver bool
-		if err := tx.QueryRow(r.ctx, handOverPendingSQL).Scan(&handOver); err != nil {
-			return err
-		}
-		handOver = handOver && r.in.asOwner
-		if !tableSteps && !handOver {
-			return nil
-		}
-		if _, err := tx.Exec(r.ctx, lockAllSQL); err != nil {
-			return err
-		}
-		// Made before the hand-over, so that it belongs to rheo_owner.
-		if _, err := tx.Exec(r.ctx, createFollowUpsSQL); err != nil {
-			return err
-		}
+		return tx.QueryRow(r.ctx, handOverPendingSQL).Scan(&handOver)
+	}); err != nil {
+		return err
+	}
+	handOver = handOver && r.in.asOwner
+	if tableSteps || handOver {
+		// One message, which the server runs as one transaction: the
+		// tables stay locked for the time the server takes, without a
+		// round trip to the client in between.
 		keep := handOver && installed
-		if keep {
-			if _, err := tx.Exec(r.ctx, "SELECT set_config('rheo.upgrading', 'on', true)"); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(r.ctx, keepAccessSQL); err != nil {
-				return fmt.Errorf("keep the access of the roles that used Rheo: %w", err)
-			}
+		q := []string{
+			"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
+			setPrefixLiteral(r.names.prefix(), true),
+			ownerAccessSQL,
+			lockAllSQL,
+			createFollowUpsSQL, // before the hand-over, so that it belongs to the owner role
 		}
-		var followUps []string
+		if keep {
+			q = append(q, "SELECT set_config('rheo.upgrading', 'on', true)", keepAccessSQL)
+		}
 		for _, m := range pending {
 			for _, s := range m.steps {
 				if s.kind == stepSwitch {
-					if _, err := tx.Exec(r.ctx, s.sql); err != nil {
-						return fmt.Errorf("%s: %w", m.name, err)
-					}
+					q = append(q, s.sql)
 				}
 			}
-			followUps = append(followUps, m.followUps(stepSwitch)...)
+			for _, f := range m.followUps(stepSwitch) {
+				q = append(q, insertFollowUpSQL(f))
+			}
 		}
 		if handOver {
-			if _, err := tx.Exec(r.ctx, handOverSQL); err != nil {
-				return fmt.Errorf("hand Rheo over to %s: %w", OwnerRole, err)
-			}
+			// The routines are handed over with the functions' install,
+			// which locks no table.
+			q = append(q, handOverRelationsSQL)
 		}
 		if keep {
-			if _, err := tx.Exec(r.ctx, keepOwnerAccessSQL); err != nil {
-				return fmt.Errorf("keep the access of the previous owner: %w", err)
-			}
+			q = append(q, keepOwnerAccessSQL)
 		}
-		return r.recordFollowUps(tx, followUps)
-	}); err != nil {
-		return err
+		q = append(q, dropNoFollowUpsSQL, ownerReleaseSQL)
+		body := strings.Join(q, ";\n") + ";"
+		if err := r.retry("switch", false, func() error {
+			_, err := r.conn.Exec(r.ctx, body)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 
 	return r.tx("install functions", false, func(tx pgx.Tx) error {
@@ -551,20 +607,25 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 // recordFollowUps adds follow-ups to rheo.upgrade_follow_ups, which it
 // makes when missing, and drops the table when it is left empty.
 func (r *runner) recordFollowUps(tx pgx.Tx, followUps []string) error {
-	if _, err := tx.Exec(r.ctx, createFollowUpsSQL); err != nil {
-		return err
+	q := []string{createFollowUpsSQL}
+	for _, f := range followUps {
+		q = append(q, insertFollowUpSQL(f))
 	}
-	if _, err := tx.Exec(r.ctx, `INSERT INTO rheo.upgrade_follow_ups (after, sql) SELECT clock_timestamp(), s FROM unnest($1::text[]) AS s`,
-		followUps); err != nil {
-		return err
-	}
-	_, err := tx.Exec(r.ctx, `DO $rheo_none$ BEGIN
+	_, err := tx.Exec(r.ctx, strings.Join(append(q, dropNoFollowUpsSQL), ";\n"))
+	return err
+}
+
+// insertFollowUpSQL records the follow-up sql.
+func insertFollowUpSQL(sql string) string {
+	return "INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (clock_timestamp(), " + dollarQuote(sql, "rheo_follow_up") + ")"
+}
+
+// dropNoFollowUpsSQL drops rheo.upgrade_follow_ups when it holds none.
+const dropNoFollowUpsSQL = `DO $rheo_none$ BEGIN
     IF NOT EXISTS (SELECT FROM rheo.upgrade_follow_ups) THEN
         DROP TABLE rheo.upgrade_follow_ups;
     END IF;
-END $rheo_none$`)
-	return err
-}
+END $rheo_none$`
 
 // quoteArray is a text[] literal of names, which are Rheo's own constants.
 func quoteArray(names []string) string {
@@ -597,7 +658,8 @@ func (r *runner) followUps() error {
 		var older int
 		if err := r.conn.QueryRow(r.ctx, `
 SELECT count(*) FROM pg_stat_activity a
- WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.xact_start < $1`, *after).Scan(&older); err != nil {
+ WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.backend_type = 'client backend'
+   AND a.xact_start < $1`, *after).Scan(&older); err != nil {
 			return r.fail("wait for the transactions older than the switch", err)
 		}
 		if older == 0 {
@@ -614,14 +676,14 @@ SELECT count(*) FROM pg_stat_activity a
 			return r.fail("wait for the transactions older than the switch", r.ctx.Err())
 		}
 	}
-	return r.tx("follow-ups", false, func(tx pgx.Tx) error {
-		if err := r.access(tx); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(r.ctx, lockAllSQL); err != nil {
-			return err
-		}
-		_, err := tx.Exec(r.ctx, runFollowUpsSQL)
+	// One message, one transaction, as the switch.
+	body := strings.Join([]string{
+		"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
+		setPrefixLiteral(r.names.prefix(), true),
+		ownerAccessSQL, lockAllSQL, runFollowUpsSQL, ownerReleaseSQL,
+	}, ";\n") + ";"
+	return r.retry("follow-ups", false, func() error {
+		_, err := r.conn.Exec(r.ctx, body)
 		return err
 	})
 }
@@ -636,7 +698,7 @@ BEGIN
     IF to_regclass('rheo.upgrade_follow_ups') IS NULL THEN
         RETURN;
     END IF;
-    FOR v IN SELECT f.sql FROM rheo.upgrade_follow_ups f ORDER BY f.id LOOP
+    FOR v IN SELECT f.sql FROM rheo.upgrade_follow_ups f ORDER BY f.after LOOP
         EXECUTE v.sql;
     END LOOP;
     DROP TABLE rheo.upgrade_follow_ups;
@@ -653,19 +715,19 @@ INSERT INTO ` + versionTable + ` (version) SELECT 0 WHERE NOT EXISTS (SELECT FRO
 // previous release's appends in flight may still insert events (see
 // immutability.sql).
 const createFollowUpsSQL = `CREATE TABLE IF NOT EXISTS rheo.upgrade_follow_ups (
-    id    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    after timestamptz NOT NULL,
+    after timestamptz NOT NULL, -- when it was recorded, which orders them
     sql   text        NOT NULL
 )`
 
 // handOverPendingSQL is true when something in schema rheo does not
-// belong to rheo_owner yet, which exists.
-const handOverPendingSQL = `SELECT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = 'rheo_owner')
-   AND (EXISTS (SELECT FROM pg_namespace n WHERE n.nspname = 'rheo' AND n.nspowner::regrole::text <> 'rheo_owner')
+// belong to the run's owner role yet, which exists.
+const handOverPendingSQL = `SELECT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = o_name)
+   AND (EXISTS (SELECT FROM pg_namespace n WHERE n.nspname = 'rheo' AND n.nspowner::regrole::text <> o_name)
         OR EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = 'rheo'::regnamespace
-                      AND c.relowner::regrole::text <> 'rheo_owner' AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S'))
+                      AND c.relowner::regrole::text <> o_name AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S'))
         OR EXISTS (SELECT FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace
-                      AND p.proowner::regrole::text <> 'rheo_owner'))`
+                      AND p.proowner::regrole::text <> o_name))
+  FROM (SELECT ` + runPrefix + ` || 'rheo_owner') AS owner(o_name)`
 
 // PostgresFollowUps reports how many follow-ups an upgrade left in the
 // database behind conn (see Postgres): 0 once they have run. Such a
@@ -680,4 +742,22 @@ func PostgresFollowUps(ctx context.Context, conn *pgx.Conn) (int, error) {
 		return tx.QueryRow(ctx, `SELECT count(*) FROM rheo.upgrade_follow_ups`).Scan(&n)
 	})
 	return n, err
+}
+
+// PostgresCompatibleFrom reports the oldest schema version whose builds
+// still work on the database behind conn, as its latest migration
+// recorded it (0 when it records none: a release before the record, or
+// no install). A build whose latest migration is older must not use the
+// database.
+func PostgresCompatibleFrom(ctx context.Context, conn *pgx.Conn) (int32, error) {
+	var from int32
+	err := readInstalled(ctx, conn, "read "+versionTable, func(tx pgx.Tx) error {
+		var recorded bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute a
+ WHERE a.attrelid = 'rheo.schema_version'::regclass AND a.attname = 'compatible_from' AND NOT a.attisdropped)`).Scan(&recorded); err != nil || !recorded {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT coalesce(max(compatible_from), 0) FROM rheo.schema_version`).Scan(&from)
+	})
+	return from, err
 }
