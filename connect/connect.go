@@ -65,8 +65,10 @@ type Options struct {
 	RolePrefix string
 	// Logger receives the PostgreSQL driver's records (its wakeup
 	// listener's connection problems, failed vacuums; see
-	// postgres.Options.Logger). The SQLite driver logs nothing. Defaults
-	// to slog.Default(), as every Rheo package's logger does.
+	// postgres.Options.Logger) and, with Migrate, the migration's
+	// (migrate.Options.Logger). The SQLite driver logs nothing. Defaults
+	// to slog.Default() for the driver, as for every logger of Rheo's
+	// that runs with the application, and to none for the migration.
 	Logger *slog.Logger
 
 	// The PostgreSQL connection pool's settings (pgxpool.Config's), for
@@ -214,7 +216,7 @@ func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Targe
 	}
 	defer conn.Release()
 	if opts.Migrate {
-		return migrate.Postgres(ctx, conn.Conn(), &migrate.Options{RolePrefix: opts.RolePrefix})
+		return migrate.Postgres(ctx, conn.Conn(), &migrate.Options{RolePrefix: opts.RolePrefix, Logger: opts.Logger})
 	}
 	applied, latest, err := migrate.PostgresStatus(ctx, conn.Conn())
 	if err != nil {
