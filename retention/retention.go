@@ -26,6 +26,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // The defaults of Config.
@@ -33,7 +34,7 @@ const (
 	// DefaultInterval is the time between two passes.
 	DefaultInterval = time.Minute
 	// DefaultBatchSize is the most events one Prune call deletes.
-	DefaultBatchSize = driver.DefaultPruneCount
+	DefaultBatchSize = driverutil.DefaultPruneCount
 )
 
 // The attribute keys of the Pruner's log lines.
