@@ -18,9 +18,9 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/testbackend"
-	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/internal/testskip"
 	"github.com/rheo-go/rheo/retention"
+	"github.com/rheo-go/rheo/rheotest"
 )
 
 func TestMain(m *testing.M) {
@@ -62,13 +62,13 @@ type bundle struct {
 	t     *testing.T
 	ctx   context.Context
 	d     driver.Driver
-	clock *testclock.Clock
+	clock *rheotest.Clock
 }
 
 // forEachDriver runs fn on each backend, with a driver and a clock at epoch.
 func forEachDriver(t *testing.T, fn func(t *testing.T, b *bundle)) {
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
-		clock := testclock.At(epoch)
+		clock := rheotest.NewClock(epoch)
 		fn(t, &bundle{t: t, ctx: context.Background(), d: b.Open(t, clock), clock: clock})
 	})
 }
@@ -372,7 +372,7 @@ func TestStartStop(t *testing.T) {
 	})
 
 	t.Run("Stop before Start does nothing and Start runs once", func(t *testing.T) {
-		clock := testclock.At(epoch)
+		clock := rheotest.NewClock(epoch)
 		d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock, Migrate: true})
 		require.NoError(t, err)
 		defer d.Close()
