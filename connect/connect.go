@@ -68,8 +68,10 @@ func (e *URLError) Is(target error) bool { return target == rheo.ErrInvalidArgum
 
 // SchemaError reports a database that does not hold this build's schema
 // (Rheo was never installed, or a migration is pending) while
-// Options.Migrate was not set. Open returns it inside a
-// *rheo.FailedError; find it with errors.As.
+// Options.Migrate was not set, or one migrated by a newer build that
+// records that builds as old as this one no longer work on it. Open
+// returns it inside a *rheo.FailedError (of kind rheo.KindSchemaMissing
+// when a migration is missing); find it with errors.As.
 type SchemaError struct {
 	// Database names the database: the URL without its password, or the
 	// SQLite path.
@@ -78,9 +80,18 @@ type SchemaError struct {
 	Applied int32
 	// Latest is the last schema migration this build carries.
 	Latest int32
+	// CompatibleFrom, for a database newer than this build, is the oldest
+	// schema version whose builds still work on it (0 when the database
+	// does not record one).
+	CompatibleFrom int32
 }
 
 func (e *SchemaError) Error() string {
+	if e.Applied > e.Latest {
+		return fmt.Sprintf("the database %s is at Rheo schema version %d, which builds of schema version %d or later use; "+
+			"this build's latest is %d: upgrade the application to a newer build of Rheo",
+			e.Database, e.Applied, e.CompatibleFrom, e.Latest)
+	}
 	if e.Applied == 0 {
 		return fmt.Sprintf("the database %s has no Rheo schema; install it with rheo-migrate up", e.Database)
 	}
@@ -150,7 +161,16 @@ func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Targe
 		return err
 	}
 	if applied < latest {
-		return &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+		return &rheo.FailedError{Op: "open", Kind: rheo.KindSchemaMissing, Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+	}
+	if applied > latest {
+		from, err := migrate.PostgresCompatibleFrom(ctx, conn.Conn())
+		if err != nil {
+			return err
+		}
+		if from > latest {
+			return &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest, CompatibleFrom: from}}
+		}
 	}
 	return nil
 }
@@ -175,7 +195,13 @@ func openSQLite(ctx context.Context, target dburl.Target, opts *Options) (driver
 	if !opts.Migrate {
 		applied, latest, err := migrate.SQLiteStatus(ctx, d.DB())
 		if err == nil && applied < latest {
-			err = &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+			err = &rheo.FailedError{Op: "open", Kind: rheo.KindSchemaMissing, Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest}}
+		}
+		if err == nil && applied > latest {
+			var from int32
+			if from, err = migrate.SQLiteCompatibleFrom(ctx, d.DB()); err == nil && from > latest {
+				err = &rheo.FailedError{Op: "open", Err: &SchemaError{Database: target.Redacted(), Applied: applied, Latest: latest, CompatibleFrom: from}}
+			}
 		}
 		if err != nil {
 			d.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/drivertest"
+	"github.com/rheo-go/rheo/driver/postgres"
+	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/testdb"
 )
 
@@ -111,6 +114,9 @@ func TestOpen(t *testing.T) {
 				var schemaErr *connect.SchemaError
 				if got := errors.As(err, &schemaErr); got != tt.wantSchema {
 					t.Fatalf("Open(%q) = %v; schema error %v, want %v", url, err, got, tt.wantSchema)
+				}
+				if tt.wantSchema && rheo.KindOf(err) != rheo.KindSchemaMissing {
+					t.Fatalf("Open(%q) = %v of kind %q, want schema_missing", url, err, rheo.KindOf(err))
 				}
 				return
 			}
@@ -257,6 +263,73 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 		}
 		if msg := err.Error(); strings.Contains(msg, "hun") || strings.Contains(msg, "ter2") {
 			t.Fatalf("Open(%q) error %q repeats the password", raw, msg)
+		}
+	}
+}
+
+// TestOpenNewerDatabase opens databases that a newer build migrated: one
+// that records that this build still works on it opens, one that records
+// a newer oldest build is refused with a SchemaError that says to upgrade
+// the application.
+func TestOpenNewerDatabase(t *testing.T) {
+	ctx := context.Background()
+	for _, kind := range []string{"postgres", "sqlite"} {
+		for _, tt := range []struct {
+			name   string
+			from   int32 // compatible_from relative to this build's latest
+			refuse bool
+		}{
+			{"that this build still works on opens", 0, false},
+			{"that needs a newer build is refused", 1, true},
+		} {
+			t.Run(kind+" "+tt.name, func(t *testing.T) {
+				url := "sqlite://" + filepath.Join(t.TempDir(), "rheo.db")
+				table := "rheo_schema_version"
+				if kind == "postgres" {
+					url, table = testdb.NewDatabase(t), "rheo.schema_version"
+				}
+				drv, err := connect.Open(ctx, url, &connect.Options{Migrate: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var latest int32
+				raw := fmt.Sprintf("UPDATE %s SET version = version + 1, compatible_from = version + %d", table, tt.from)
+				if kind == "postgres" {
+					pg := drv.(*postgres.Driver)
+					if err := pg.Pool().QueryRow(ctx, "SELECT version FROM rheo.schema_version").Scan(&latest); err == nil {
+						_, err = pg.Pool().Exec(ctx, raw)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					db := drv.(*sqlite.Driver).DB()
+					if err := db.QueryRowContext(ctx, "SELECT version FROM rheo_schema_version").Scan(&latest); err == nil {
+						_, err = db.ExecContext(ctx, raw)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+				drv.Close()
+
+				drv, err = connect.Open(ctx, url, nil)
+				if !tt.refuse {
+					if err != nil {
+						t.Fatalf("Open: %v", err)
+					}
+					drv.Close()
+					return
+				}
+				var schemaErr *connect.SchemaError
+				if err == nil {
+					drv.Close()
+				}
+				if !errors.As(err, &schemaErr) || schemaErr.Applied != latest+1 || schemaErr.CompatibleFrom != latest+1 ||
+					!strings.Contains(err.Error(), "upgrade the application to a newer build of Rheo") {
+					t.Fatalf("Open = %v, want a SchemaError at version %d that needs builds of %d", err, latest+1, latest+1)
+				}
+			})
 		}
 	}
 }

@@ -261,12 +261,24 @@ func newTab(t *testing.T) context.Context {
 }
 
 // browse runs steps in the tab, bounded by 60 seconds.
+//
+// Steps that find a node the page replaced between the query and the
+// action ("No node with given id found": the document was still
+// settling) are run again, from the first, until the 60 seconds are up;
+// such a step has not acted yet.
 func browse(t *testing.T, tab context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tab, 60*time.Second)
 	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatal(err)
+	for {
+		err := chromedp.Do(ctx, steps...)
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "No node with given id found") || ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -302,7 +314,11 @@ func waitFor(t *testing.T, tab context.Context, expr string) {
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		ctx, cancel := context.WithDeadline(tab, deadline)
-		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(50*time.Millisecond),
+		// A page that a form's submission loads is complete before the
+		// next step looks for its nodes: nodes found while it still loads
+		// are replaced when it ends ("No node with given id found").
+		_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.readyState === "complete" && (`+expr+`)`,
+			chromedp.WithPollingInterval(50*time.Millisecond),
 			chromedp.WithPollingTimeout(time.Until(deadline))))
 		cancel()
 		if err == nil {

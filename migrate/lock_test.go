@@ -3,10 +3,12 @@ package migrate_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rheo-go/rheo"
@@ -87,5 +89,71 @@ func TestPostgresReleasesItsLock(t *testing.T) {
 				t.Fatalf("another session could not take the migration lock: %v %v", taken, err)
 			}
 		})
+	}
+}
+
+// TestPostgresGivesUpBehindALongTransaction upgrades the first release's
+// schema while another session holds a lock of a table in a transaction
+// that does not end: the switch gives up after its tries, with a message
+// that says why, and queues nobody behind it meanwhile; once the
+// transaction ends, the next run succeeds.
+func TestPostgresGivesUpBehindALongTransaction(t *testing.T) {
+	ctx := context.Background()
+	fixture, err := os.ReadFile("testdata/releases/54ed27f.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := testdb.NewDatabase(t)
+	setup := connect(t, url)
+	if err := pgx.BeginFunc(ctx, setup, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, string(fixture))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, setup, `SELECT rheo.create_stream('orders')`)
+
+	long := connect(t, url)
+	tx, err := long.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE rheo.groups IN ACCESS SHARE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		done <- migrate.Postgres(ctx, connect(t, url), &migrate.Options{Attempts: 5, LockTimeout: 20 * time.Millisecond})
+	}()
+	// Meanwhile appends go through, each quickly: the switch's lock
+	// requests give up instead of queueing them.
+	app := connect(t, url)
+	var slowest time.Duration
+	for running := true; running; {
+		select {
+		case err = <-done:
+			running = false
+		default:
+			start := time.Now()
+			if _, err := app.Exec(ctx, `SELECT rheo.append('orders', '{"type": "placed"}')`); err != nil {
+				t.Fatalf("append during the upgrade: %v", err)
+			}
+			slowest = max(slowest, time.Since(start))
+		}
+	}
+	if !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), "gave up after 5 tries") {
+		t.Fatalf("err = %v, want failed: … gave up after 5 tries …", err)
+	}
+	if slowest > time.Second {
+		t.Errorf("an append waited %s behind the upgrade", slowest)
+	}
+	t.Logf("the slowest append during the tries took %s", slowest)
+
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Postgres(ctx, connect(t, url), nil); err != nil {
+		t.Fatalf("the run after the transaction ended: %v", err)
 	}
 }

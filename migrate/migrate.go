@@ -48,9 +48,9 @@ type Options struct {
 	// transactions that began before it to end before it runs the
 	// follow-ups (which drop what the previous release's calls in flight
 	// may still use), and how long steps that let the application through
-	// (index builds, VALIDATE) wait for their locks. Follow-ups that could
-	// not run are left for the next run, which says so at Info. Defaults
-	// to 30 s.
+	// (index builds, VALIDATE) wait for their locks; those are tried 3
+	// times at most. Follow-ups that could not run are left for the next
+	// run, which says so at Info. Defaults to 30 s.
 	Wait time.Duration
 }
 
@@ -117,6 +117,10 @@ type stepError struct {
 }
 
 func (e *stepError) Error() string {
+	var giveUp *giveUpError
+	if errors.As(e.err, &giveUp) {
+		return e.step + ": " + giveUp.Error()
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(e.err, &pgErr) {
 		return e.step + ": " + pgerr.Message(pgErr)

@@ -102,6 +102,14 @@ BEGIN
 END
 $rheo_hand_over$`
 
+// handOverRelationsSQL is handOverSQL without the routines: the part
+// that locks tables, which the switch runs under its locks.
+var handOverRelationsSQL = strings.Replace(handOverSQL, `
+        UNION ALL
+        SELECT 'ROUTINE', p.oid::regprocedure::text
+          FROM pg_proc p
+         WHERE p.pronamespace = 'rheo'::regnamespace AND p.proowner <> v_owner`, "", 1)
+
 // ownerAccessSQL makes the current role able to act as rheo_owner for
 // the length of a run, or refuses the run when that would go wrong:
 //

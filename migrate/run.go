@@ -208,7 +208,7 @@ func (r *runner) run() error {
 // with Options.Wait for steps that let the application through (long),
 // tried again when it gives up on a lock or is a deadlock's victim.
 func (r *runner) tx(what string, long bool, fn func(tx pgx.Tx) error) error {
-	return r.retry(what, func() error {
+	return r.retry(what, long, func() error {
 		return pgx.BeginFunc(r.ctx, r.conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, true)", r.timeout(long)); err != nil {
 				return err
@@ -242,9 +242,13 @@ func (r *runner) timeout(long bool) string {
 }
 
 // retry runs fn until it succeeds, fails for another reason than a lock
-// it gave up on or a deadlock, or has been tried Options.Attempts times.
-func (r *runner) retry(what string, fn func() error) error {
+// it gave up on or a deadlock, or has been tried Options.Attempts times
+// (3 times for a step that waits Options.Wait for its locks: long).
+func (r *runner) retry(what string, long bool, fn func() error) error {
 	attempts := r.opts.attempts()
+	if long {
+		attempts = min(attempts, 3)
+	}
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if err == nil {
@@ -252,8 +256,11 @@ func (r *runner) retry(what string, fn func() error) error {
 		}
 		if !retryable(err) || attempt >= attempts || r.ctx.Err() != nil {
 			if retryable(err) {
-				err = fmt.Errorf("gave up after %d tries, each waiting at most %s for its locks: a long transaction holds them (see pg_stat_activity): %w",
-					attempt, r.opts.lockTimeout(), err)
+				wait := r.opts.lockTimeout()
+				if long {
+					wait = r.opts.wait()
+				}
+				err = &giveUpError{tries: attempt, wait: wait, err: err}
 			}
 			return r.fail(what, err)
 		}
@@ -267,6 +274,25 @@ func (r *runner) retry(what string, fn func() error) error {
 		}
 	}
 }
+
+// giveUpError is a step that gave up on its locks as often as it may.
+type giveUpError struct {
+	tries int
+	wait  time.Duration
+	err   error
+}
+
+func (e *giveUpError) Error() string {
+	msg := e.err.Error()
+	var pgErr *pgconn.PgError
+	if errors.As(e.err, &pgErr) {
+		msg = pgErr.Message
+	}
+	return fmt.Sprintf("gave up after %d tries, each waiting at most %s for its locks, which a long transaction holds (see pg_stat_activity): %s",
+		e.tries, e.wait, msg)
+}
+
+func (e *giveUpError) Unwrap() error { return e.err }
 
 // retryable reports whether err is a lock the step gave up on, a
 // deadlock it was the victim of, or a serialization failure.
@@ -368,7 +394,7 @@ func (r *runner) batch(what, sql string) error {
 // INDEX CONCURRENTLY), as rheo_owner when the tables belong to it, after
 // dropping the invalid indexes that failed builds left in schema rheo.
 func (r *runner) concurrently(what, sql string) error {
-	return r.retry(what, func() error {
+	return r.retry(what, true, func() error {
 		if _, err := r.conn.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, false)", r.timeout(true)); err != nil {
 			return err
 		}
@@ -458,58 +484,56 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 			tableSteps = tableSteps || s.kind == stepSwitch
 		}
 	}
+	var handOver bool
 	if err := r.tx("switch", false, func(tx pgx.Tx) error {
 		if err := r.access(tx); err != nil {
 			return err
 		}
-		var handOver bool
-		if err := tx.QueryRow(r.ctx, handOverPendingSQL).Scan(&handOver); err != nil {
-			return err
-		}
-		handOver = handOver && r.in.asOwner
-		if !tableSteps && !handOver {
-			return nil
-		}
-		if _, err := tx.Exec(r.ctx, lockAllSQL); err != nil {
-			return err
-		}
-		// Made before the hand-over, so that it belongs to rheo_owner.
-		if _, err := tx.Exec(r.ctx, createFollowUpsSQL); err != nil {
-			return err
-		}
+		return tx.QueryRow(r.ctx, handOverPendingSQL).Scan(&handOver)
+	}); err != nil {
+		return err
+	}
+	handOver = handOver && r.in.asOwner
+	if tableSteps || handOver {
+		// One message, which the server runs as one transaction: the
+		// tables stay locked for the time the server takes, without a
+		// round trip to the client in between.
 		keep := handOver && installed
-		if keep {
-			if _, err := tx.Exec(r.ctx, "SELECT set_config('rheo.upgrading', 'on', true)"); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(r.ctx, keepAccessSQL); err != nil {
-				return fmt.Errorf("keep the access of the roles that used Rheo: %w", err)
-			}
+		q := []string{
+			"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
+			ownerAccessSQL,
+			lockAllSQL,
+			createFollowUpsSQL, // before the hand-over, so that it belongs to rheo_owner
 		}
-		var followUps []string
+		if keep {
+			q = append(q, "SELECT set_config('rheo.upgrading', 'on', true)", keepAccessSQL)
+		}
 		for _, m := range pending {
 			for _, s := range m.steps {
 				if s.kind == stepSwitch {
-					if _, err := tx.Exec(r.ctx, s.sql); err != nil {
-						return fmt.Errorf("%s: %w", m.name, err)
-					}
+					q = append(q, s.sql)
 				}
 			}
-			followUps = append(followUps, m.followUps(stepSwitch)...)
+			for _, f := range m.followUps(stepSwitch) {
+				q = append(q, insertFollowUpSQL(f))
+			}
 		}
 		if handOver {
-			if _, err := tx.Exec(r.ctx, handOverSQL); err != nil {
-				return fmt.Errorf("hand Rheo over to %s: %w", OwnerRole, err)
-			}
+			// The routines are handed over with the functions' install,
+			// which locks no table.
+			q = append(q, handOverRelationsSQL)
 		}
 		if keep {
-			if _, err := tx.Exec(r.ctx, keepOwnerAccessSQL); err != nil {
-				return fmt.Errorf("keep the access of the previous owner: %w", err)
-			}
+			q = append(q, keepOwnerAccessSQL)
 		}
-		return r.recordFollowUps(tx, followUps)
-	}); err != nil {
-		return err
+		q = append(q, dropNoFollowUpsSQL, ownerReleaseSQL)
+		body := strings.Join(q, ";\n") + ";"
+		if err := r.retry("switch", false, func() error {
+			_, err := r.conn.Exec(r.ctx, body)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 
 	return r.tx("install functions", false, func(tx pgx.Tx) error {
@@ -551,20 +575,25 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 // recordFollowUps adds follow-ups to rheo.upgrade_follow_ups, which it
 // makes when missing, and drops the table when it is left empty.
 func (r *runner) recordFollowUps(tx pgx.Tx, followUps []string) error {
-	if _, err := tx.Exec(r.ctx, createFollowUpsSQL); err != nil {
-		return err
+	q := []string{createFollowUpsSQL}
+	for _, f := range followUps {
+		q = append(q, insertFollowUpSQL(f))
 	}
-	if _, err := tx.Exec(r.ctx, `INSERT INTO rheo.upgrade_follow_ups (after, sql) SELECT clock_timestamp(), s FROM unnest($1::text[]) AS s`,
-		followUps); err != nil {
-		return err
-	}
-	_, err := tx.Exec(r.ctx, `DO $rheo_none$ BEGIN
+	_, err := tx.Exec(r.ctx, strings.Join(append(q, dropNoFollowUpsSQL), ";\n"))
+	return err
+}
+
+// insertFollowUpSQL records the follow-up sql.
+func insertFollowUpSQL(sql string) string {
+	return "INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (clock_timestamp(), " + dollarQuote(sql, "rheo_follow_up") + ")"
+}
+
+// dropNoFollowUpsSQL drops rheo.upgrade_follow_ups when it holds none.
+const dropNoFollowUpsSQL = `DO $rheo_none$ BEGIN
     IF NOT EXISTS (SELECT FROM rheo.upgrade_follow_ups) THEN
         DROP TABLE rheo.upgrade_follow_ups;
     END IF;
-END $rheo_none$`)
-	return err
-}
+END $rheo_none$`
 
 // quoteArray is a text[] literal of names, which are Rheo's own constants.
 func quoteArray(names []string) string {
@@ -597,7 +626,8 @@ func (r *runner) followUps() error {
 		var older int
 		if err := r.conn.QueryRow(r.ctx, `
 SELECT count(*) FROM pg_stat_activity a
- WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.xact_start < $1`, *after).Scan(&older); err != nil {
+ WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.backend_type = 'client backend'
+   AND a.xact_start < $1`, *after).Scan(&older); err != nil {
 			return r.fail("wait for the transactions older than the switch", err)
 		}
 		if older == 0 {
@@ -614,14 +644,13 @@ SELECT count(*) FROM pg_stat_activity a
 			return r.fail("wait for the transactions older than the switch", r.ctx.Err())
 		}
 	}
-	return r.tx("follow-ups", false, func(tx pgx.Tx) error {
-		if err := r.access(tx); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(r.ctx, lockAllSQL); err != nil {
-			return err
-		}
-		_, err := tx.Exec(r.ctx, runFollowUpsSQL)
+	// One message, one transaction, as the switch.
+	body := strings.Join([]string{
+		"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
+		ownerAccessSQL, lockAllSQL, runFollowUpsSQL, ownerReleaseSQL,
+	}, ";\n") + ";"
+	return r.retry("follow-ups", false, func() error {
+		_, err := r.conn.Exec(r.ctx, body)
 		return err
 	})
 }
@@ -636,7 +665,7 @@ BEGIN
     IF to_regclass('rheo.upgrade_follow_ups') IS NULL THEN
         RETURN;
     END IF;
-    FOR v IN SELECT f.sql FROM rheo.upgrade_follow_ups f ORDER BY f.id LOOP
+    FOR v IN SELECT f.sql FROM rheo.upgrade_follow_ups f ORDER BY f.after LOOP
         EXECUTE v.sql;
     END LOOP;
     DROP TABLE rheo.upgrade_follow_ups;
@@ -653,8 +682,7 @@ INSERT INTO ` + versionTable + ` (version) SELECT 0 WHERE NOT EXISTS (SELECT FRO
 // previous release's appends in flight may still insert events (see
 // immutability.sql).
 const createFollowUpsSQL = `CREATE TABLE IF NOT EXISTS rheo.upgrade_follow_ups (
-    id    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    after timestamptz NOT NULL,
+    after timestamptz NOT NULL, -- when it was recorded, which orders them
     sql   text        NOT NULL
 )`
 
@@ -680,4 +708,22 @@ func PostgresFollowUps(ctx context.Context, conn *pgx.Conn) (int, error) {
 		return tx.QueryRow(ctx, `SELECT count(*) FROM rheo.upgrade_follow_ups`).Scan(&n)
 	})
 	return n, err
+}
+
+// PostgresCompatibleFrom reports the oldest schema version whose builds
+// still work on the database behind conn, as its latest migration
+// recorded it (0 when it records none: a release before the record, or
+// no install). A build whose latest migration is older must not use the
+// database.
+func PostgresCompatibleFrom(ctx context.Context, conn *pgx.Conn) (int32, error) {
+	var from int32
+	err := readInstalled(ctx, conn, "read "+versionTable, func(tx pgx.Tx) error {
+		var recorded bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_attribute a
+ WHERE a.attrelid = 'rheo.schema_version'::regclass AND a.attname = 'compatible_from' AND NOT a.attisdropped)`).Scan(&recorded); err != nil || !recorded {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT coalesce(max(compatible_from), 0) FROM rheo.schema_version`).Scan(&from)
+	})
+	return from, err
 }

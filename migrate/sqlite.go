@@ -175,3 +175,23 @@ func loadSQLite() ([]sqliteMigration, error) {
 	}
 	return ms, nil
 }
+
+// SQLiteCompatibleFrom reports the oldest schema version whose builds
+// still work on db, as its latest migration recorded it (0 when it
+// records none). A build whose latest migration is older must not use
+// the database.
+func SQLiteCompatibleFrom(ctx context.Context, db *sql.DB) (int32, error) {
+	var recorded bool
+	if err := db.QueryRowContext(ctx,
+		"SELECT EXISTS (SELECT 1 FROM pragma_table_info(?) WHERE name = 'compatible_from')", sqliteVersionTable).Scan(&recorded); err != nil {
+		return 0, wrapErr(ctx, "read the schema", err, false)
+	}
+	if !recorded {
+		return 0, nil
+	}
+	var from int32
+	if err := db.QueryRowContext(ctx, "SELECT coalesce(max(compatible_from), 0) FROM rheo_schema_version").Scan(&from); err != nil {
+		return 0, wrapErr(ctx, "read "+sqliteVersionTable, err, false)
+	}
+	return from, nil
+}

@@ -83,9 +83,12 @@ func parseSteps(sql string) ([]step, error) {
 		}
 	}
 	locs := stepMarker.FindAllStringSubmatchIndex(sql, -1)
-	prev, kind := 0, stepTx
+	prev, kind, lead := 0, stepTx, ""
 	for _, loc := range locs {
-		add(kind, sql[prev:loc[0]])
+		// The comment just above a marker describes the next step.
+		body, next := splitTrailingComment(sql[prev:loc[0]])
+		add(kind, lead+body)
+		lead = next
 		kind = stepTx
 		if loc[2] >= 0 {
 			kind = stepKind(sql[loc[2]:loc[3]])
@@ -96,9 +99,42 @@ func parseSteps(sql string) ([]step, error) {
 			return nil, fmt.Errorf("unknown step kind %q", kind)
 		}
 		prev = loc[1]
+		if prev < len(sql) && sql[prev] == '\n' {
+			prev++
+		}
 	}
-	add(kind, sql[prev:])
+	add(kind, lead+sql[prev:])
 	return steps, nil
+}
+
+// splitLeadingComment cuts sql before its first line that is not a
+// comment or blank.
+func splitLeadingComment(sql string) (comment, body string) {
+	lines := strings.SplitAfter(sql, "\n")
+	i := 0
+	for i < len(lines) {
+		line := strings.TrimSpace(lines[i])
+		if line != "" && !strings.HasPrefix(line, "--") {
+			break
+		}
+		i++
+	}
+	return strings.Join(lines[:i], ""), strings.Join(lines[i:], "")
+}
+
+// splitTrailingComment cuts sql after its last line that is not a comment
+// or blank.
+func splitTrailingComment(sql string) (body, comment string) {
+	lines := strings.SplitAfter(sql, "\n")
+	i := len(lines)
+	for i > 0 {
+		line := strings.TrimSpace(lines[i-1])
+		if line != "" && !strings.HasPrefix(line, "--") {
+			break
+		}
+		i--
+	}
+	return strings.Join(lines[:i], ""), strings.Join(lines[i:], "")
 }
 
 // hasStatement reports whether sql holds more than comments and blanks.
@@ -140,7 +176,9 @@ func (m migration) scriptSQL() string {
 		case stepConcurrently:
 			b.WriteString(concurrently.ReplaceAllString(s.sql, "INDEX"))
 		case stepBatch:
-			body := strings.TrimSuffix(strings.TrimSpace(s.sql), ";")
+			comment, body := splitLeadingComment(s.sql)
+			b.WriteString(comment)
+			body = strings.TrimSuffix(strings.TrimSpace(body), ";")
 			if len(body) > 6 && strings.EqualFold(body[:6], "SELECT") {
 				body = "PERFORM" + body[6:] // a query without a destination, in PL/pgSQL
 			}

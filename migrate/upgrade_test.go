@@ -154,10 +154,18 @@ func upgradeUnderLoad(t *testing.T, release string) {
 	time.Sleep(200 * time.Millisecond)
 	w.measure.Store(true)
 	upgradeStart := time.Now()
-	if err := migrate.Postgres(ctx, connect(t, adminURL), &migrate.Options{Logger: slog.New(&logs)}); err != nil {
+	migrator := connect(t, adminURL)
+	var trace *tracer
+	if logs.debug != nil {
+		trace = startTrace(t, adminURL, migrator.PgConn().PID())
+	}
+	if err := migrate.Postgres(ctx, migrator, &migrate.Options{Logger: slog.New(&logs)}); err != nil {
 		t.Errorf("upgrade: %v", err)
 	}
 	upgradeTook := time.Since(upgradeStart)
+	if trace != nil {
+		trace.report(t, w.slowCalls())
+	}
 	time.Sleep(200 * time.Millisecond)
 	w.measure.Store(false)
 	w.stopProducing()
@@ -221,6 +229,79 @@ type workload struct {
 	quit     chan struct{}
 	mu       sync.Mutex
 	failures []error
+	slow     []slowCall // calls longer than 50 ms while measuring
+}
+
+// slowCall is a call of the workload that took long.
+type slowCall struct {
+	op    string
+	start time.Time
+	took  time.Duration
+}
+
+func (w *workload) slowCalls() []slowCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.slow
+}
+
+// tracer samples what the migration's session runs, every few
+// milliseconds, so that the slow calls can be put beside it
+// (RHEO_TEST_UPGRADE_LOG=1).
+type tracer struct {
+	mu      sync.Mutex
+	samples []traceSample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type traceSample struct {
+	at    time.Time
+	query string
+}
+
+func startTrace(t *testing.T, url string, pid uint32) *tracer {
+	conn := connect(t, url)
+	tr := &tracer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tr.done)
+		for {
+			select {
+			case <-tr.stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			var q string
+			if err := conn.QueryRow(context.Background(), `SELECT state || ' ' || left(regexp_replace(query, '\s+', ' ', 'g'), 120)
+  FROM pg_stat_activity WHERE pid = $1`, int(pid)).Scan(&q); err != nil {
+				return
+			}
+			tr.mu.Lock()
+			if n := len(tr.samples); n == 0 || tr.samples[n-1].query != q {
+				tr.samples = append(tr.samples, traceSample{time.Now(), q})
+			}
+			tr.mu.Unlock()
+		}
+	}()
+	return tr
+}
+
+// report logs each slow call with what the migration ran meanwhile.
+func (tr *tracer) report(t *testing.T, slow []slowCall) {
+	close(tr.stop)
+	<-tr.done
+	for _, c := range slow {
+		t.Logf("%s took %s:", c.op, c.took.Round(time.Millisecond))
+		for i, s := range tr.samples {
+			end := time.Now()
+			if i+1 < len(tr.samples) {
+				end = tr.samples[i+1].at
+			}
+			if end.After(c.start) && s.at.Before(c.start.Add(c.took)) {
+				t.Logf("    %6s %s", end.Sub(s.at).Round(time.Millisecond), s.query)
+			}
+		}
+	}
 }
 
 func (w *workload) fail(err error) {
@@ -242,6 +323,11 @@ func (w *workload) took(i int, start time.Time) {
 		return
 	}
 	d := int64(time.Since(start))
+	if time.Duration(d) > 50*time.Millisecond {
+		w.mu.Lock()
+		w.slow = append(w.slow, slowCall{op: [...]string{"append", "fetch", "settle"}[i], start: start, took: time.Duration(d)})
+		w.mu.Unlock()
+	}
 	for {
 		old := w.stall[i].Load()
 		if d <= old || w.stall[i].CompareAndSwap(old, d) {

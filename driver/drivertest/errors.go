@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -379,5 +380,27 @@ func errorCases(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
 		_, err = b.d.Renew(b.ctx, l.LeaseID, -time.Second)
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
+	})
+
+	t.Run("a context that ended is failed, of kind canceled or timeout", func(t *testing.T) {
+		b := setup(t, h)
+		s := b.stream(1)
+		g := b.group(s, nil)
+		cancelled, cancel := context.WithCancel(b.ctx)
+		cancel()
+		expired, cancelExpired := context.WithDeadline(b.ctx, time.Unix(0, 0))
+		defer cancelExpired()
+		for _, c := range []struct {
+			ctx  context.Context
+			kind rheo.Kind
+		}{{cancelled, rheo.KindCanceled}, {expired, rheo.KindTimeout}} {
+			_, err := b.d.Append(c.ctx, s, json.RawMessage(`{}`), nil)
+			require.ErrorIs(t, err, rheo.ErrFailed)
+			require.Equal(t, c.kind, rheo.KindOf(err), "append: %v", err)
+			_, err = b.d.Lag(c.ctx, s, g, nil)
+			require.ErrorIs(t, err, rheo.ErrFailed)
+			require.Equal(t, c.kind, rheo.KindOf(err), "lag: %v", err)
+		}
+		require.Zero(t, b.lag(s, g, nil).Partitions[0].HighWatermark, "nothing was appended")
 	})
 }

@@ -155,6 +155,11 @@ const SlowAfter = 30 * time.Second
 // is none, or under -v, which shows the tests as they run). The
 // function returns once the writer has stopped.
 func Slow(interval time.Duration) (stop func()) {
+	return slow(interval, func() (io.WriteCloser, error) { return os.OpenFile("/dev/tty", os.O_WRONLY, 0) })
+}
+
+// slow is Slow writing to what open opens for each line.
+func slow(interval time.Duration, open func() (io.WriteCloser, error)) (stop func()) {
 	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -169,14 +174,14 @@ func Slow(interval time.Duration) (stop func()) {
 				if testing.Verbose() {
 					continue
 				}
-				tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0)
+				w, err := open()
 				if err != nil {
 					continue
 				}
 				pkg := packageDir()
-				fmt.Fprintf(tty, "rheo tests: %s still running after %s (go test -v %s shows each test as it runs)\n",
+				fmt.Fprintf(w, "rheo tests: %s still running after %s (go test -v %s shows each test as it runs)\n",
 					pkg, time.Since(start).Round(time.Second), pkg)
-				tty.Close()
+				w.Close()
 			}
 		}
 	}()

@@ -2,6 +2,7 @@ package testskip
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"testing"
@@ -68,4 +69,33 @@ func TestMissing(t *testing.T) {
 		require.True(t, firstSay(what), "the first binary says it")
 		require.False(t, firstSay(what), "the second does not")
 	})
+}
+
+// lines is a writer that passes on each write as a line.
+type lines chan string
+
+func (l lines) Write(p []byte) (int, error) { l <- string(p); return len(p), nil }
+func (l lines) Close() error                { return nil }
+
+func TestSlow(t *testing.T) {
+	if testing.Verbose() {
+		t.Skip("under -v the tests show themselves as they run, and Slow says nothing")
+	}
+	out := make(lines, 10)
+	stop := slow(10*time.Millisecond, func() (io.WriteCloser, error) { return out, nil })
+	var line string
+	select {
+	case line = <-out:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Slow wrote nothing")
+	}
+	assert.Regexp(t, `^rheo tests: \./internal/testskip still running after \d+s \(go test -v \./internal/testskip shows each test as it runs\)\n$`, line)
+	// stop returns once the writer has ended, which a full channel would
+	// keep from happening.
+	go func() {
+		for range out {
+		}
+	}()
+	stop()
+	close(out)
 }

@@ -366,8 +366,8 @@ func rootCause(err error) error {
 		case interface{ Unwrap() error }:
 			next = e.Unwrap()
 		case interface{ Unwrap() []error }:
-			// The drivers wrap as fmt.Errorf("%w: %w", word, cause): the
-			// cause comes last.
+			// A chain joined as fmt.Errorf("%w: %w", word, cause) puts
+			// the cause last.
 			if errs := e.Unwrap(); len(errs) > 0 {
 				next = errs[len(errs)-1]
 			}

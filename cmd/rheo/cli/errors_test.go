@@ -165,6 +165,7 @@ func TestCLIClassifiedFailures(t *testing.T) {
 }
 
 func TestCLIFlagRefusals(t *testing.T) {
+	t.Parallel()
 	t.Run("an integer flag that is no integer names the flag and the value", func(t *testing.T) {
 		for _, c := range []struct {
 			args []string
@@ -216,6 +217,7 @@ func TestCLIFlagRefusals(t *testing.T) {
 // TestCLINewcomerFacts checks what the docs tell a newcomer where they
 // read it, against what the code does.
 func TestCLINewcomerFacts(t *testing.T) {
+	t.Parallel()
 	read := func(t *testing.T, path string) string {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join("..", "..", "..", path))
