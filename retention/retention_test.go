@@ -45,6 +45,18 @@ func newRecorder() *recorder { return &recorder{infos: make(chan retention.Prune
 
 func (r *recorder) Pruned(_ context.Context, info retention.PruneInfo) { r.infos <- info }
 
+// blockingHook passes on the context of each call and returns once
+// release is closed.
+type blockingHook struct {
+	ctxs    chan context.Context
+	release chan struct{}
+}
+
+func (h *blockingHook) Pruned(ctx context.Context, _ retention.PruneInfo) {
+	h.ctxs <- ctx
+	<-h.release
+}
+
 // next waits for the hook's next call.
 func (r *recorder) next(t *testing.T) retention.PruneInfo {
 	t.Helper()
@@ -365,6 +377,34 @@ func TestStartStop(t *testing.T) {
 			require.NoError(t, p.Start(ctx))
 			rec.next(t)
 			cancel()
+			stopCtx, stopCancel := context.WithTimeout(b.ctx, waitTimeout)
+			defer stopCancel()
+			require.NoError(t, p.Stop(stopCtx))
+		})
+	})
+
+	t.Run("cancelling the context of Start is a soft stop that turns hard after SoftStopTimeout", func(t *testing.T) {
+		forEachDriver(t, func(t *testing.T, b *bundle) {
+			b.stream(true)
+			h := &blockingHook{ctxs: make(chan context.Context, 1), release: make(chan struct{})}
+			const timeout = 30 * time.Second
+			p := b.pruner(retention.Config{Hook: h, SoftStopTimeout: timeout})
+			ctx, cancel := context.WithCancel(b.ctx)
+			require.NoError(t, p.Start(ctx))
+			var passCtx context.Context
+			select {
+			case passCtx = <-h.ctxs:
+			case <-time.After(waitTimeout):
+				t.Fatal("the hook was not called")
+			}
+
+			at := b.clock.Now().Add(timeout)
+			cancel()
+			require.Eventually(t, func() bool { return b.clock.Armed(at) }, waitTimeout, time.Millisecond, "the soft stop's timer")
+			require.NoError(t, passCtx.Err(), "the pass goes on after the cancel")
+			b.clock.Advance(timeout)
+			require.Eventually(t, func() bool { return passCtx.Err() != nil }, waitTimeout, time.Millisecond, "the pass is cancelled at the timeout")
+			close(h.release)
 			stopCtx, stopCancel := context.WithTimeout(b.ctx, waitTimeout)
 			defer stopCancel()
 			require.NoError(t, p.Stop(stopCtx))
