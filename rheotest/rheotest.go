@@ -27,7 +27,7 @@
 // worker and the Pruner (their Config.Clock), and move it with Advance
 // instead of sleeping.
 //
-// rheotest uses only Rheo's public packages; it links the SQLite driver,
+// Its signatures use only Rheo's public packages. It links the SQLite driver,
 // so it needs cgo, or the build tag rheo_modernc (docs/deploy.md).
 package rheotest
 
