@@ -79,9 +79,10 @@ type Config struct {
 	// Negative waits for the batch however long it takes. Defaults to
 	// 20s, as the worker's.
 	SoftStopTimeout time.Duration
-	// Clock times the passes and the soft stop; tests pass a controlled one. It does not
-	// decide which events are old enough: that is the driver's clock (the
-	// database's now() on PostgreSQL). Defaults to driver.SystemClock.
+	// Clock times the passes and the soft stop; tests pass a controlled
+	// one. It does not decide which events are old enough: that is the
+	// driver's clock (the database's now() on PostgreSQL). Defaults to
+	// driver.SystemClock.
 	Clock driver.Clock
 }
 
