@@ -456,15 +456,31 @@ var switchTables = []string{"streams", "partitions", "events", "time_marks", "gr
 	"deliveries", "dead_letters", "key_wakeups"}
 
 // lockAllSQL locks every table of switchTables that exists, in that
-// order, in ACCESS EXCLUSIVE mode.
+// order, in ACCESS EXCLUSIVE mode, within one lock_timeout in all: each
+// lock may wait only for what is left of it, so that the tables taken
+// first are not held while the later ones are waited for, one timeout
+// each.
 var lockAllSQL = func() string {
 	var tables []string
 	for _, t := range switchTables {
 		tables = append(tables, "rheo."+t)
 	}
-	return `DO $rheo_lock$ BEGIN EXECUTE 'LOCK TABLE ' || (
-  SELECT string_agg(t.name, ', ' ORDER BY t.ord) FROM unnest(` + quoteArray(tables) + `::text[]) WITH ORDINALITY AS t(name, ord)
-   WHERE to_regclass(t.name) IS NOT NULL) || ' IN ACCESS EXCLUSIVE MODE'; END $rheo_lock$`
+	return `DO $rheo_lock$
+DECLARE
+    v_budget  text := current_setting('lock_timeout');
+    v_end     timestamptz := clock_timestamp() + v_budget::interval;
+    v_table   text;
+BEGIN
+    FOREACH v_table IN ARRAY ` + quoteArray(tables) + ` LOOP
+        IF to_regclass(v_table) IS NOT NULL THEN
+            PERFORM set_config('lock_timeout',
+                greatest(1, ceil(extract(epoch FROM v_end - clock_timestamp()) * 1000))::int || 'ms', true);
+            EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_table);
+        END IF;
+    END LOOP;
+    PERFORM set_config('lock_timeout', v_budget, true);
+END
+$rheo_lock$`
 }()
 
 // switchTx is the switch, in two transactions. The first, when a

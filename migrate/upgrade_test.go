@@ -151,7 +151,19 @@ func upgradeUnderLoad(t *testing.T, release string) {
 	if os.Getenv("RHEO_TEST_UPGRADE_LOG") == "1" {
 		logs.debug = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The longest calls without an upgrade, over as long as the upgrade
+	// took from the first release with this log, give the machine's own
+	// stalls to compare with.
+	w.measure.Store(true)
+	time.Sleep(baselineWindow(n))
+	w.measure.Store(false)
+	var baseline [3]time.Duration
+	for i := range w.stall {
+		baseline[i] = time.Duration(w.stall[i].Swap(0))
+	}
+	w.mu.Lock()
+	w.slow = nil
+	w.mu.Unlock()
 	w.measure.Store(true)
 	upgradeStart := time.Now()
 	migrator := connect(t, adminURL)
@@ -172,9 +184,11 @@ func upgradeUnderLoad(t *testing.T, release string) {
 	total := int64(n) + w.appended.Load()
 	w.drain(t, total)
 
-	t.Logf("upgrade from %s with %d events: %s; %d events appended meanwhile; longest call: append %s, fetch %s, settle %s",
+	t.Logf("upgrade from %s with %d events: %s; %d events appended meanwhile; longest call: append %s, fetch %s, settle %s "+
+		"(without an upgrade, over %s: %s, %s, %s)",
 		release, n, upgradeTook.Round(time.Millisecond), w.appended.Load(),
-		time.Duration(w.stall[0].Load()), time.Duration(w.stall[1].Load()), time.Duration(w.stall[2].Load()))
+		time.Duration(w.stall[0].Load()), time.Duration(w.stall[1].Load()), time.Duration(w.stall[2].Load()),
+		baselineWindow(n), baseline[0], baseline[1], baseline[2])
 	for _, err := range w.errs() {
 		t.Errorf("workload: %v", err)
 	}
@@ -214,6 +228,13 @@ func upgradeUnderLoad(t *testing.T, release string) {
 	if got, want := schemaOf(t, admin), schemaOf(t, fresh); got != want {
 		t.Errorf("the upgraded schema differs from a fresh install's:\nupgraded:\n%s\nfresh:\n%s", got, want)
 	}
+}
+
+// baselineWindow is how long the workload runs before the upgrade, its
+// longest calls measured: about as long as an upgrade from the first
+// release takes with n events.
+func baselineWindow(n int) time.Duration {
+	return time.Second + time.Duration(n/100_000)*time.Second
 }
 
 // workload runs a producer and two workers as the older build's driver

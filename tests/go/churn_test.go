@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"go.uber.org/goleak"
 )
 
 // TestChurn runs every operation that changes a group's progress or the
@@ -35,7 +34,7 @@ import (
 // so leases of five seconds expire while others work; prunes run an
 // hour and a half ahead of it, against a retention of an hour.
 func TestChurn(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	run := 12 * time.Second
 	if testing.Short() {
 		run = 3 * time.Second

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"go.uber.org/goleak"
 
 	"github.com/rheo-go/rheo"
 )
@@ -19,10 +18,10 @@ import (
 // that; smaller pages of the same events are returned, and so is a page
 // of one event, whatever its size.
 func TestQueryPageLimit(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("writes and reads some 80 MB of events")
 	}
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 2)

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.uber.org/goleak"
 
 	"github.com/rheo-go/rheo"
 )
@@ -23,7 +22,7 @@ import (
 // and then settles the lease, as an ack does, instead of reporting it
 // stale while it is still held.
 func TestConcurrentAckBatchDuringRenew(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 4)
@@ -108,7 +107,7 @@ func TestConcurrentAckBatchDuringRenew(t *testing.T) {
 // delivery, and the deliveries in primary key order, like the batch: one
 // waits for the other and both finish.
 func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 5)
@@ -185,7 +184,7 @@ func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
 // the event just reopened, and one racing a create_group left the new
 // group's cursor below the low watermark.
 func TestReadCommittedOnly(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 2)
@@ -235,7 +234,7 @@ func TestReadCommittedOnly(t *testing.T) {
 // pruned being terminal, and a second fetch goes on from the first
 // instead of failing with 23505 on deliveries_pkey.
 func TestFetchCursorBelowLowWatermark(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 	defer cancel()
 	pool := concPool(t, 2)

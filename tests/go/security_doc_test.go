@@ -8,10 +8,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/stretchr/testify/require"
-
-	"github.com/rheo-go/rheo/internal/testdb"
-	"github.com/rheo-go/rheo/migrate"
 )
 
 // TestSecurityRoles checks the roles table of docs/security.md against an
@@ -19,11 +17,11 @@ import (
 // the roles it includes (reader for producer and consumer, both for
 // admin).
 func TestSecurityRoles(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testdb.NewDatabase(t))
+	conn, err := pgx.Connect(ctx, testbackend.PostgresURL(t))
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	require.NoError(t, migrate.Postgres(ctx, conn, nil))
 
 	callable := func(role string) []string {
 		rows, err := conn.Query(ctx, `
