@@ -35,8 +35,7 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	// An event is a JSON object; its "type" is what queries and the
-	// dashboard show as the event's type.
+	// "type" is the event's type, as queries and the dashboard show it.
 	type OrderPlaced struct {
 		Type     string `json:"type"`
 		Customer string `json:"customer"`
@@ -54,10 +53,9 @@ func Example() {
 	}
 
 	// A worker runs the handler for every event of the group, decoded
-	// into an OrderPlaced (a payload that does not decode is
-	// dead-lettered): returning nil acks the event, an error retries it
-	// after a back-off (1s doubling to 5 minutes), worker.Reject(err)
-	// dead-letters it.
+	// into an OrderPlaced: returning nil acks the event, an error
+	// retries it after a back-off (1s doubling to 5 minutes),
+	// worker.Reject(err) dead-letters it.
 	var (
 		mu     sync.Mutex
 		billed []string
