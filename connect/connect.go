@@ -47,6 +47,10 @@ type Options struct {
 	// Defaults to false: Open changes nothing in the database, and fails
 	// with a *SchemaError when the schema is missing or out of date.
 	Migrate bool
+	// RolePrefix is the role prefix of the install that Migrate makes or
+	// upgrades on PostgreSQL (migrate.Options.RolePrefix); SQLite has no
+	// roles and ignores it. Defaults to "": the default role names.
+	RolePrefix string
 }
 
 // URLError reports a database URL that Open cannot use: an unknown
@@ -138,7 +142,7 @@ func openPostgres(ctx context.Context, target dburl.Target, opts *Options) (driv
 		}
 		return nil, err
 	}
-	if err := preparePostgres(ctx, d, target, opts.Migrate); err != nil {
+	if err := preparePostgres(ctx, d, target, opts); err != nil {
 		d.Close()
 		return nil, err
 	}
@@ -147,14 +151,14 @@ func openPostgres(ctx context.Context, target dburl.Target, opts *Options) (driv
 
 // preparePostgres migrates the database, or checks that it needs no
 // migration, on a connection of d's pool.
-func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Target, doMigrate bool) error {
+func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Target, opts *Options) error {
 	conn, err := d.Pool().Acquire(ctx)
 	if err != nil {
 		return &rheo.UnavailableError{Op: "open " + target.Redacted(), Err: err}
 	}
 	defer conn.Release()
-	if doMigrate {
-		return migrate.Postgres(ctx, conn.Conn(), nil)
+	if opts.Migrate {
+		return migrate.Postgres(ctx, conn.Conn(), &migrate.Options{RolePrefix: opts.RolePrefix})
 	}
 	applied, latest, err := migrate.PostgresStatus(ctx, conn.Conn())
 	if err != nil {

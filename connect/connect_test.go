@@ -333,3 +333,57 @@ func TestOpenNewerDatabase(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenWithRolePrefix migrates with a role prefix: an application
+// role granted the prefix's consumer opens the database (connect.Open
+// checks the schema with the prefix's reader privileges) and fetches,
+// and one granted the default rheo_consumer may not even open it.
+func TestOpenWithRolePrefix(t *testing.T) {
+	ctx := context.Background()
+	prefix := testdb.NewRolePrefix(t)
+	mine, foreign := testdb.NewRole(t, ""), testdb.NewRole(t, "")
+	url := testdb.NewDatabase(t)
+	admin, err := connect.Open(ctx, url, &connect.Options{Migrate: true, RolePrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if err := admin.CreateStream(ctx, "orders", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateGroup(ctx, "orders", "billing", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Append(ctx, "orders", json.RawMessage(`{}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for role, granted := range map[string]string{mine: prefix + "rheo_consumer", foreign: "rheo_consumer"} {
+		if _, err := conn.Exec(ctx, "GRANT "+pgx.Identifier{granted}.Sanitize()+" TO "+pgx.Identifier{role}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drv, err := connect.Open(ctx, testdb.AsRole(t, url, mine), nil)
+	if err != nil {
+		t.Fatalf("open as a role granted %srheo_consumer: %v", prefix, err)
+	}
+	defer drv.Close()
+	if leases, err := drv.Fetch(ctx, "orders", "billing", nil); err != nil || len(leases) != 1 {
+		t.Fatalf("fetch as a role granted %srheo_consumer: %v, %v", prefix, leases, err)
+	}
+	other, err := connect.Open(ctx, testdb.AsRole(t, url, foreign), nil)
+	if err == nil {
+		defer other.Close()
+		_, err = other.Fetch(ctx, "orders", "billing", nil)
+	}
+	// Open itself refuses it, as it may not read what is installed; were
+	// it let through, the fetch would be denied.
+	if !errors.Is(err, rheo.ErrFailed) ||
+		!strings.Contains(err.Error(), "may not act as it") && !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("open and fetch as a role granted rheo_consumer: %v, want failed: … may not act as it, or … permission denied", err)
+	}
+}

@@ -52,6 +52,30 @@ type Options struct {
 	// times at most. Follow-ups that could not run are left for the next
 	// run, which says so at Info. Defaults to 30 s.
 	Wait time.Duration
+
+	// RolePrefix is put before the name of each of Rheo's roles in this
+	// install, so that installs in several databases of one server, whose
+	// roles are server-wide, do not share them: with "acme_" the roles are
+	// acme_rheo_owner, acme_rheo_reader, acme_rheo_producer,
+	// acme_rheo_consumer and acme_rheo_admin (RoleNamesFor says which
+	// prefixes are valid). Defaults to "": the names of Roles. The first
+	// run records the prefix in the database, and a run with another one
+	// is refused: an install keeps its role names.
+	RolePrefix string
+}
+
+func (o *Options) roleNames() (RoleNames, error) {
+	if o == nil {
+		return RoleNamesFor("")
+	}
+	return RoleNamesFor(o.RolePrefix)
+}
+
+func (o *Options) rolePrefix() string {
+	if o == nil {
+		return ""
+	}
+	return o.RolePrefix
 }
 
 func (o *Options) logger() *slog.Logger {

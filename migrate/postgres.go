@@ -30,14 +30,19 @@ const versionTable = "rheo.schema_version"
 
 // PostgresRoles does what an install by a role that may not create
 // roles left undone: it creates Rheo's roles, hands the schema rheo and
-// everything in it over to rheo_owner and installs the functions again
-// with their privileges, in one transaction. Rheo must be installed
-// already (Postgres). The current role must be a superuser or have
+// everything in it over to the owner role and installs the functions
+// again with their privileges, in one transaction. Rheo must be
+// installed already (Postgres), with the role prefix of opts
+// (Options.RolePrefix). The current role must be a superuser or have
 // CREATEROLE. Running it again changes nothing but the functions'
 // install time. Errors are those of Postgres.
 func PostgresRoles(ctx context.Context, conn *pgx.Conn, opts *Options) error {
 	log := opts.logger()
-	return inInstall(ctx, conn, func(tx pgx.Tx, in installer, fail func(string, error) error) error {
+	names, err := opts.roleNames()
+	if err != nil {
+		return err
+	}
+	return inInstall(ctx, conn, names, func(tx pgx.Tx, in installer, fail func(string, error) error) error {
 		if !in.createRole {
 			return fail("roles", fmt.Errorf("%s may not create roles: run rheo-migrate roles as a superuser or a role with CREATEROLE", in.name))
 		}
@@ -61,12 +66,12 @@ func PostgresRoles(ctx context.Context, conn *pgx.Conn, opts *Options) error {
 
 // inInstall runs fn in one transaction on conn, under the session
 // advisory lock AdvisoryLockKey, after CREATE SCHEMA IF NOT EXISTS rheo,
-// with the roles prepared (createRolesSQL, ownerAccessSQL); when fn
-// succeeds, Rheo is handed over to rheo_owner where the current role may
-// act as it, the run's membership in rheo_owner ends (ownerReleaseSQL)
-// and the transaction commits. fail, which fn uses for its errors, puts a
+// with the roles of names prepared (createRolesSQL, ownerAccessSQL) and the
+// role prefix recorded (createPrefixTableSQL); when fn succeeds, the
+// run's membership in the owner role ends (ownerReleaseSQL) and the
+// transaction commits. fail, which fn uses for its errors, puts a
 // failed step in the error vocabulary.
-func inInstall(ctx context.Context, conn *pgx.Conn, fn func(tx pgx.Tx, in installer, fail func(string, error) error) error) (err error) {
+func inInstall(ctx context.Context, conn *pgx.Conn, names RoleNames, fn func(tx pgx.Tx, in installer, fail func(string, error) error) error) (err error) {
 	fail := func(step string, err error) error { return wrapErr(ctx, step, err, conn.IsClosed()) }
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", AdvisoryLockKey); err != nil {
 		return fail("take the migration lock", err)
@@ -88,16 +93,20 @@ func inInstall(ctx context.Context, conn *pgx.Conn, fn func(tx pgx.Tx, in instal
 	}
 	// After a commit the rollback is a no-op.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, setPrefixSQL, names.prefix()); err != nil {
+		return fail("set the role prefix", err)
+	}
 	for _, step := range []struct{ name, sql string }{
 		{"create schema rheo", "CREATE SCHEMA IF NOT EXISTS rheo"},
 		{"create roles", createRolesSQL},
-		{"act as " + OwnerRole, ownerAccessSQL},
+		{"act as " + names.Owner, ownerAccessSQL},
+		{"record the role prefix", createPrefixTableSQL},
 	} {
 		if _, err := tx.Exec(ctx, step.sql); err != nil {
 			return fail(step.name, err)
 		}
 	}
-	in, err := readInstaller(ctx, tx)
+	in, err := readInstaller(ctx, tx, names)
 	if err != nil {
 		return fail("read the current role", err)
 	}
@@ -105,7 +114,7 @@ func inInstall(ctx context.Context, conn *pgx.Conn, fn func(tx pgx.Tx, in instal
 		return err
 	}
 	if _, err := tx.Exec(ctx, ownerReleaseSQL); err != nil {
-		return fail("end the membership in "+OwnerRole, err)
+		return fail("end the membership in "+names.Owner, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fail("commit", err)
@@ -113,15 +122,15 @@ func inInstall(ctx context.Context, conn *pgx.Conn, fn func(tx pgx.Tx, in instal
 	return nil
 }
 
-// installFunctions hands Rheo over to rheo_owner, when the current role
-// may act as it, and installs the functions set unless the installed
-// ones are current and the roles have their privileges; force installs
-// them in any case. The functions are created as rheo_owner, so that
-// they belong to it.
+// installFunctions hands Rheo over to the owner role, when the current
+// role may act as it, and installs the functions set unless the
+// installed ones are current and the roles have their privileges; force
+// installs them in any case. The functions are created as the owner
+// role, so that they belong to it.
 func installFunctions(ctx context.Context, tx pgx.Tx, in installer, force bool, log *slog.Logger, set functionSet) error {
 	if in.asOwner {
 		if _, err := tx.Exec(ctx, handOverSQL); err != nil {
-			return fmt.Errorf("hand Rheo over to %s: %w", OwnerRole, err)
+			return fmt.Errorf("hand Rheo over to %s: %w", in.roles.Owner, err)
 		}
 	}
 	var current, missing bool
@@ -138,7 +147,7 @@ func installFunctions(ctx context.Context, tx pgx.Tx, in installer, force bool, 
 		return err
 	}
 	if in.asOwner {
-		if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+OwnerRole); err != nil {
+		if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{in.roles.Owner}.Sanitize()); err != nil {
 			return err
 		}
 	}
@@ -205,9 +214,10 @@ func PostgresFunctionsCurrent(ctx context.Context, conn *pgx.Conn) (bool, error)
 // readInstalled runs fn in a transaction that is rolled back, so that
 // nothing outlives the read. A role granted rheo_reader (an application
 // checking the schema as it connects) reads the version tables as they
-// are; any other role, such as an installer, acts as rheo_owner where it
-// may (see ownerAccessSQL). A database where Rheo was never installed
-// leaves the results at their zero values.
+// are; any other role, such as an installer, acts as the install's owner
+// role where it may (see ownerAccessSQL). The transaction's role prefix
+// (rheo.role_prefix) is the install's. A database where Rheo was never
+// installed leaves the results at their zero values.
 func readInstalled(ctx context.Context, conn *pgx.Conn, step string, fn func(tx pgx.Tx) error) error {
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		var exists, readable bool
@@ -220,8 +230,23 @@ SELECT n.oid IS NOT NULL,
   LEFT JOIN pg_namespace n ON n.nspname = 'rheo'`).Scan(&exists, &readable); err != nil || !exists {
 			return err
 		}
+		setPrefix := func() error {
+			prefix, err := installedPrefix(ctx, tx)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, setPrefixSQL, deref(prefix))
+			return err
+		}
+		if err := setPrefix(); err != nil {
+			return err
+		}
 		if !readable {
 			if _, err := tx.Exec(ctx, ownerAccessSQL); err != nil {
+				return err
+			}
+			// Now readable: the prefix as recorded.
+			if err := setPrefix(); err != nil {
 				return err
 			}
 		}
@@ -240,14 +265,23 @@ SELECT n.oid IS NOT NULL,
 	return wrapErr(ctx, step, err, conn.IsClosed())
 }
 
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
 // errRollBack ends readInstalled's transaction without committing.
 var errRollBack = errors.New("roll back")
 
 // PostgresSQL returns the whole PostgreSQL install as one SQL script, for
-// hosts that run migrations with psql or their own tool. It does what
-// Postgres does, in the same order, recorded in the same tables, so
-// either may follow the other: the roles, the schema migrations in
-// order, the hand-over to rheo_owner, then the functions. What an install
+// hosts that run migrations with psql or their own tool, with the
+// default role names (PostgresSQLFor gives it for a role prefix). It
+// does what Postgres does, in the same order, recorded in the same
+// tables, so either may follow the other: the roles, the schema
+// migrations in order, the hand-over to rheo_owner, then the functions. What an install
 // by a role that may not create roles leaves undone is said in a NOTICE.
 //
 // Rerunning it changes nothing: each migration runs inside a DO block only
@@ -270,6 +304,24 @@ var errRollBack = errors.New("roll back")
 // PostgresSQL panics if the embedded SQL cannot be loaded, which the
 // package's tests rule out for every build.
 func PostgresSQL() string {
+	script, err := PostgresSQLFor(nil)
+	if err != nil {
+		panic(fmt.Sprintf("rheo migrate: %v", err))
+	}
+	return script
+}
+
+// PostgresSQLFor is PostgresSQL for the role prefix of opts
+// (Options.RolePrefix; its other fields do not apply to the script): the
+// script creates and grants the roles of RoleNamesFor(opts.RolePrefix),
+// records the prefix in a new install and refuses to run on an install
+// made with another one. Its error, for an invalid prefix, wraps
+// rheo.ErrInvalidArgument.
+func PostgresSQLFor(opts *Options) (string, error) {
+	names, err := opts.roleNames()
+	if err != nil {
+		return "", err
+	}
 	ms, err := loadMigrations()
 	if err != nil {
 		panic(fmt.Sprintf("rheo migrate: load schema migrations: %v", err))
@@ -288,7 +340,12 @@ DO $$BEGIN PERFORM pg_advisory_xact_lock(%d); END$$;
 
 CREATE SCHEMA IF NOT EXISTS rheo;
 
+-- The role prefix of this install: %s.
+%s;
+
 -- Roles: created when missing, if the current role may create roles.
+%s;
+
 %s;
 
 %s;
@@ -301,7 +358,8 @@ CREATE SCHEMA IF NOT EXISTS rheo;
 -- What an earlier upgrade left to do once the previous release's calls
 -- in flight had ended.
 %s;
-`, len(ms), set.sha256, AdvisoryLockKey, createRolesSQL, ownerAccessSQL, createVersionTableSQL, upgradingSQL, runFollowUpsSQL)
+`, len(ms), set.sha256, AdvisoryLockKey, prefixComment(names), setPrefixLiteral(names.prefix(), false),
+		createRolesSQL, ownerAccessSQL, createVersionTableSQL, createPrefixTableSQL, upgradingSQL, runFollowUpsSQL)
 
 	for _, m := range ms {
 		fmt.Fprintf(&b, "\n-- Schema migration %d: %s\n", m.version, m.name)
@@ -316,36 +374,45 @@ CREATE SCHEMA IF NOT EXISTS rheo;
 			fmt.Sprintf("(SELECT version FROM %s) < %d", versionTable, m.version),
 			body,
 			fmt.Sprintf("UPDATE %s SET version = %d;", versionTable, m.version),
-			false,
+			"",
 		))
 	}
 
-	b.WriteString("\n-- The roles that used a release before rheo_owner keep their access.\n" + keepAccessSQL + ";\n")
-	b.WriteString("\n-- The schema and everything in it belong to rheo_owner.\n" + handOverSQL + ";\n")
+	b.WriteString("\n-- The roles that used a release before " + names.Owner + " keep their access.\n" + keepAccessSQL + ";\n")
+	b.WriteString("\n-- The schema and everything in it belong to " + names.Owner + ".\n" + handOverSQL + ";\n")
 	b.WriteString("\n-- The previous owner keeps its privileges until the follow-ups.\n" + keepOwnerAccessSQL + ";\n")
 
-	b.WriteString("\n-- Functions, created as rheo_owner: " + strings.Join(set.names(), ", ") + "\n")
+	b.WriteString("\n-- Functions, created as " + names.Owner + ": " + strings.Join(set.names(), ", ") + "\n")
 	b.WriteString(doBlock(
 		fmt.Sprintf(`NOT EXISTS (SELECT FROM rheo.function_set WHERE sha256 = '%s')
      OR (%s)`, set.sha256, grantsMissingSQL),
 		set.concat(),
 		fmt.Sprintf(`INSERT INTO rheo.function_set (id, sha256, installed_at) VALUES (true, '%s', now())
     ON CONFLICT (id) DO UPDATE SET sha256 = excluded.sha256, installed_at = excluded.installed_at;`, set.sha256),
-		true,
+		names.Owner,
 	))
 	b.WriteString("\n-- The follow-ups of the migrations: in one transaction, no call of\n-- the previous release can still be in flight when it commits.\n" + runFollowUpsSQL + ";\n")
 	b.WriteString("\n" + ownerReleaseSQL + ";\n")
-	return b.String()
+	return b.String(), nil
+}
+
+// prefixComment says in the install script which roles it installs.
+func prefixComment(n RoleNames) string {
+	if n.prefix() == "" {
+		return "none, the default role names"
+	}
+	return n.prefix() + ", roles " + strings.Join(n.All(), ", ")
 }
 
 // doBlock returns a DO statement that, when cond holds, executes body
 // (any number of statements) and then the bookkeeping statement after.
-// asOwner runs both as rheo_owner when the current role may act as it,
-// and then returns to the role it ran as.
-func doBlock(cond, body, after string, asOwner bool) string {
+// A non-empty owner (a name RoleNamesFor made, which needs no quoting)
+// runs both as that role when the current role may act as it, and then
+// returns to the role it ran as.
+func doBlock(cond, body, after, owner string) string {
 	inner := dollarQuote(body, "rheo_sql")
 	var block string
-	if asOwner {
+	if owner != "" {
 		block = fmt.Sprintf(`DECLARE
   v_role text := current_setting('role');
 BEGIN
@@ -358,7 +425,7 @@ BEGIN
     EXECUTE 'SET LOCAL ROLE ' || CASE v_role WHEN 'none' THEN 'NONE' ELSE quote_ident(v_role) END;
   END IF;
 END
-`, cond, OwnerRole, inner, after)
+`, cond, owner, inner, after)
 	} else {
 		block = fmt.Sprintf("BEGIN\n  IF %s THEN\n    EXECUTE %s;\n    %s\n  END IF;\nEND\n", cond, inner, after)
 	}

@@ -17,8 +17,11 @@ import (
 // application runs, under the session advisory lock AdvisoryLockKey, so
 // concurrent runs wait for each other:
 //
-//  1. CREATE SCHEMA IF NOT EXISTS rheo and Rheo's roles (Roles), created
-//     when missing if the current role may create roles; otherwise a
+//  1. CREATE SCHEMA IF NOT EXISTS rheo and Rheo's roles (Roles, or with
+//     Options.RolePrefix the names RoleNamesFor gives, below called by
+//     their default names), created when missing if the current role
+//     may create roles, and the prefix, recorded in a new install (a run
+//     with a prefix other than the install's is refused); otherwise a
 //     Warn record says what is left undone and the install goes on
 //     without them (see PostgresRoles);
 //  2. the steps of the pending schema migrations (rheosql.Schema) that
@@ -61,7 +64,11 @@ import (
 // are *rheo.FailedError otherwise. Each step is atomic or idempotent, so
 // running Postgres again after an error is safe.
 func Postgres(ctx context.Context, conn *pgx.Conn, opts *Options) (err error) {
-	r := &runner{ctx: ctx, conn: conn, opts: opts, log: opts.logger()}
+	names, err := opts.roleNames()
+	if err != nil {
+		return err
+	}
+	r := &runner{ctx: ctx, conn: conn, opts: opts, log: opts.logger(), names: names}
 	if err := r.lock(); err != nil {
 		return r.fail("take the migration lock", err)
 	}
@@ -75,11 +82,12 @@ func Postgres(ctx context.Context, conn *pgx.Conn, opts *Options) (err error) {
 
 // runner is one run of Postgres.
 type runner struct {
-	ctx  context.Context
-	conn *pgx.Conn
-	opts *Options
-	log  *slog.Logger
-	in   installer
+	ctx   context.Context
+	conn  *pgx.Conn
+	opts  *Options
+	log   *slog.Logger
+	in    installer
+	names RoleNames // the run's roles (Options.RolePrefix)
 }
 
 // lock takes the session lock AdvisoryLockKey. It tries, and waits
@@ -163,8 +171,10 @@ func (r *runner) run() error {
 		if err := r.access(tx); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(r.ctx, createVersionTableSQL); err != nil {
-			return err
+		for _, q := range []string{createVersionTableSQL, createPrefixTableSQL} {
+			if _, err := tx.Exec(r.ctx, q); err != nil {
+				return err
+			}
 		}
 		return tx.QueryRow(r.ctx, "SELECT version FROM "+versionTable).Scan(&current)
 	}); err != nil {
@@ -202,15 +212,19 @@ func (r *runner) run() error {
 	return r.followUps()
 }
 
-// tx runs fn in a transaction of its own, as a member of rheo_owner
-// where the current role may be one (ownerAccessSQL, ended by
-// ownerReleaseSQL before the commit), with the short lock timeout, or
+// tx runs fn in a transaction of its own, with the run's role prefix
+// set (setPrefixSQL), as a member of the owner role where the current
+// role may be one (ownerAccessSQL, ended by ownerReleaseSQL before the
+// commit), with the short lock timeout, or
 // with Options.Wait for steps that let the application through (long),
 // tried again when it gives up on a lock or is a deadlock's victim.
 func (r *runner) tx(what string, long bool, fn func(tx pgx.Tx) error) error {
 	return r.retry(what, long, func() error {
 		return pgx.BeginFunc(r.ctx, r.conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, true)", r.timeout(long)); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(r.ctx, setPrefixSQL, r.names.prefix()); err != nil {
 				return err
 			}
 			if err := fn(tx); err != nil {
@@ -222,13 +236,13 @@ func (r *runner) tx(what string, long bool, fn func(tx pgx.Tx) error) error {
 	})
 }
 
-// access makes the current role able to act as rheo_owner for the
+// access makes the current role able to act as the owner role for the
 // transaction, and reads what it may do.
 func (r *runner) access(tx pgx.Tx) error {
 	if _, err := tx.Exec(r.ctx, ownerAccessSQL); err != nil {
 		return err
 	}
-	in, err := readInstaller(r.ctx, tx)
+	in, err := readInstaller(r.ctx, tx, r.names)
 	r.in = in
 	return err
 }
@@ -391,14 +405,15 @@ func (r *runner) batch(what, sql string) error {
 }
 
 // concurrently runs a statement that cannot run in a transaction (CREATE
-// INDEX CONCURRENTLY), as rheo_owner when the tables belong to it, after
+// INDEX CONCURRENTLY), as the owner role when the tables belong to it, after
 // dropping the invalid indexes that failed builds left in schema rheo.
 func (r *runner) concurrently(what, sql string) error {
 	return r.retry(what, true, func() error {
-		if _, err := r.conn.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, false)", r.timeout(true)); err != nil {
+		if _, err := r.conn.Exec(r.ctx, "SELECT set_config('lock_timeout', $1, false), set_config('rheo.role_prefix', $2, false)",
+			r.timeout(true), r.names.prefix()); err != nil {
 			return err
 		}
-		defer func() { _, _ = r.conn.Exec(context.WithoutCancel(r.ctx), "RESET lock_timeout") }()
+		defer func() { _, _ = r.conn.Exec(context.WithoutCancel(r.ctx), "RESET lock_timeout; RESET rheo.role_prefix") }()
 		var invalid []string
 		rows, err := r.conn.Query(r.ctx, `
 SELECT c.oid::regclass::text
@@ -425,22 +440,22 @@ SELECT c.oid::regclass::text
 	})
 }
 
-// actAsOwner makes the session act as rheo_owner, outside a transaction,
+// actAsOwner makes the session act as the owner role, outside a transaction,
 // when the schema belongs to it and the current role may (a superuser or
 // a member stays who it is; a role with CREATEROLE is a member until the
 // returned function runs). It returns what undoes it.
 func (r *runner) actAsOwner() (func(), error) {
 	var owned, member, createRole bool
 	if err := r.conn.QueryRow(r.ctx, `
-SELECT coalesce((SELECT n.nspowner::regrole::text = 'rheo_owner' FROM pg_namespace n WHERE n.nspname = 'rheo'), false),
-       coalesce((SELECT pg_has_role(current_user, o.oid, 'USAGE') FROM pg_roles o WHERE o.rolname = 'rheo_owner'), false),
-       (SELECT r.rolcreaterole AND NOT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)`).Scan(&owned, &member, &createRole); err != nil {
+SELECT coalesce((SELECT n.nspowner::regrole::text = $1 FROM pg_namespace n WHERE n.nspname = 'rheo'), false),
+       coalesce((SELECT pg_has_role(current_user, o.oid, 'USAGE') FROM pg_roles o WHERE o.rolname = $1), false),
+       (SELECT r.rolcreaterole AND NOT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)`, r.names.Owner).Scan(&owned, &member, &createRole); err != nil {
 		return nil, err
 	}
 	if !owned || member || !createRole {
 		return func() {}, nil
 	}
-	if _, err := r.conn.Exec(r.ctx, "GRANT rheo_owner TO CURRENT_USER"); err != nil {
+	if _, err := r.conn.Exec(r.ctx, "GRANT "+pgx.Identifier{r.names.Owner}.Sanitize()+" TO CURRENT_USER"); err != nil {
 		return nil, err
 	}
 	return func() {
@@ -517,9 +532,10 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 		keep := handOver && installed
 		q := []string{
 			"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
+			setPrefixLiteral(r.names.prefix(), true),
 			ownerAccessSQL,
 			lockAllSQL,
-			createFollowUpsSQL, // before the hand-over, so that it belongs to rheo_owner
+			createFollowUpsSQL, // before the hand-over, so that it belongs to the owner role
 		}
 		if keep {
 			q = append(q, "SELECT set_config('rheo.upgrading', 'on', true)", keepAccessSQL)
@@ -663,6 +679,7 @@ SELECT count(*) FROM pg_stat_activity a
 	// One message, one transaction, as the switch.
 	body := strings.Join([]string{
 		"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
+		setPrefixLiteral(r.names.prefix(), true),
 		ownerAccessSQL, lockAllSQL, runFollowUpsSQL, ownerReleaseSQL,
 	}, ";\n") + ";"
 	return r.retry("follow-ups", false, func() error {
@@ -703,13 +720,14 @@ const createFollowUpsSQL = `CREATE TABLE IF NOT EXISTS rheo.upgrade_follow_ups (
 )`
 
 // handOverPendingSQL is true when something in schema rheo does not
-// belong to rheo_owner yet, which exists.
-const handOverPendingSQL = `SELECT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = 'rheo_owner')
-   AND (EXISTS (SELECT FROM pg_namespace n WHERE n.nspname = 'rheo' AND n.nspowner::regrole::text <> 'rheo_owner')
+// belong to the run's owner role yet, which exists.
+const handOverPendingSQL = `SELECT EXISTS (SELECT FROM pg_roles o WHERE o.rolname = o_name)
+   AND (EXISTS (SELECT FROM pg_namespace n WHERE n.nspname = 'rheo' AND n.nspowner::regrole::text <> o_name)
         OR EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = 'rheo'::regnamespace
-                      AND c.relowner::regrole::text <> 'rheo_owner' AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S'))
+                      AND c.relowner::regrole::text <> o_name AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S'))
         OR EXISTS (SELECT FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace
-                      AND p.proowner::regrole::text <> 'rheo_owner'))`
+                      AND p.proowner::regrole::text <> o_name))
+  FROM (SELECT ` + runPrefix + ` || 'rheo_owner') AS owner(o_name)`
 
 // PostgresFollowUps reports how many follow-ups an upgrade left in the
 // database behind conn (see Postgres): 0 once they have run. Such a

@@ -42,9 +42,9 @@ func upgradeEvents(t *testing.T) int {
 }
 
 // upgradeStallBound is the longest call of the older build's workload
-// the test accepts while the upgrade runs. The goal, measured on a quiet
-// machine, is 100 ms (BENCHMARKS.md); CI's machines are shared, so the
-// test allows more (RHEO_TEST_UPGRADE_STALL sets it).
+// the test accepts while the upgrade runs. The goal is 100 ms
+// (BENCHMARKS.md, "Upgrades", has the figures); CI's machines are shared,
+// so the test allows more (RHEO_TEST_UPGRADE_STALL sets it).
 func upgradeStallBound(t *testing.T) time.Duration {
 	if s := os.Getenv("RHEO_TEST_UPGRADE_STALL"); s != "" {
 		d, err := time.ParseDuration(s)

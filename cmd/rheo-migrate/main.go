@@ -1,12 +1,17 @@
 // Command rheo-migrate installs or upgrades Rheo's storage in a database,
 // the step a host runs when it releases:
 //
-//	rheo-migrate up     [--database-url URL]   apply what is missing
-//	rheo-migrate status [--database-url URL]   show what is applied
-//	rheo-migrate roles  [--database-url URL]   create the roles, hand Rheo over to rheo_owner
-//	rheo-migrate sql    [--sqlite]             print the install SQL
+//	rheo-migrate up     [--database-url URL] [--role-prefix P]   apply what is missing
+//	rheo-migrate status [--database-url URL] [--role-prefix P]   show what is applied
+//	rheo-migrate roles  [--database-url URL] [--role-prefix P]   create the roles, hand Rheo over to rheo_owner
+//	rheo-migrate sql    [--sqlite | --role-prefix P]             print the install SQL
 //
-// URL defaults to $DATABASE_URL. It is a PostgreSQL URL (postgres://… or
+// URL defaults to $DATABASE_URL. P, PostgreSQL only, is put before the
+// names of Rheo's roles in this database (migrate.Options.RolePrefix):
+// with acme_ they are acme_rheo_owner, acme_rheo_reader, …, so that
+// installs in several databases of one server do not share roles. An
+// install keeps the prefix of its first run; status and every later run
+// must be given the same one. It is a PostgreSQL URL (postgres://… or
 // postgresql://…) or an SQLite one (sqlite:///abs/path.db,
 // sqlite://relative/path.db, sqlite:relative.db, sqlite::memory:).
 //
@@ -15,7 +20,8 @@
 //	0  done; for status: the schema and functions are current
 //	1  failed: one line on stderr says why
 //	2  bad command line: an unknown command or flag, an extra argument, no
-//	   or a malformed database URL, roles on SQLite; the usage follows
+//	   or a malformed database URL, an invalid role prefix, roles or a
+//	   role prefix on SQLite; the usage follows
 //	3  status only: a migration is pending (rheo-migrate up applies it)
 //	4  status only: the database is newer than this build (a later
 //	   release migrated it; use that release's rheo-migrate)
@@ -45,19 +51,24 @@ import (
 )
 
 const usage = `Usage:
-  rheo-migrate up     [--database-url URL]   apply the missing migrations and functions
-  rheo-migrate status [--database-url URL]   show the applied and latest versions
-  rheo-migrate roles  [--database-url URL]   create Rheo's roles and hand Rheo over to rheo_owner
-                                             (PostgreSQL, as a superuser or a role with CREATEROLE)
-  rheo-migrate sql    [--sqlite]             print the install SQL (PostgreSQL, or SQLite)
+  rheo-migrate up     [--database-url URL] [--role-prefix P]   apply the missing migrations and functions
+  rheo-migrate status [--database-url URL] [--role-prefix P]   show the applied and latest versions
+  rheo-migrate roles  [--database-url URL] [--role-prefix P]   create Rheo's roles and hand Rheo over to rheo_owner
+                                                               (PostgreSQL, as a superuser or a role with CREATEROLE)
+  rheo-migrate sql    [--sqlite | --role-prefix P]             print the install SQL (PostgreSQL, or SQLite)
 
 URL defaults to $DATABASE_URL. Accepted forms: ` + dburl.Forms + `
+
+P (PostgreSQL only) is put before the names of Rheo's roles in this
+database: with acme_ they are acme_rheo_owner, acme_rheo_reader, … An
+install keeps the prefix of its first run; give the same one every time.
 
 Exit status:
   0  done; for status: the schema and functions are current
   1  failed: one line on stderr says why
   2  bad command line (unknown command or flag, extra argument, no or a
-     malformed database URL, roles on SQLite)
+     malformed database URL, an invalid role prefix, roles or a role
+     prefix on SQLite)
   3  status only: a migration is pending; rheo-migrate up applies it
   4  status only: the database is newer than this build; use a newer one
 `
@@ -99,11 +110,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	var databaseURL *string
 	var sqlite *bool
+	const prefixUsage = "put before the names of Rheo's roles (PostgreSQL), such as acme_"
+	var prefix *string
 	switch cmd {
 	case "up", "status", "roles":
 		databaseURL = fs.String("database-url", "", "database URL; defaults to $DATABASE_URL")
+		prefix = fs.String("role-prefix", "", prefixUsage)
 	case "sql":
 		sqlite = fs.Bool("sqlite", false, "print the SQLite install SQL instead of PostgreSQL's")
+		prefix = fs.String("role-prefix", "", prefixUsage)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
@@ -122,11 +137,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	if _, err := migrate.RoleNamesFor(*prefix); err != nil {
+		fmt.Fprintf(stderr, "rheo-migrate %s: --role-prefix: %s\n%s", cmd, strings.TrimPrefix(err.Error(), "invalid_argument: "), usage)
+		return exitUsage
+	}
+	opts := &migrate.Options{RolePrefix: *prefix}
+
 	if cmd == "sql" {
-		if *sqlite {
+		switch {
+		case *sqlite && *prefix != "":
+			fmt.Fprintf(stderr, "rheo-migrate sql: SQLite has no roles; --role-prefix applies to PostgreSQL only\n%s", usage)
+			return exitUsage
+		case *sqlite:
 			fmt.Fprint(stdout, migrate.SQLiteSQL())
-		} else {
-			fmt.Fprint(stdout, migrate.PostgresSQL())
+		default:
+			script, err := migrate.PostgresSQLFor(opts)
+			if err != nil {
+				return fail(stderr, err)
+			}
+			fmt.Fprint(stdout, script)
 		}
 		return exitOK
 	}
@@ -156,9 +185,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	)
 	switch {
 	case target.Kind == dburl.Postgres:
-		out, pending, err = postgres(ctx, cmd, target)
+		out, pending, err = postgres(ctx, cmd, target, opts)
 	case cmd == "roles":
 		fmt.Fprintf(stderr, "rheo-migrate roles: SQLite has no roles; it applies to PostgreSQL only\n%s", usage)
+		return exitUsage
+	case *prefix != "":
+		fmt.Fprintf(stderr, "rheo-migrate %s: SQLite has no roles; --role-prefix applies to PostgreSQL only\n%s", cmd, usage)
 		return exitUsage
 	default:
 		out, pending, err = sqliteCmd(ctx, cmd, target)
@@ -194,8 +226,9 @@ func fail(stderr io.Writer, err error) int {
 }
 
 // postgres runs cmd ("up", "status" or "roles") on a PostgreSQL target
-// and returns the lines to print, and for status what it found.
-func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, state, error) {
+// with opts (the role prefix) and returns the lines to print, and for
+// status what it found.
+func postgres(ctx context.Context, cmd string, target dburl.Target, opts *migrate.Options) ([]string, state, error) {
 	conn, err := connectPostgres(ctx, target.DSN)
 	if err != nil {
 		return nil, stateCurrent, err
@@ -203,7 +236,7 @@ func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, s
 	defer conn.Close(context.WithoutCancel(ctx))
 
 	if cmd == "roles" {
-		if err := migrate.PostgresRoles(ctx, conn, nil); err != nil {
+		if err := migrate.PostgresRoles(ctx, conn, opts); err != nil {
 			return nil, stateCurrent, err
 		}
 		roles, err := migrate.PostgresRoleState(ctx, conn)
@@ -225,6 +258,9 @@ func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, s
 		roles, err := migrate.PostgresRoleState(ctx, conn)
 		if err != nil {
 			return nil, stateCurrent, err
+		}
+		if applied > 0 && roles.Prefix != opts.RolePrefix {
+			return nil, stateCurrent, prefixMismatch(roles.Prefix, opts.RolePrefix)
 		}
 		followUps, err := migrate.PostgresFollowUps(ctx, conn)
 		if err != nil {
@@ -250,7 +286,7 @@ func postgres(ctx context.Context, cmd string, target dburl.Target) ([]string, s
 		return append(lines, stateLine(st, applied, latest)), st, nil
 	}
 
-	if err := migrate.Postgres(ctx, conn, nil); err != nil {
+	if err := migrate.Postgres(ctx, conn, opts); err != nil {
 		return nil, stateCurrent, err
 	}
 	after, _, err := migrate.PostgresStatus(ctx, conn)
@@ -275,12 +311,29 @@ func rolesLine(s migrate.RoleState) string {
 	case len(s.Missing) > 0:
 		return fmt.Sprintf("roles: %s missing; run rheo-migrate roles as a superuser or a role with CREATEROLE",
 			strings.Join(s.Missing, ", "))
-	case s.SchemaOwner != migrate.OwnerRole:
+	case s.SchemaOwner != s.Names.Owner:
 		return fmt.Sprintf("roles: Rheo belongs to %s, not %s; run rheo-migrate roles as a superuser or a role with CREATEROLE",
-			s.SchemaOwner, migrate.OwnerRole)
+			s.SchemaOwner, s.Names.Owner)
 	}
-	return "roles: " + migrate.OwnerRole + " owns Rheo; grant " +
-		strings.Join(migrate.Roles[1:], ", ") + " to login roles"
+	return "roles: " + s.Names.Owner + " owns Rheo; grant " +
+		strings.Join(s.Names.All()[1:], ", ") + " to login roles"
+}
+
+// prefixMismatch is status's error for a role prefix other than the
+// install's, in the words of up's.
+func prefixMismatch(installed, given string) error {
+	describe := func(p, none string) string {
+		if p == "" {
+			return none
+		}
+		return "role prefix " + p
+	}
+	flag := "no --role-prefix"
+	if installed != "" {
+		flag = "--role-prefix " + installed
+	}
+	return fmt.Errorf("Rheo in this database was installed with %s, not %s, and an install keeps its role names: run rheo-migrate with %s",
+		describe(installed, "the default role names"), describe(given, "the default ones"), flag)
 }
 
 // connectPostgres connects, turning a failure into one readable cause.

@@ -85,6 +85,12 @@ func TestUsage(t *testing.T) {
 		{"a PostgreSQL URL with a setting pgx refuses", []string{"up", "--database-url", "postgres://app:secret@db/app?sslmode=bogus"},
 			"rheo-migrate up: invalid PostgreSQL URL: cannot parse `postgres://app:xxxxx@db/app?sslmode=bogus`: failed to configure TLS (sslmode is invalid)"},
 		{"roles on SQLite", []string{"roles", "--database-url", "sqlite::memory:"}, "rheo-migrate roles: SQLite has no roles; it applies to PostgreSQL only"},
+		{"a role prefix on SQLite", []string{"up", "--database-url", "sqlite::memory:", "--role-prefix", "acme_"},
+			"rheo-migrate up: SQLite has no roles; --role-prefix applies to PostgreSQL only"},
+		{"a role prefix for the SQLite install SQL", []string{"sql", "--sqlite", "--role-prefix", "acme_"},
+			"rheo-migrate sql: SQLite has no roles; --role-prefix applies to PostgreSQL only"},
+		{"an invalid role prefix", []string{"up", "--database-url", "postgres://app@db/app", "--role-prefix", "Acme"},
+			`rheo-migrate up: --role-prefix: role prefix "Acme": want lower-case letters, digits and underscores, beginning with a letter, at most 40 bytes (such as acme_)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,6 +257,54 @@ INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (now(), 'SELECT 1')`); e
 		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 		runCmd(t, "up", "--database-url", testdb.WithDatabase(t, url, "rheo_no_such_db")).wantFailure(t,
 			"rheo-migrate: cannot connect to the database at "+addr+`: database "rheo_no_such_db" does not exist`)
+	})
+}
+
+// TestRolePrefix runs each command with a role prefix: up installs with
+// the prefix's roles and reports them, status and up want the same
+// prefix again, roles hands an install over to the prefix's owner, and
+// sql prints the install for the prefix.
+func TestRolePrefix(t *testing.T) {
+	prefix := testdb.NewRolePrefix(t)
+	url := testdb.NewDatabase(t)
+	latest := schemaVersions(t)
+	settled := "roles: " + prefix + "rheo_owner owns Rheo; grant " + prefix + "rheo_reader, " + prefix + "rheo_producer, " +
+		prefix + "rheo_consumer, " + prefix + "rheo_admin to login roles"
+
+	runCmd(t, "up", "--database-url", url, "--role-prefix", prefix).wantOutput(t,
+		fmt.Sprintf("schema: version 0 -> %d", latest), "functions: installed", settled)
+	runCmd(t, "status", "--database-url", url, "--role-prefix", prefix).wantOutput(t,
+		fmt.Sprintf("schema: version %d of %d", latest, latest), "functions: current", settled, "status: up to date")
+	runCmd(t, "roles", "--database-url", url, "--role-prefix", prefix).wantOutput(t, settled)
+	mismatch := "rheo-migrate: Rheo in this database was installed with role prefix " + prefix +
+		", not the default ones, and an install keeps its role names: run rheo-migrate with --role-prefix " + prefix
+	runCmd(t, "status", "--database-url", url).wantFailure(t, mismatch)
+	runCmd(t, "up", "--database-url", url).wantFailure(t, "rheo-migrate: migrate: failed: prepare: "+strings.TrimPrefix(mismatch, "rheo-migrate: "))
+
+	t.Run("roles of an install owned by its installer hands it over to the prefix's owner", func(t *testing.T) {
+		installer, other := testdb.NewRole(t, ""), testdb.NewRolePrefix(t)
+		fresh := testdb.NewDatabase(t)
+		if _, err := pgxConnect(t, fresh).Exec(context.Background(), "ALTER DATABASE "+dbName(t, fresh)+" OWNER TO "+installer); err != nil {
+			t.Fatal(err)
+		}
+		runCmd(t, "up", "--database-url", testdb.AsRole(t, fresh, installer), "--role-prefix", other).wantOutput(t,
+			fmt.Sprintf("schema: version 0 -> %d", latest),
+			"functions: installed",
+			"roles: "+other+"rheo_owner, "+other+"rheo_reader, "+other+"rheo_producer, "+other+"rheo_consumer, "+other+
+				"rheo_admin missing; run rheo-migrate roles as a superuser or a role with CREATEROLE")
+		runCmd(t, "roles", "--database-url", fresh, "--role-prefix", other).wantOutput(t, strings.ReplaceAll(settled, prefix, other))
+	})
+
+	t.Run("sql prints the install for the prefix", func(t *testing.T) {
+		want, err := migrate.PostgresSQLFor(&migrate.Options{RolePrefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runCmd(t, "sql", "--role-prefix", prefix)
+		if r.code != 0 || r.stderr != "" || r.stdout != want || want == migrate.PostgresSQL() {
+			t.Fatalf("got status %d, stderr %q and %d bytes; want the %d bytes of migrate.PostgresSQLFor(%s)",
+				r.code, r.stderr, len(r.stdout), len(want), prefix)
+		}
 	})
 }
 

@@ -241,3 +241,29 @@ func AsRole(t testing.TB, databaseURL, role string) string {
 	u.User = url.User(role)
 	return u.String()
 }
+
+// NewRolePrefix returns a role prefix (migrate.Options.RolePrefix) of
+// t's own, and drops the roles of that prefix when t ends. Call it
+// before creating the databases the prefix is installed in: those are
+// dropped first, as cleanups run in the reverse order of their
+// registration, and then the roles own nothing.
+func NewRolePrefix(t testing.TB) string {
+	t.Helper()
+	admin := ServerURL(t)
+	prefix := "rheo_test_" + randomSuffix() + "_"
+	t.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Errorf("drop the roles of prefix %s: %v", prefix, err)
+			return
+		}
+		defer conn.Close(ctx)
+		for _, role := range []string{"rheo_admin", "rheo_producer", "rheo_consumer", "rheo_reader", "rheo_owner"} {
+			if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{prefix + role}.Sanitize()); err != nil {
+				t.Errorf("drop the roles of prefix %s: %v", prefix, err)
+			}
+		}
+	})
+	return prefix
+}

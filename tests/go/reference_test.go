@@ -50,6 +50,8 @@ var (
 	refRole      = regexp.MustCompile("`(rheo_[a-z]+)`")
 	refGoMethod  = regexp.MustCompile("`Driver\\.([A-Za-z]+)`")
 	refExitRow   = regexp.MustCompile(`(?m)^\| ([0-9]+) \|`)
+	refFlagRow   = regexp.MustCompile("(?m)^\\| `--([a-z-]+)[^`]*` \\|")
+	refFlagDef   = regexp.MustCompile(`\bfs\.(?:String|Bool|Int|Duration)\("([a-z-]+)"`)
 	refErrorRow  = regexp.MustCompile("(?m)^\\| (RH[0-9]{3})? ?\\| `([a-z_]+)` \\| `(Err[A-Za-z]+)` \\|")
 )
 
@@ -219,6 +221,27 @@ func TestReference(t *testing.T) {
 			}
 			require.Equal(t, documented, referenceExitStatuses(t, source), "the statuses of §%s against the constants of %s", section, source)
 		}
+	})
+
+	t.Run("the flags of rheo-migrate are those it defines", func(t *testing.T) {
+		body, ok := referenceSections(t)["11.3 rheo-migrate flags"]
+		require.True(t, ok, "docs/reference.md has no section 11.3 rheo-migrate flags")
+		var documented []string
+		for _, m := range refFlagRow.FindAllStringSubmatch(body, -1) {
+			documented = append(documented, m[1])
+		}
+		slices.Sort(documented)
+		source, err := os.ReadFile(filepath.Join("..", "..", "cmd", "rheo-migrate", "main.go"))
+		require.NoError(t, err)
+		var defined []string
+		for _, m := range refFlagDef.FindAllStringSubmatch(string(source), -1) {
+			if !slices.Contains(defined, m[1]) {
+				defined = append(defined, m[1])
+			}
+		}
+		slices.Sort(defined)
+		require.NotEmpty(t, defined, "cmd/rheo-migrate/main.go defines no flag")
+		require.Equal(t, documented, defined, "the flags of §11.3 against those cmd/rheo-migrate/main.go defines")
 	})
 
 	t.Run("the error table names the sentinels of errors.go", func(t *testing.T) {

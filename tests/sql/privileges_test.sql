@@ -142,7 +142,7 @@ SELECT results_eq(
        WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind IN ('r', 'v')
        ORDER BY 1, 2, 3$$,
     $$SELECT c.relname::text, r.role, p.privilege,
-             p.privilege = 'SELECT' AND c.relname IN ('events', 'group_status', 'schema_version', 'function_set')
+             p.privilege = 'SELECT' AND c.relname IN ('events', 'group_status', 'schema_version', 'function_set', 'role_prefix')
         FROM pg_class c
        CROSS JOIN (VALUES ('rheo_reader'), ('rheo_producer'), ('rheo_consumer'), ('rheo_admin')) AS r(role)
        CROSS JOIN (VALUES ('SELECT'), ('INSERT'), ('UPDATE'), ('DELETE'), ('TRUNCATE')) AS p(privilege)
