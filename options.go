@@ -8,7 +8,9 @@ import (
 // CreateGroupOptions are the optional settings of a new consumer group.
 type CreateGroupOptions struct {
 	// MaxAttempts is how many leases an event gets before it is
-	// dead-lettered. Defaults to 5.
+	// dead-lettered. Defaults to 20: with the worker's default back-off
+	// (worker.DefaultRetryPolicy) an always-failing event is retried for
+	// about an hour (docs/worker.md).
 	MaxAttempts int
 	// StartAfter starts the group after this sequence in the listed
 	// partitions: events up to it are never delivered. Must not be
@@ -133,7 +135,8 @@ type ReplayOptions struct {
 // ResetOptions are the settings of a ResetGroup call.
 type ResetOptions struct {
 	// Confirm must be true: a reset drops the group's leases, retries and
-	// dead letters.
+	// dead letters. Without it (a nil *ResetOptions included) ResetGroup
+	// fails confirm_required.
 	Confirm bool
 	// StartAfter and StartAt place the cursors as in CreateGroupOptions;
 	// by default the group starts at the beginning.
@@ -142,6 +145,15 @@ type ResetOptions struct {
 	StartAt *time.Time
 	// Partitions limits the reset; nil means all.
 	Partitions []int
+}
+
+// DropOptions are the settings of a DropGroup or DropStream call.
+type DropOptions struct {
+	// Confirm must be true: a drop deletes the group's deliveries, dead
+	// letters and cursors, or the stream's events and groups, for good.
+	// Without it (a nil *DropOptions included) the call fails
+	// confirm_required before any other check.
+	Confirm bool
 }
 
 // DeadLetterOptions page through a group's dead letters.

@@ -4,6 +4,31 @@
 // The types here are plain values exchanged between the drivers
 // (package driver and its sub-packages), the worker (package worker) and
 // host code. The package imports nothing else of Rheo's.
+//
+// # A tour
+//
+// A program opens a database with connect.Open, which returns a
+// driver.Driver: the operations of docs/reference.md, one method each.
+// Appends go to a stream (CreateStream), which a consumer group
+// (CreateGroup) reads at its own pace:
+//
+//	drv, err := connect.Open(ctx, os.Getenv("DATABASE_URL"), nil)
+//	ev, err := drv.Append(ctx, "orders", payload, &rheo.AppendOptions{ID: "order-42"})
+//
+// A worker.Worker fetches the group's events as leases (Lease), runs a
+// handler for each, and acks, retries or dead-letters it by the
+// handler's outcome; a worker.Consumer hands the leases to the caller
+// instead. Lag, GroupInfo and DeadLetters report a group's progress;
+// Replay and ResetGroup rewind it; Query searches a stream's history.
+//
+// Options are pointers to structs (AppendOptions, FetchOptions, …), nil
+// for the defaults; the Go zero value of a field is its default. Errors
+// are this package's sentinels, matched with errors.Is
+// (ErrStreamNotFound, ErrStaleLease, …), or an *AmbiguousError, a
+// *FailedError or an *UnavailableError when the database did not answer
+// with one of Rheo's words (errors.go, reference §10).
+//
+// Example is the README's quickstart, and runs as a test.
 package rheo
 
 import (
@@ -40,7 +65,13 @@ type Event struct {
 type Lease struct {
 	// LeaseID is the fencing token of this delivery (a UUID).
 	LeaseID string `json:"lease_id"`
-	// Receipt equals LeaseID on PostgreSQL and SQLite.
+	// Receipt is the backend's own handle of the delivery, for drivers
+	// over a queue that issues receipts (a message broker's receipt
+	// handle), which must present both it and the lease id; a receipt
+	// that does not match its lease is ErrReceiptMismatch (reference
+	// §10.1). PostgreSQL and SQLite issue none: there it equals LeaseID,
+	// and settling needs LeaseID alone. It is part of rheo.lease, the
+	// SQL type, so that every driver returns the same row.
 	Receipt string `json:"receipt"`
 	// Group is the consumer group the lease was made for.
 	Group string `json:"group"`
@@ -92,12 +123,13 @@ type DeadLetter struct {
 	DeadLetteredAt time.Time `json:"dead_lettered_at"`
 }
 
-// GroupInfo summarises a group's state.
+// GroupInfo summarises one group's state, as the GroupInfo operation
+// reports it; GroupSummary is what ListGroups lists.
 type GroupInfo struct {
 	// Lag is the group's lag summed over all partitions.
 	Lag int64 `json:"lag"`
-	// Inflight counts leases that have not expired.
-	Inflight int64 `json:"inflight"`
+	// InFlight counts leases that have not expired.
+	InFlight int64 `json:"inflight"`
 	// PendingRetry counts non-terminal deliveries not currently leased:
 	// waiting for a retry delay, or with an expired lease. Events held
 	// back behind an earlier event of their key (OrderingKey) count in
@@ -110,8 +142,9 @@ type GroupInfo struct {
 	OldestUnsettledTS *time.Time `json:"oldest_unsettled_ts"`
 }
 
-// StreamInfo describes a stream.
-type StreamInfo struct {
+// StreamSummary describes a stream, as ListStreams lists it; StreamInfo
+// is one stream in detail.
+type StreamSummary struct {
 	// Name is the stream's name.
 	Name string `json:"stream"`
 	// PartitionCount is the number of partitions.
@@ -120,7 +153,8 @@ type StreamInfo struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// GroupSummary describes a consumer group.
+// GroupSummary describes a consumer group, as ListGroups lists it;
+// GroupInfo is one group's state in detail.
 type GroupSummary struct {
 	// Name is the group's name.
 	Name string `json:"group"`
@@ -165,8 +199,10 @@ type PartitionRange struct {
 	HighWatermark int64 `json:"high_watermark"`
 }
 
-// StreamRange is a stream's retention and what its partitions retain.
-type StreamRange struct {
+// StreamInfo is a stream's retention and what its partitions retain, as
+// the StreamInfo operation reports it; StreamSummary is what ListStreams
+// lists.
+type StreamInfo struct {
 	// MaxAge is the stream's retention: events older than it may be
 	// pruned. 0: kept forever (no retention).
 	MaxAge time.Duration `json:"max_age"`

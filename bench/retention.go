@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/retention"
 	"github.com/rheo-go/rheo/worker"
@@ -121,7 +121,7 @@ const (
 
 // pruneBatch is the events of one append_batch call of the prune
 // workload, and the max_count of its prune calls (prune's default).
-const pruneBatch = driver.DefaultPruneCount
+const pruneBatch = driverutil.DefaultPruneCount
 
 // session is one connection of the server whose use of the server is
 // measured: wall time, its backend's CPU time (read from /proc, when the

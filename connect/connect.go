@@ -15,6 +15,15 @@
 // without the tag has PostgreSQL only, and Open refuses SQLite URLs with
 // an error wrapping sqlite.ErrNoDriver, which says how to build it.
 //
+// Options also carries what a program sets once for its database: a
+// Logger and, for PostgreSQL, the pool's size and connection lifetimes
+// (which the URL's pool_max_conns and the like set as well):
+//
+//	drv, err := connect.Open(ctx, url, &connect.Options{
+//		Logger:   logger,
+//		MaxConns: 20,
+//	})
+//
 // Open runs no migration unless Options.Migrate is set. Without it, Open
 // checks that the database already holds this build's schema, so a
 // missing install is reported once, at startup, rather than by the first
@@ -25,8 +34,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
@@ -51,6 +63,33 @@ type Options struct {
 	// upgrades on PostgreSQL (migrate.Options.RolePrefix); SQLite has no
 	// roles and ignores it. Defaults to "": the default role names.
 	RolePrefix string
+	// Logger receives the PostgreSQL driver's records (its wakeup
+	// listener's connection problems, failed vacuums; see
+	// postgres.Options.Logger) and, with Migrate, the migration's
+	// (migrate.Options.Logger). The SQLite driver logs nothing. Defaults
+	// to slog.Default() for the driver, as for every logger of Rheo's
+	// that runs with the application, and to none for the migration.
+	Logger *slog.Logger
+
+	// The PostgreSQL connection pool's settings (pgxpool.Config's), for
+	// PostgreSQL URLs; a zero value keeps pgx's default, or the URL's
+	// pool_max_conns, pool_min_conns, pool_max_conn_lifetime and
+	// pool_max_conn_idle_time parameters, which set the same. The SQLite
+	// driver manages its connections itself and ignores them.
+
+	// MaxConns is the most connections the pool opens. pgx's default is
+	// the larger of 4 and the number of CPUs. A worker needs one per
+	// handler in flight with a TxHandler, plus a few for its fetches and
+	// acks.
+	MaxConns int32
+	// MinConns is how many connections the pool keeps open when idle.
+	MinConns int32
+	// MaxConnLifetime is how long a connection lives before the pool
+	// closes it (pgx: 1 hour).
+	MaxConnLifetime time.Duration
+	// MaxConnIdleTime is how long an idle connection stays open (pgx: 30
+	// minutes).
+	MaxConnIdleTime time.Duration
 }
 
 // URLError reports a database URL that Open cannot use: an unknown
@@ -134,7 +173,26 @@ func Open(ctx context.Context, url string, opts *Options) (driver.Driver, error)
 }
 
 func openPostgres(ctx context.Context, target dburl.Target, opts *Options) (driver.Driver, error) {
-	d, err := postgres.Open(ctx, target.DSN, &postgres.Options{Clock: opts.Clock})
+	if opts.MaxConns < 0 || opts.MinConns < 0 || opts.MaxConnLifetime < 0 || opts.MaxConnIdleTime < 0 {
+		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "connect.Options: the pool settings must not be negative")
+	}
+	config, err := pgxpool.ParseConfig(target.DSN)
+	if err != nil {
+		return nil, &URLError{Err: rheo.Errorf(rheo.ErrInvalidArgument, "database url: %v", err)}
+	}
+	if opts.MaxConns > 0 {
+		config.MaxConns = opts.MaxConns
+	}
+	if opts.MinConns > 0 {
+		config.MinConns = opts.MinConns
+	}
+	if opts.MaxConnLifetime > 0 {
+		config.MaxConnLifetime = opts.MaxConnLifetime
+	}
+	if opts.MaxConnIdleTime > 0 {
+		config.MaxConnIdleTime = opts.MaxConnIdleTime
+	}
+	d, err := postgres.OpenConfig(ctx, config, &postgres.Options{Clock: opts.Clock, Logger: opts.Logger})
 	if err != nil {
 		if errors.Is(err, rheo.ErrInvalidArgument) {
 			// pgx rejected the connection settings the URL carries.
@@ -158,7 +216,7 @@ func preparePostgres(ctx context.Context, d *postgres.Driver, target dburl.Targe
 	}
 	defer conn.Release()
 	if opts.Migrate {
-		return migrate.Postgres(ctx, conn.Conn(), &migrate.Options{RolePrefix: opts.RolePrefix})
+		return migrate.Postgres(ctx, conn.Conn(), &migrate.Options{RolePrefix: opts.RolePrefix, Logger: opts.Logger})
 	}
 	applied, latest, err := migrate.PostgresStatus(ctx, conn.Conn())
 	if err != nil {

@@ -1,10 +1,12 @@
 package connect_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
@@ -265,6 +269,45 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 			t.Fatalf("Open(%q) error %q repeats the password", raw, msg)
 		}
 	}
+}
+
+func TestOpenPoolOptions(t *testing.T) {
+	ctx := context.Background()
+	url := testdb.NewDatabase(t)
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+
+	t.Run("the pool settings reach pgx's pool", func(t *testing.T) {
+		drv, err := connect.Open(ctx, url, &connect.Options{Migrate: true, Logger: logger,
+			MaxConns: 3, MinConns: 1, MaxConnLifetime: time.Hour + time.Minute, MaxConnIdleTime: time.Minute})
+		require.NoError(t, err)
+		defer drv.Close()
+		config := drv.(*postgres.Driver).Pool().Config()
+		assert.Equal(t, int32(3), config.MaxConns)
+		assert.Equal(t, int32(1), config.MinConns)
+		assert.Equal(t, time.Hour+time.Minute, config.MaxConnLifetime)
+		assert.Equal(t, time.Minute, config.MaxConnIdleTime)
+	})
+
+	t.Run("zero keeps the URL's setting", func(t *testing.T) {
+		drv, err := connect.Open(ctx, withParam(url, "pool_max_conns=5"), nil)
+		require.NoError(t, err)
+		defer drv.Close()
+		assert.Equal(t, int32(5), drv.(*postgres.Driver).Pool().Config().MaxConns)
+	})
+
+	t.Run("a negative setting is invalid_argument", func(t *testing.T) {
+		_, err := connect.Open(ctx, url, &connect.Options{MaxConns: -1})
+		assert.ErrorIs(t, err, rheo.ErrInvalidArgument)
+	})
+}
+
+// withParam adds a query parameter (key=value) to a database URL.
+func withParam(url, param string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + param
+	}
+	return url + "?" + param
 }
 
 // TestOpenNewerDatabase opens databases that a newer build migrated: one

@@ -69,7 +69,7 @@ func (h *Handler) reopen(w http.ResponseWriter, r *http.Request, stream, group s
 	}
 	ctx, cancel := h.reqContext(r)
 	defer cancel()
-	n, err := h.drv.Replay(ctx, stream, group, rheo.ReplayOptions{EventIDs: []string{id}})
+	n, err := h.drv.Replay(ctx, stream, group, &rheo.ReplayOptions{EventIDs: []string{id}})
 	if err != nil {
 		return "", attrs, err
 	}
@@ -128,7 +128,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, stream, group s
 	ctx, cancel := h.reqContext(r)
 	defer cancel()
 	dryRun := step != "confirm"
-	counts, err := driver.ReplayByPartition(ctx, h.drv, stream, group, opts,
+	counts, err := driver.ReplayByPartition(ctx, h.drv, stream, group, &opts,
 		&driver.ReplayByPartitionOptions{Partitions: partitions, DryRun: dryRun})
 	if errors.Is(err, driver.ErrNoTransactions) {
 		if dryRun {
@@ -137,7 +137,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, stream, group s
 			return "", attrs, nil
 		}
 		opts.Partitions = partitions
-		n, err := h.drv.Replay(ctx, stream, group, opts)
+		n, err := h.drv.Replay(ctx, stream, group, &opts)
 		if err != nil {
 			return "", attrs, err
 		}
@@ -282,7 +282,7 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request, stream, group st
 		h.render(w, r, http.StatusUnprocessableEntity, "reset", data)
 		return "", attrs, nil
 	}
-	if err := h.drv.ResetGroup(ctx, stream, group, opts); err != nil {
+	if err := h.drv.ResetGroup(ctx, stream, group, &opts); err != nil {
 		if isBadInput(err) {
 			data.Invalid = err.Error()
 			h.render(w, r, http.StatusBadRequest, "reset", data)

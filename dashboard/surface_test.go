@@ -123,7 +123,7 @@ type downDriver struct{ driver.Driver }
 
 const connectionDetails = "failed to connect to `user=app_owner database=payments`: 10.1.2.3:6543 (db.internal): dial error"
 
-func (downDriver) ListStreams(context.Context) ([]rheo.StreamInfo, error) {
+func (downDriver) ListStreams(context.Context) ([]rheo.StreamSummary, error) {
 	return nil, rheo.Errorf(rheo.ErrBackendUnavailable, "%s", connectionDetails)
 }
 

@@ -52,16 +52,18 @@ type Ops interface {
 	// "rejected".
 	Reject(ctx context.Context, leaseID string, reason string) error
 
-	// Replay makes events claimable again for a group.
-	Replay(ctx context.Context, stream, group string, opts rheo.ReplayOptions) (int64, error)
+	// Replay makes events claimable again for a group. A nil opts, like
+	// one with none of its selectors, is invalid_replay_opts.
+	Replay(ctx context.Context, stream, group string, opts *rheo.ReplayOptions) (int64, error)
 	// ResetGroup drops a group's deliveries and places its cursors anew.
-	ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error
+	// A nil opts, like one without Confirm, fails confirm_required.
+	ResetGroup(ctx context.Context, stream, group string, opts *rheo.ResetOptions) error
 	// Lag reports the group's frontier, high watermark and lag per
 	// partition; nil partitions means all.
 	Lag(ctx context.Context, stream, group string, partitions []int) (rheo.Lag, error)
 
 	// ListStreams lists the streams ordered by name.
-	ListStreams(ctx context.Context) ([]rheo.StreamInfo, error)
+	ListStreams(ctx context.Context) ([]rheo.StreamSummary, error)
 	// ListGroups lists a stream's groups ordered by name.
 	ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummary, error)
 	// DeadLetters pages through a group's dead letters in (partition,
@@ -74,14 +76,14 @@ type Ops interface {
 	Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error)
 
 	// DropGroup removes a group with its deliveries, dead letters and
-	// cursors; its leases become stale. Without confirm it fails
-	// confirm_required before any other check.
-	DropGroup(ctx context.Context, stream, group string, confirm bool) error
+	// cursors; its leases become stale. Without opts.Confirm (opts nil
+	// included) it fails confirm_required before any other check.
+	DropGroup(ctx context.Context, stream, group string, opts *rheo.DropOptions) error
 	// DropStream removes a stream, its groups and every event, and
 	// returns how many events it deleted. The name can then be created
-	// anew, with sequences from 1. Without confirm it fails
-	// confirm_required before any other check.
-	DropStream(ctx context.Context, stream string, confirm bool) (int64, error)
+	// anew, with sequences from 1. Without opts.Confirm (opts nil
+	// included) it fails confirm_required before any other check.
+	DropStream(ctx context.Context, stream string, opts *rheo.DropOptions) (int64, error)
 	// SetRetention sets the age past which Prune may delete a stream's
 	// events; 0 removes the retention (events are kept forever). A
 	// negative maxAge is passed through (invalid_argument); maxAge is
@@ -101,7 +103,7 @@ type Ops interface {
 	Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error)
 	// StreamInfo reports a stream's retention and the low and high
 	// watermarks of each partition.
-	StreamInfo(ctx context.Context, stream string) (rheo.StreamRange, error)
+	StreamInfo(ctx context.Context, stream string) (rheo.StreamInfo, error)
 }
 
 // Driver is a Rheo database: the operations plus its connection (Ping,

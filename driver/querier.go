@@ -5,6 +5,7 @@ import (
 	"iter"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Querier searches a stream's history; it is part of Ops.
@@ -58,14 +59,14 @@ func QueryAll(ctx context.Context, q Querier, stream string, query rheo.Query) i
 // for all or nothing. The stream and group are checked before the query,
 // so a missing group is group_not_found whatever the query.
 func ReplayQuery(ctx context.Context, d Ops, stream, group string, query rheo.Query) (int64, error) {
-	if _, err := d.Replay(ctx, stream, group, rheo.ReplayOptions{EventIDs: []string{}}); err != nil {
+	if _, err := d.Replay(ctx, stream, group, &rheo.ReplayOptions{EventIDs: []string{}}); err != nil {
 		return 0, err
 	}
 	query.MaxCount = pageSize(query)
 	var total int64
 	ids := make([]string, 0, query.MaxCount)
 	reopen := func() error {
-		n, err := d.Replay(ctx, stream, group, rheo.ReplayOptions{EventIDs: ids})
+		n, err := d.Replay(ctx, stream, group, &rheo.ReplayOptions{EventIDs: ids})
 		total += n
 		ids = ids[:0]
 		return err
@@ -91,4 +92,4 @@ func ReplayQuery(ctx context.Context, d Ops, stream, group string, query rheo.Qu
 
 // pageSize is the page size of query: its MaxCount, DefaultQueryCount
 // when 0.
-func pageSize(query rheo.Query) int { return WithDefaults(&query).MaxCount }
+func pageSize(query rheo.Query) int { return driverutil.WithDefaults(&query).MaxCount }

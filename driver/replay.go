@@ -49,7 +49,7 @@ var errDryRun = errors.New("dry run")
 // Errors are the replay's, stream_not_found and group_not_found (from
 // the lag read that lists the partitions when o.Partitions is nil), and
 // ErrNoTransactions when drv is no Transactor.
-func ReplayByPartition(ctx context.Context, drv Driver, stream, group string, opts rheo.ReplayOptions,
+func ReplayByPartition(ctx context.Context, drv Driver, stream, group string, opts *rheo.ReplayOptions,
 	o *ReplayByPartitionOptions) ([]PartitionCount, error) {
 	if o == nil {
 		o = &ReplayByPartitionOptions{}
@@ -68,6 +68,10 @@ func ReplayByPartition(ctx context.Context, drv Driver, stream, group string, op
 			partitions = append(partitions, p.Partition)
 		}
 	}
+	each := rheo.ReplayOptions{}
+	if opts != nil {
+		each = *opts
+	}
 	var counts []PartitionCount
 	err := tr.InTx(ctx, func(ctx context.Context, tx Tx) error {
 		counts = counts[:0]
@@ -75,8 +79,8 @@ func ReplayByPartition(ctx context.Context, drv Driver, stream, group string, op
 			if o.Progress != nil {
 				o.Progress(i, len(partitions), p)
 			}
-			opts.Partitions = []int{p}
-			n, err := tx.Replay(ctx, stream, group, opts)
+			each.Partitions = []int{p}
+			n, err := tx.Replay(ctx, stream, group, &each)
 			if err != nil {
 				return err
 			}

@@ -45,7 +45,7 @@ func TestReplayByPartition(t *testing.T) {
 	t.Run("a dry run counts every partition and changes nothing", func(t *testing.T) {
 		d := setup(t)
 		var seen []int
-		counts, err := driver.ReplayByPartition(ctx, d, "orders", "billing", replayAll, &driver.ReplayByPartitionOptions{
+		counts, err := driver.ReplayByPartition(ctx, d, "orders", "billing", &replayAll, &driver.ReplayByPartitionOptions{
 			DryRun:   true,
 			Progress: func(i, n, p int) { require.Equal(t, 3, n); seen = append(seen, p) },
 		})
@@ -58,7 +58,7 @@ func TestReplayByPartition(t *testing.T) {
 	})
 	t.Run("a replay of the partitions listed makes the counted events claimable", func(t *testing.T) {
 		d := setup(t)
-		counts, err := driver.ReplayByPartition(ctx, d, "orders", "billing", replayAll, &driver.ReplayByPartitionOptions{Partitions: []int{1}})
+		counts, err := driver.ReplayByPartition(ctx, d, "orders", "billing", &replayAll, &driver.ReplayByPartitionOptions{Partitions: []int{1}})
 		require.NoError(t, err)
 		require.Equal(t, []driver.PartitionCount{{1, 2}}, counts)
 		lag, err := d.Lag(ctx, "orders", "billing", nil)
@@ -67,13 +67,13 @@ func TestReplayByPartition(t *testing.T) {
 	})
 	t.Run("a missing group is group_not_found, a bad partition invalid_partition", func(t *testing.T) {
 		d := setup(t)
-		_, err := driver.ReplayByPartition(ctx, d, "orders", "nope", replayAll, nil)
+		_, err := driver.ReplayByPartition(ctx, d, "orders", "nope", &replayAll, nil)
 		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
-		_, err = driver.ReplayByPartition(ctx, d, "orders", "billing", replayAll, &driver.ReplayByPartitionOptions{Partitions: []int{7}, DryRun: true})
+		_, err = driver.ReplayByPartition(ctx, d, "orders", "billing", &replayAll, &driver.ReplayByPartitionOptions{Partitions: []int{7}, DryRun: true})
 		require.ErrorIs(t, err, rheo.ErrInvalidPartition)
 	})
 	t.Run("a driver without transactions cannot count", func(t *testing.T) {
-		_, err := driver.ReplayByPartition(ctx, opsOnly{setup(t)}, "orders", "billing", replayAll, &driver.ReplayByPartitionOptions{DryRun: true})
+		_, err := driver.ReplayByPartition(ctx, opsOnly{setup(t)}, "orders", "billing", &replayAll, &driver.ReplayByPartitionOptions{DryRun: true})
 		require.True(t, errors.Is(err, driver.ErrNoTransactions))
 	})
 }

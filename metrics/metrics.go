@@ -40,7 +40,7 @@ import (
 // The names of the metrics.
 const (
 	GroupLag                = "rheo_group_lag"
-	GroupInflight           = "rheo_group_inflight"
+	GroupInFlight           = "rheo_group_inflight"
 	GroupPendingRetry       = "rheo_group_pending_retry"
 	GroupDeadLetters        = "rheo_group_dead_letters"
 	GroupOldestUnsettledAge = "rheo_group_oldest_unsettled_age_seconds"
@@ -166,7 +166,7 @@ func NewCollector(ops driver.Ops, opts *Options) *Collector {
 	group := []string{LabelStream, LabelGroup}
 	c.lag = prometheus.NewDesc(GroupLag, "Events of the partition not yet settled by the group: high watermark minus frontier.",
 		[]string{LabelStream, LabelGroup, LabelPartition}, nil)
-	c.inflight = prometheus.NewDesc(GroupInflight, "Leases of the group that have not expired.", group, nil)
+	c.inflight = prometheus.NewDesc(GroupInFlight, "Leases of the group that have not expired.", group, nil)
 	c.pending = prometheus.NewDesc(GroupPendingRetry,
 		"Deliveries of the group waiting for their retry delay, or whose lease expired.", group, nil)
 	c.deadLetters = prometheus.NewDesc(GroupDeadLetters, "Dead letters of the group.", group, nil)
@@ -355,7 +355,7 @@ func (c *Collector) group(ctx context.Context, stream, group string) ([]promethe
 		age = max(0, c.clock.Now().Sub(*info.OldestUnsettledTS).Seconds())
 	}
 	return append(metrics,
-		prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(info.Inflight), stream, group),
+		prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(info.InFlight), stream, group),
 		prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(info.PendingRetry), stream, group),
 		prometheus.MustNewConstMetric(c.deadLetters, prometheus.GaugeValue, float64(info.DeadLetters), stream, group),
 		prometheus.MustNewConstMetric(c.oldestAge, prometheus.GaugeValue, age, stream, group),

@@ -123,7 +123,7 @@ rheo_stream_low_watermark{partition="0",stream="empty"} 1
 rheo_stream_low_watermark{partition="0",stream="orders"} 1
 rheo_stream_low_watermark{partition="1",stream="orders"} 1
 `
-		names := []string{metrics.GroupLag, metrics.GroupInflight, metrics.GroupPendingRetry, metrics.GroupDeadLetters,
+		names := []string{metrics.GroupLag, metrics.GroupInFlight, metrics.GroupPendingRetry, metrics.GroupDeadLetters,
 			metrics.GroupOldestUnsettledAge, metrics.StreamHighWatermark, metrics.StreamLowWatermark, metrics.ScrapeSuccess}
 		require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want), names...))
 
@@ -132,7 +132,7 @@ rheo_stream_low_watermark{partition="1",stream="orders"} 1
 		clock.Advance(metrics.DefaultCacheFor)
 		_, err = writer.Append(ctx, "orders", json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &one})
 		require.NoError(t, err)
-		_, err = writer.DropStream(ctx, "empty", true)
+		_, err = writer.DropStream(ctx, "empty", &rheo.DropOptions{Confirm: true})
 		require.NoError(t, err)
 		want = `
 # HELP rheo_stream_high_watermark The last sequence allocated in the partition.
@@ -173,7 +173,7 @@ type countingOps struct {
 	reads int
 }
 
-func (o *countingOps) ListStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
+func (o *countingOps) ListStreams(ctx context.Context) ([]rheo.StreamSummary, error) {
 	o.mu.Lock()
 	o.reads++
 	o.mu.Unlock()
@@ -251,7 +251,7 @@ func BenchmarkCollect(b *testing.B) {
 // queries use only metrics the collector exports, and that the
 // documentation lists every metric.
 func TestDocs(t *testing.T) {
-	exported := []string{metrics.GroupLag, metrics.GroupInflight, metrics.GroupPendingRetry, metrics.GroupDeadLetters,
+	exported := []string{metrics.GroupLag, metrics.GroupInFlight, metrics.GroupPendingRetry, metrics.GroupDeadLetters,
 		metrics.GroupOldestUnsettledAge, metrics.StreamHighWatermark, metrics.StreamLowWatermark,
 		metrics.ScrapeSuccess, metrics.ScrapeDuration}
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 	"github.com/rheo-go/rheo/internal/softstop"
 )
 
@@ -34,7 +35,7 @@ const (
 	// DefaultInterval is the time between two passes.
 	DefaultInterval = time.Minute
 	// DefaultBatchSize is the most events one Prune call deletes.
-	DefaultBatchSize = driver.DefaultPruneCount
+	DefaultBatchSize = driverutil.DefaultPruneCount
 	// DefaultSoftStopTimeout bounds the soft stop that cancelling
 	// Start's context begins.
 	DefaultSoftStopTimeout = 20 * time.Second

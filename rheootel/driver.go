@@ -14,6 +14,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // NewDriver returns drv with its appends, fetches and settles traced and
@@ -292,7 +293,7 @@ func (t *driverTelemetry) countSent(c *call, n int, err error) {
 func (t *driverTelemetry) fetch(ctx context.Context, ops driver.Ops, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
 	attrs := append(opAttrs(opFetch), destAttrs(stream, group)...)
 	metricAttrs := attrs
-	leaseFor := driver.DefaultLeaseDuration
+	leaseFor := driverutil.DefaultLeaseDuration
 	if opts != nil {
 		if opts.ConsumerID != "" {
 			attrs = append(attrs[:len(attrs):len(attrs)], semconv.MessagingClientID(opts.ConsumerID))

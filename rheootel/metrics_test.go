@@ -105,7 +105,7 @@ func TestMetrics(t *testing.T) {
 			receive(t, "the handler to run", running)
 			// A replay makes the lease stale; the next renewal finds out.
 			from := int64(0)
-			_, err = bd.raw.Replay(context.Background(), bd.stream, bd.group, rheo.ReplayOptions{FromSequence: &from})
+			_, err = bd.raw.Replay(context.Background(), bd.stream, bd.group, &rheo.ReplayOptions{FromSequence: &from})
 			require.NoError(t, err)
 			bd.clock.Advance(6 * time.Second)
 

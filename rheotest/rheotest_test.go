@@ -41,8 +41,8 @@ func TestWork(t *testing.T) {
 			require.NoError(t, d.CreateStream(ctx, "orders", 1))
 			require.NoError(t, d.CreateStream(ctx, "invoices", 1))
 			t.Cleanup(func() {
-				_, _ = d.DropStream(context.WithoutCancel(ctx), "orders", true)
-				_, _ = d.DropStream(context.WithoutCancel(ctx), "invoices", true)
+				_, _ = d.DropStream(context.WithoutCancel(ctx), "orders", &rheo.DropOptions{Confirm: true})
+				_, _ = d.DropStream(context.WithoutCancel(ctx), "invoices", &rheo.DropOptions{Confirm: true})
 			})
 			require.NoError(t, d.CreateGroup(ctx, "orders", "billing", &rheo.CreateGroupOptions{MaxAttempts: maxAttempts}))
 			_, err := driver.AppendJSON(ctx, d, "orders", orderPlaced{Customer: "ana", Total: 42}, nil)

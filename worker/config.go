@@ -117,13 +117,17 @@ type Config struct {
 	SoftStopTimeout time.Duration
 
 	// Logger receives the worker's log records, with the attribute keys
-	// LogKey…. Defaults to no logging.
+	// LogKey…. Defaults to slog.Default(), as for every logger of Rheo's
+	// (the drivers, retention, metrics): set it to
+	// slog.New(slog.DiscardHandler) for none.
 	Logger *slog.Logger
 	// Hooks are told of the worker's events: each element implements one
 	// or more of FetchedHook, FetchFailedHook, HandleStartHook,
 	// HandledHook, AckedHook, RetriedHook, DeadLetteredHook,
 	// RedeliveredHook, RenewedHook, LeaseLostHook and SettleFailedHook.
-	// Defaults to none.
+	// New refuses an element that implements none of them, and one with
+	// a method named like a hook but of another signature, which would
+	// never be called. Defaults to none.
 	Hooks []any
 	// Clock schedules lease renewals and polls. Give the driver's clock
 	// in tests. Defaults to driver.SystemClock.
@@ -242,12 +246,13 @@ func (cfg *Config) settle(drv driver.Driver, forWorker bool) (*settings, error) 
 	}
 
 	if s.Logger == nil {
-		s.Logger = slog.New(slog.DiscardHandler)
+		s.Logger = slog.Default()
 	}
 	for i, h := range s.Hooks {
-		if h == nil || !s.hooks.add(h) {
-			return nil, configError("Hooks[%d] (%T) implements none of the hook interfaces", i, h)
+		if err := checkHook(h); err != nil {
+			return nil, configError("Hooks[%d] (%T) %v", i, h, err)
 		}
+		s.hooks.add(h)
 	}
 	if s.Clock == nil {
 		s.Clock = driver.SystemClock

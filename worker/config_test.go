@@ -52,6 +52,13 @@ func TestConfigValidation(t *testing.T) {
 		{"negative ack batch", txDriver{}, func(c *worker.Config) { c.AckBatchSize = -1 }, "AckBatchSize must not be negative"},
 		{"negative ack flush interval", txDriver{}, func(c *worker.Config) { c.AckFlushInterval = -time.Second }, "AckFlushInterval must not be negative"},
 		{"a hook that implements nothing", txDriver{}, func(c *worker.Config) { c.Hooks = []any{&recorder{}, "hook"} }, "Hooks[1] (string) implements none"},
+		{"a nil hook", txDriver{}, func(c *worker.Config) { c.Hooks = []any{nil} }, "Hooks[0] (<nil>) is nil"},
+		{"a hook method of the wrong signature", txDriver{}, func(c *worker.Config) { c.Hooks = []any{wrongAcked{}} },
+			"Hooks[0] (worker_test.wrongAcked) has a method Acked (worker.AckInfo), not the Acked of worker.AckedHook: Acked (context.Context, worker.AckInfo)"},
+		{"a hook with one method right and one wrong", txDriver{}, func(c *worker.Config) { c.Hooks = []any{halfRight{}} },
+			"has a method Retried (context.Context, *worker.RetryInfo), not the Retried of worker.RetriedHook"},
+		{"a hook given as a value whose methods are on the pointer", txDriver{}, func(c *worker.Config) { c.Hooks = []any{recorder{}} },
+			"implements worker.FetchedHook only as a pointer: give &value"},
 	} {
 		t.Run("New refuses "+tc.name, func(t *testing.T) {
 			cfg := valid()
@@ -106,3 +113,15 @@ func TestOutcomeHelpers(t *testing.T) {
 		assert.ErrorIs(t, worker.Reject(reason), rheo.ErrFailed)
 	})
 }
+
+// wrongAcked has an Acked method without the context: a hook that would
+// never be called.
+type wrongAcked struct{}
+
+func (wrongAcked) Acked(worker.AckInfo) {}
+
+// halfRight implements AckedHook, and has a Retried of another signature.
+type halfRight struct{}
+
+func (halfRight) Acked(context.Context, worker.AckInfo)      {}
+func (halfRight) Retried(context.Context, *worker.RetryInfo) {}

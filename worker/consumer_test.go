@@ -112,12 +112,12 @@ func TestConsumer(t *testing.T) {
 				return n
 			}
 			assert.Equal(t, 3, fetched())
-			assert.Equal(t, int64(3), bd.info(t).Inflight)
+			assert.Equal(t, int64(3), bd.info(t).InFlight)
 
 			require.NoError(t, held[0].Ack(ctx))
 			held = append(held[1:], receive(t, "a fourth lease", leases))
 			assert.Equal(t, 4, fetched(), "one settle makes room for one more")
-			assert.LessOrEqual(t, bd.info(t).Inflight, int64(3))
+			assert.LessOrEqual(t, bd.info(t).InFlight, int64(3))
 
 			for _, l := range held {
 				require.NoError(t, l.Ack(ctx))
@@ -136,7 +136,7 @@ func TestConsumer(t *testing.T) {
 			bd.rec.waitFor(t, "a renewal", func(s recorded) bool { return len(s.renewed) == 1 })
 			bd.clock.Advance(6 * time.Second)
 			bd.rec.waitFor(t, "a second renewal", func(s recorded) bool { return len(s.renewed) == 2 })
-			assert.Equal(t, int64(1), bd.info(t).Inflight)
+			assert.Equal(t, int64(1), bd.info(t).InFlight)
 
 			require.NoError(t, l.Ack(ctx))
 			assert.Equal(t, int64(0), bd.info(t).Lag)
@@ -150,7 +150,7 @@ func TestConsumer(t *testing.T) {
 			c := startConsumer(t, bd, 0)
 			l := take(t, c)
 
-			require.NoError(t, bd.drv.ResetGroup(ctx, bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
+			require.NoError(t, bd.drv.ResetGroup(ctx, bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			bd.clock.Advance(6 * time.Second)
 			receive(t, "the lease's context", l.Context().Done())
 			assert.ErrorIs(t, context.Cause(l.Context()), rheo.ErrStaleLease)
@@ -195,7 +195,7 @@ func TestConsumer(t *testing.T) {
 			l := take(t, c)
 
 			info := bd.info(t)
-			assert.Equal(t, int64(1), info.Inflight)
+			assert.Equal(t, int64(1), info.InFlight)
 			assert.Equal(t, int64(4), info.PendingRetry)
 			require.NoError(t, l.Ack(ctx))
 		})

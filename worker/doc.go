@@ -62,6 +62,22 @@
 //		… lease.Ack(ctx) …
 //	}
 //
+// # Retry, three spellings
+//
+// One operation, rheo.retry (reference §5.4), has three spellings, one
+// per layer, each taking what its caller has at hand:
+//
+//   - in a Handler, return Retry(delay, err) (or any error, for the
+//     delay of Config.RetryPolicy): the worker settles the lease;
+//   - with a Consumer, call Lease.Retry(ctx, delay, reason) on the lease
+//     it handed out: the caller settles it, and there is no policy;
+//   - on a driver, call driver.Ops.Retry(ctx, leaseID, opts) with a lease
+//     id: the operation itself, which the two above call.
+//
+// All three dead-letter the event instead when the group's max_attempts
+// are used up (rheo.DeadLettered), 20 by default for new groups (about an
+// hour of DefaultRetryPolicy's back-off).
+//
 // # Testing
 //
 // Package rheotest runs a handler once against an in-memory database

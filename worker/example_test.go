@@ -281,7 +281,7 @@ func Example_replay() {
 
 	// Every event after sequence 0 is claimable again, from attempt 1.
 	from := int64(0)
-	n, err := drv.Replay(ctx, "orders", "billing", rheo.ReplayOptions{FromSequence: &from})
+	n, err := drv.Replay(ctx, "orders", "billing", &rheo.ReplayOptions{FromSequence: &from})
 	if err != nil {
 		panic(err)
 	}

@@ -2,6 +2,10 @@ package worker
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/rheo-go/rheo"
@@ -236,44 +240,108 @@ type hookSet struct {
 	settleFailed []SettleFailedHook
 }
 
-// add files h under every hook interface it implements and reports
-// whether it implements any.
-func (s *hookSet) add(h any) bool {
-	n := 0
+// hookInterfaces are the hook interfaces, each of one method, which
+// names the hook.
+var hookInterfaces = []reflect.Type{
+	reflect.TypeFor[FetchedHook](), reflect.TypeFor[FetchFailedHook](), reflect.TypeFor[HandleStartHook](),
+	reflect.TypeFor[HandledHook](), reflect.TypeFor[AckedHook](), reflect.TypeFor[RetriedHook](),
+	reflect.TypeFor[DeadLetteredHook](), reflect.TypeFor[RedeliveredHook](), reflect.TypeFor[RenewedHook](),
+	reflect.TypeFor[LeaseLostHook](), reflect.TypeFor[SettleFailedHook](),
+}
+
+// checkHook reports what is wrong with h as a hook, or nil: a method
+// named like a hook whose signature is not the hook's (it would never be
+// called), or no hook at all (say, methods on *T given a T).
+func checkHook(h any) error {
+	if h == nil {
+		return errors.New("is nil")
+	}
+	t := reflect.TypeOf(h)
+	implemented := 0
+	for _, iface := range hookInterfaces {
+		want := iface.Method(0)
+		if t.Implements(iface) {
+			implemented++
+			continue
+		}
+		if got, ok := t.MethodByName(want.Name); ok {
+			return fmt.Errorf("has a method %s %s, not the %s of %s: %s %s",
+				want.Name, signature(got.Type, true), want.Name, iface, want.Name, signature(want.Type, false))
+		}
+	}
+	if implemented > 0 {
+		return nil
+	}
+	if t.Kind() != reflect.Pointer {
+		for _, iface := range hookInterfaces {
+			if reflect.PointerTo(t).Implements(iface) {
+				return fmt.Errorf("implements %s only as a pointer: give &value", iface)
+			}
+		}
+	}
+	return errors.New("implements none of the hook interfaces")
+}
+
+// signature is a method's signature without the func keyword, skipping
+// the receiver of a method value's type (skipReceiver).
+func signature(t reflect.Type, skipReceiver bool) string {
+	var in, out []string
+	for i := 0; i < t.NumIn(); i++ {
+		if i == 0 && skipReceiver {
+			continue
+		}
+		in = append(in, t.In(i).String())
+	}
+	for i := 0; i < t.NumOut(); i++ {
+		out = append(out, t.Out(i).String())
+	}
+	sig := "(" + strings.Join(in, ", ") + ")"
+	switch len(out) {
+	case 0:
+	case 1:
+		sig += " " + out[0]
+	default:
+		sig += " (" + strings.Join(out, ", ") + ")"
+	}
+	return sig
+}
+
+// add files h under every hook interface it implements; checkHook has
+// vetted it.
+func (s *hookSet) add(h any) {
 	if x, ok := h.(FetchedHook); ok {
-		s.fetched, n = append(s.fetched, x), n+1
+		s.fetched = append(s.fetched, x)
 	}
 	if x, ok := h.(FetchFailedHook); ok {
-		s.fetchFailed, n = append(s.fetchFailed, x), n+1
+		s.fetchFailed = append(s.fetchFailed, x)
 	}
 	if x, ok := h.(HandleStartHook); ok {
-		s.handleStart, n = append(s.handleStart, x), n+1
+		s.handleStart = append(s.handleStart, x)
 	}
 	if x, ok := h.(HandledHook); ok {
-		s.handled, n = append(s.handled, x), n+1
+		s.handled = append(s.handled, x)
 	}
 	if x, ok := h.(AckedHook); ok {
-		s.acked, n = append(s.acked, x), n+1
+		s.acked = append(s.acked, x)
 	}
 	if x, ok := h.(RetriedHook); ok {
-		s.retried, n = append(s.retried, x), n+1
+		s.retried = append(s.retried, x)
 	}
 	if x, ok := h.(DeadLetteredHook); ok {
-		s.deadLettered, n = append(s.deadLettered, x), n+1
+		s.deadLettered = append(s.deadLettered, x)
 	}
 	if x, ok := h.(RedeliveredHook); ok {
-		s.redelivered, n = append(s.redelivered, x), n+1
+		s.redelivered = append(s.redelivered, x)
 	}
 	if x, ok := h.(RenewedHook); ok {
-		s.renewed, n = append(s.renewed, x), n+1
+		s.renewed = append(s.renewed, x)
 	}
 	if x, ok := h.(LeaseLostHook); ok {
-		s.leaseLost, n = append(s.leaseLost, x), n+1
+		s.leaseLost = append(s.leaseLost, x)
 	}
 	if x, ok := h.(SettleFailedHook); ok {
-		s.settleFailed, n = append(s.settleFailed, x), n+1
+		s.settleFailed = append(s.settleFailed, x)
 	}
-	return n > 0
 }
 
 // startHandle calls the HandleStartHooks for a handler about to run with

@@ -77,7 +77,7 @@ func TestWorkerLifecycle(t *testing.T) {
 			require.Len(t, s.retried, 1)
 			assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
 			info := bd.info(t)
-			assert.Equal(t, int64(0), info.Inflight)
+			assert.Equal(t, int64(0), info.InFlight)
 			assert.Equal(t, int64(1), info.PendingRetry, "the event is claimable again at once")
 			assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
 		})

@@ -323,7 +323,7 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		waitFired(t, tr)
 		s := nb.rec.waitFor(t, "the failed fetch", func(s recorded) bool { return len(s.fetchFailed) == 1 })
 		assert.ErrorIs(t, s.fetchFailed[0].Err, rheo.ErrAmbiguous)
-		assert.Equal(t, int64(1), nb.info(t).Inflight, "the claim committed, for no one")
+		assert.Equal(t, int64(1), nb.info(t).InFlight, "the claim committed, for no one")
 
 		s = nb.expireUntil(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
 		assert.Equal(t, 2, s.acked[0].Lease.Attempt)

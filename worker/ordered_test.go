@@ -91,7 +91,7 @@ func TestWorkerOrderedInProcess(t *testing.T) {
 				// A replay makes the lease stale; renewal finds out, and the
 				// handler, which ignores its context, goes on.
 				from := int64(0)
-				_, err = bd.drv.Replay(ctx, bd.stream, bd.group, rheo.ReplayOptions{FromSequence: &from})
+				_, err = bd.drv.Replay(ctx, bd.stream, bd.group, &rheo.ReplayOptions{FromSequence: &from})
 				require.NoError(t, err)
 				bd.clock.Advance(leaseDuration/2 + time.Second)
 				bd.rec.waitFor(t, "the lease lost", func(s recorded) bool { return len(s.leaseLost) == 1 })

@@ -129,7 +129,7 @@ func TestPrefetch(t *testing.T) {
 
 			// The replay makes both leases stale; renewal finds out.
 			from := int64(0)
-			_, err := bd.drv.Replay(context.Background(), bd.stream, bd.group, rheo.ReplayOptions{FromSequence: &from})
+			_, err := bd.drv.Replay(context.Background(), bd.stream, bd.group, &rheo.ReplayOptions{FromSequence: &from})
 			require.NoError(t, err)
 			bd.clock.Advance(leaseDuration/2 + time.Second)
 			s := bd.rec.waitFor(t, "both leases lost", func(s recorded) bool { return len(s.leaseLost) == 2 })

@@ -38,9 +38,10 @@ const maxRetryDelay = math.MaxInt32 * time.Millisecond
 // step rather than as one burst. err is not used; an attempt below 1
 // counts as 1.
 //
-// With the group's default max_attempts of 5 the schedule rides out about
-// 15s of failures before the event is dead-lettered; give the group more
-// attempts to ride out longer outages (docs/worker.md has the table).
+// With the group's default max_attempts of 20 the schedule rides out about
+// an hour of failures (58m31s nominal) before the event is dead-lettered;
+// give the group more attempts to ride out longer outages, fewer to give
+// up sooner (docs/worker.md has the table).
 func DefaultRetryPolicy(lease rheo.Lease, err error) time.Duration {
 	return jittered(retryStep(lease.Attempt), unitOf(lease.LeaseID))
 }

@@ -159,7 +159,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 				assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group), "not dead-lettered while attempts remain")
 				info := bd.info(t)
 				assert.Equal(t, int64(1), info.PendingRetry)
-				assert.Equal(t, int64(0), info.Inflight)
+				assert.Equal(t, int64(0), info.InFlight)
 
 				bd.expectDue(t, r.Delay)
 				waited += r.Delay
@@ -294,7 +294,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			assert.Empty(t, s.settleFailed, "the driver accepted the delay")
 			info := bd.info(t)
 			assert.Equal(t, int64(1), info.PendingRetry)
-			assert.Equal(t, int64(0), info.Inflight)
+			assert.Equal(t, int64(0), info.InFlight)
 		})
 	})
 }

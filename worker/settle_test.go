@@ -32,7 +32,7 @@ func TestWorkerSettlePolicy(t *testing.T) {
 				return nil
 			}))
 			receive(t, "the handler", started)
-			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
+			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			close(release)
 
 			s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
@@ -61,7 +61,7 @@ func TestWorkerSettlePolicy(t *testing.T) {
 				s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
 				assert.Equal(t, worker.ActionLeftToExpire, s.settleFailed[0].Action)
 				assert.ErrorIs(t, s.settleFailed[0].Err, tc.err)
-				assert.Equal(t, int64(1), bd.info(t).Inflight, "the lease is left as it is")
+				assert.Equal(t, int64(1), bd.info(t).InFlight, "the lease is left as it is")
 
 				bd.clock.Advance(leaseDuration + time.Second)
 				s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
@@ -106,7 +106,7 @@ func TestWorkerSettlePolicy(t *testing.T) {
 				s := bd.rec.waitFor(t, "the failed "+op, func(s recorded) bool { return len(s.settleFailed) == 1 })
 				assert.Equal(t, op, s.settleFailed[0].Op)
 				assert.Equal(t, worker.ActionLeftToExpire, s.settleFailed[0].Action)
-				assert.Equal(t, int64(1), bd.info(t).Inflight)
+				assert.Equal(t, int64(1), bd.info(t).InFlight)
 
 				bd.clock.Advance(leaseDuration + time.Second)
 				s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
@@ -240,7 +240,7 @@ func TestWorkerTransactional(t *testing.T) {
 				return nil
 			}))
 			receive(t, "the handler", started)
-			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
+			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			close(release)
 
 			s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
@@ -270,7 +270,7 @@ func TestWorkerTransactional(t *testing.T) {
 				return nil
 			}))
 			receive(t, "the handler", started)
-			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
+			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			bd.clock.Advance(6 * time.Second)
 			bd.rec.waitFor(t, "the lost lease", func(s recorded) bool { return len(s.leaseLost) == 1 })
 			close(release)

@@ -82,7 +82,7 @@ func TestSoftStop(t *testing.T) {
 			assert.Equal(t, "not processed: the worker stopped", s.retried[0].Reason)
 			assert.Len(t, s.handled, 1, "no handler starts after the signal")
 			info := bd.info(t)
-			assert.Equal(t, int64(0), info.Inflight)
+			assert.Equal(t, int64(0), info.InFlight)
 			assert.Equal(t, int64(1), info.PendingRetry, "the given-back event is claimable again at once")
 		})
 

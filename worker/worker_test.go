@@ -116,7 +116,7 @@ func TestWorkerOutcomes(t *testing.T) {
 			assert.Equal(t, "later", s.retried[0].Reason)
 			info := bd.info(t)
 			assert.Equal(t, int64(1), info.PendingRetry)
-			assert.Equal(t, int64(0), info.Inflight)
+			assert.Equal(t, int64(0), info.InFlight)
 
 			bd.clock.Advance(5 * time.Second)
 			s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
@@ -240,7 +240,7 @@ func TestWorkerLeases(t *testing.T) {
 				assert.NoError(t, r.Err)
 			}
 			assert.WithinDuration(t, bd.clock.Now().Add(leaseDuration), s.renewed[1].ExpiresAt, 0)
-			assert.Equal(t, int64(1), bd.info(t).Inflight)
+			assert.Equal(t, int64(1), bd.info(t).InFlight)
 
 			close(release)
 			s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
@@ -264,7 +264,7 @@ func TestWorkerLeases(t *testing.T) {
 			}))
 			bd.rec.waitFor(t, "the fetch", func(s recorded) bool { return len(s.fetched) > 0 && s.fetched[0].Count == 1 })
 
-			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, rheo.ResetOptions{Confirm: true}))
+			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			bd.clock.Advance(6 * time.Second)
 
 			cause := receive(t, "the handler's cancellation", causes)

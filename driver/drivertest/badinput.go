@@ -14,6 +14,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // badInputCases check reference §1.5's rule for bad input: the word, a
@@ -22,7 +23,7 @@ import (
 func badInputCases(t *testing.T, h Harness) {
 	t.Run("a partition count above 4096 is invalid_partition_count and creates no stream", func(t *testing.T) {
 		b := setup(t, h)
-		for _, n := range []int{driver.MaxPartitionCount + 1, math.MaxInt32, math.MaxInt} {
+		for _, n := range []int{driverutil.MaxPartitionCount + 1, math.MaxInt32, math.MaxInt} {
 			name := uniqueName("s")
 			requireBadInput(t, b.d.CreateStream(b.ctx, name, n), rheo.ErrInvalidPartitionCount, "partition_count")
 			require.False(t, b.streamExists(name), "partition_count %d", n)
@@ -32,10 +33,10 @@ func badInputCases(t *testing.T, h Harness) {
 	t.Run("a stream can have 4096 partitions", func(t *testing.T) {
 		b := setup(t, h)
 		b.requirePartitions()
-		s := b.stream(driver.MaxPartitionCount)
+		s := b.stream(driverutil.MaxPartitionCount)
 		g := b.group(s, nil)
-		ev := b.appendTo(s, driver.MaxPartitionCount-1, 1)
-		require.Len(t, b.lag(s, g, nil).Partitions, driver.MaxPartitionCount)
+		ev := b.appendTo(s, driverutil.MaxPartitionCount-1, 1)
+		require.Len(t, b.lag(s, g, nil).Partitions, driverutil.MaxPartitionCount)
 		leases := b.fetch(s, g, nil)
 		require.Len(t, leases, 1)
 		require.Equal(t, ev.ID, leases[0].Event.ID)
@@ -73,9 +74,9 @@ func badInputCases(t *testing.T, h Harness) {
 		name := uniqueName("g")
 		err := b.d.CreateGroup(b.ctx, s, name, &rheo.CreateGroupOptions{StartAfter: &maxInt})
 		requireBadInput(t, err, rheo.ErrInvalidArgument, "start_after")
-		err = b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: &maxInt})
+		err = b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: &maxInt})
 		requireBadInput(t, err, rheo.ErrInvalidArgument, "start_after")
-		_, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: &maxInt})
+		_, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: &maxInt})
 		requireBadInput(t, err, rheo.ErrInvalidArgument, "from_sequence")
 		require.Equal(t, before, b.state(s, g))
 	})
@@ -86,7 +87,7 @@ func badInputCases(t *testing.T, h Harness) {
 		s := b.stream(2)
 		b.appendTo(s, 0, 1)
 		b.appendTo(s, 0, 2)
-		top := int64(driver.MaxStartSequence)
+		top := int64(driverutil.MaxStartSequence)
 		g := b.group(s, &rheo.CreateGroupOptions{StartAfter: &top})
 		requireTop := func(msg string) {
 			t.Helper()
@@ -104,17 +105,17 @@ func badInputCases(t *testing.T, h Harness) {
 		b.appendTo(s, 1, 3)
 		requireTop("after another append")
 
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: &top})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: &top})
 		require.NoError(t, err)
 		require.Zero(t, n, "replay from 2^63-2 reopens nothing")
-		n, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+		n, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 		require.NoError(t, err)
 		require.Equal(t, int64(3), n, "replay from 0 reopens every skipped event")
 		require.Len(t, b.drain(s, g), 3)
 
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: &top}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: &top}))
 		requireTop("after reset_group")
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: &top, Partitions: []int{1}}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: &top, Partitions: []int{1}}))
 		require.Equal(t, []int64{top, top}, b.frontiers(s, g))
 	})
 
@@ -144,10 +145,10 @@ func badInputCases(t *testing.T, h Harness) {
 			{"retry", func() error { _, err := b.d.Retry(b.ctx, held.LeaseID, nil); return err }},
 			{"reject", func() error { return b.d.Reject(b.ctx, held.LeaseID, "") }},
 			{"replay", func() error {
-				_, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+				_, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 				return err
 			}},
-			{"reset_group", func() error { return b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true}) }},
+			{"reset_group", func() error { return b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true}) }},
 			{"group_info", func() error { _, err := b.d.GroupInfo(b.ctx, s, g); return err }},
 		}
 		for _, bad := range badTimes() {
@@ -187,8 +188,8 @@ func badInputCases(t *testing.T, h Harness) {
 
 	t.Run("the first and last instants of the clock range are valid", func(t *testing.T) {
 		b := setup(t, h)
-		last := driver.EndTime.Add(-time.Microsecond)
-		for _, at := range []time.Time{driver.MinTime, last} {
+		last := driverutil.EndTime.Add(-time.Microsecond)
+		for _, at := range []time.Time{driverutil.MinTime, last} {
 			b.clock.Set(at)
 			s := b.stream(1)
 			g := b.group(s, nil)
@@ -210,10 +211,10 @@ func badInputCases(t *testing.T, h Harness) {
 			info := b.info(s, g)
 			require.Equal(t, int64(1), info.PendingRetry)
 			require.Equal(t, int64(1), info.DeadLetters)
-			n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+			n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 			require.NoError(t, err)
 			require.Equal(t, int64(3), n)
-			require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true}))
+			require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true}))
 		}
 	})
 
@@ -227,7 +228,7 @@ func badInputCases(t *testing.T, h Harness) {
 		events, err := b.d.Read(b.ctx, s, nil)
 		require.NoError(t, err)
 		require.Empty(t, events)
-		for _, at := range []time.Time{driver.MinTime, driver.EndTime.Add(-time.Microsecond)} {
+		for _, at := range []time.Time{driverutil.MinTime, driverutil.EndTime.Add(-time.Microsecond)} {
 			requireSameTime(t, at, b.append(s, payload(1), &rheo.AppendOptions{TS: &at}).TS)
 		}
 	})
@@ -246,11 +247,11 @@ func badInputCases(t *testing.T, h Harness) {
 					want = []int64{2}
 				}
 				require.Equal(t, want, b.frontiers(s, g), "create_group start_at")
-				require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAt: &at}))
+				require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAt: &at}))
 				require.Equal(t, want, b.frontiers(s, g), "reset_group start_at")
-				require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true,
+				require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true,
 					StartAfter: ptr(int64(2))}))
-				n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromTS: &at})
+				n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromTS: &at})
 				require.NoError(t, err)
 				if late {
 					require.Zero(t, n, "replay from_ts")
@@ -280,8 +281,8 @@ func badInputCases(t *testing.T, h Harness) {
 		g := b.group(s, nil)
 		b.appendN(s, 1)
 		before := b.state(s, g)
-		long := strings.Repeat("x", driver.MaxTextBytes+1)
-		wide := strings.Repeat("é", driver.MaxTextBytes/2+1) // 513 characters, 1026 bytes
+		long := strings.Repeat("x", driverutil.MaxTextBytes+1)
+		wide := strings.Repeat("é", driverutil.MaxTextBytes/2+1) // 513 characters, 1026 bytes
 		keyed := func(key string) json.RawMessage {
 			p, err := json.Marshal(map[string]string{"key": key})
 			require.NoError(t, err)
@@ -333,8 +334,8 @@ func badInputCases(t *testing.T, h Harness) {
 		b := setup(t, h)
 		s := b.stream(1)
 		g := b.group(s, nil)
-		limit := strings.Repeat("é", driver.MaxTextBytes/2)
-		long := strings.Repeat("x", driver.MaxTextBytes+1)
+		limit := strings.Repeat("é", driverutil.MaxTextBytes/2)
+		long := strings.Repeat("x", driverutil.MaxTextBytes+1)
 		ev := b.append(s, payload(1), &rheo.AppendOptions{ID: limit, Key: limit,
 			Metadata: json.RawMessage(fmt.Sprintf(`{"correlation_id": %q, "note": %q}`, limit, long+long))})
 		require.Equal(t, limit, ev.ID)
@@ -404,7 +405,7 @@ func badInputCases(t *testing.T, h Harness) {
 			// {"a": [[...]]}: the object is one level, each array another.
 			return json.RawMessage(`{"a": ` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`)
 		}
-		deep := nested(driver.MaxJSONDepth + 1)
+		deep := nested(driverutil.MaxJSONDepth + 1)
 		_, err := b.d.Append(b.ctx, s, deep, nil)
 		requireBadInput(t, err, rheo.ErrInvalidArgument, "payload")
 		_, err = b.d.AppendBatch(b.ctx, s, []rheo.BatchItem{{Payload: payload(1)}, {Payload: deep}}, nil)
@@ -417,7 +418,7 @@ func badInputCases(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.Empty(t, events)
 
-		limit := nested(driver.MaxJSONDepth)
+		limit := nested(driverutil.MaxJSONDepth)
 		ev := b.append(s, limit, &rheo.AppendOptions{Metadata: limit})
 		requireJSONEq(t, string(limit), ev.Payload)
 		requireJSONEq(t, string(limit), ev.Metadata)
@@ -470,8 +471,8 @@ type badTime struct {
 // it, where PostgreSQL's timestamptz and int64 microseconds end.
 func badTimes() []badTime {
 	return []badTime{
-		{"of 10000-01-01", driver.EndTime},
-		{"just before 0001-01-01", driver.MinTime.Add(-time.Microsecond)},
+		{"of 10000-01-01", driverutil.EndTime},
+		{"just before 0001-01-01", driverutil.MinTime.Add(-time.Microsecond)},
 		{"in the year 300000", time.Date(300000, time.January, 1, 0, 0, 0, 0, time.UTC)},
 		{"in the year -300000", time.Date(-300000, time.January, 1, 0, 0, 0, 0, time.UTC)},
 	}
@@ -490,7 +491,7 @@ func (b *bundle) streamExists(name string) bool {
 	b.t.Helper()
 	streams, err := b.d.ListStreams(b.ctx)
 	require.NoError(b.t, err)
-	return slices.ContainsFunc(streams, func(s rheo.StreamInfo) bool { return s.Name == name })
+	return slices.ContainsFunc(streams, func(s rheo.StreamSummary) bool { return s.Name == name })
 }
 
 // state is what the operations on stream and group can change, as one

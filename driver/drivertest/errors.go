@@ -110,11 +110,11 @@ func errorCases(t *testing.T, h Harness) {
 				return err
 			},
 			"replay": func() error {
-				_, err := b.d.Replay(b.ctx, missing, "g", rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+				_, err := b.d.Replay(b.ctx, missing, "g", &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 				return err
 			},
 			"reset_group": func() error {
-				return b.d.ResetGroup(b.ctx, missing, "g", rheo.ResetOptions{Confirm: true})
+				return b.d.ResetGroup(b.ctx, missing, "g", &rheo.ResetOptions{Confirm: true})
 			},
 			"lag": func() error {
 				_, err := b.d.Lag(b.ctx, missing, "g", nil)
@@ -149,11 +149,11 @@ func errorCases(t *testing.T, h Harness) {
 				return err
 			},
 			"replay": func() error {
-				_, err := b.d.Replay(b.ctx, s, missing, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+				_, err := b.d.Replay(b.ctx, s, missing, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 				return err
 			},
 			"reset_group": func() error {
-				return b.d.ResetGroup(b.ctx, s, missing, rheo.ResetOptions{Confirm: true})
+				return b.d.ResetGroup(b.ctx, s, missing, &rheo.ResetOptions{Confirm: true})
 			},
 			"lag": func() error {
 				_, err := b.d.Lag(b.ctx, s, missing, nil)
@@ -195,15 +195,15 @@ func errorCases(t *testing.T, h Harness) {
 				return err
 			}},
 			{"replay without selector on a missing stream", rheo.ErrStreamNotFound, func() error {
-				_, err := b.d.Replay(b.ctx, missingStream, missingGroup, rheo.ReplayOptions{})
+				_, err := b.d.Replay(b.ctx, missingStream, missingGroup, &rheo.ReplayOptions{})
 				return err
 			}},
 			{"replay without selector on a missing group", rheo.ErrGroupNotFound, func() error {
-				_, err := b.d.Replay(b.ctx, s, missingGroup, rheo.ReplayOptions{})
+				_, err := b.d.Replay(b.ctx, s, missingGroup, &rheo.ReplayOptions{})
 				return err
 			}},
 			{"reset with a bad partition on a missing group", rheo.ErrGroupNotFound, func() error {
-				return b.d.ResetGroup(b.ctx, s, missingGroup, rheo.ResetOptions{Confirm: true, Partitions: []int{99}})
+				return b.d.ResetGroup(b.ctx, s, missingGroup, &rheo.ResetOptions{Confirm: true, Partitions: []int{99}})
 			}},
 			{"create_group with an invalid name on a missing stream", rheo.ErrStreamNotFound, func() error {
 				return b.d.CreateGroup(b.ctx, missingStream, "has space", nil)
@@ -354,11 +354,11 @@ func errorCases(t *testing.T, h Harness) {
 					return err
 				},
 				"replay": func() error {
-					_, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0)), Partitions: []int{p}})
+					_, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0)), Partitions: []int{p}})
 					return err
 				},
 				"reset_group": func() error {
-					return b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, Partitions: []int{p}})
+					return b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, Partitions: []int{p}})
 				},
 			}
 			for name, op := range cases {

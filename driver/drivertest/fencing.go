@@ -111,7 +111,7 @@ func fencingCases(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.False(t, results[0].OK)
 		// The stale settles changed nothing for the holder.
-		require.Equal(t, int64(1), b.info(s, g).Inflight)
+		require.Equal(t, int64(1), b.info(s, g).InFlight)
 		require.NoError(t, b.d.Ack(b.ctx, current.LeaseID))
 		require.Equal(t, int64(0), b.lag(s, g, nil).Total)
 	})
@@ -159,7 +159,7 @@ func fencingCases(t *testing.T, h Harness) {
 		requireSameTime(t, now.Add(time.Minute), expires)
 		b.clock.Advance(59 * time.Second)
 		require.Empty(t, b.fetch(s, g, nil), "the renewed lease is still held")
-		require.Equal(t, int64(1), b.info(s, g).Inflight)
+		require.Equal(t, int64(1), b.info(s, g).InFlight)
 		b.clock.Advance(time.Second)
 		next := b.fetchOne(s, g, 10*time.Second)
 		require.Equal(t, 2, next.Attempt, "renewal does not count as an attempt")

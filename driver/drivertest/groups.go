@@ -3,6 +3,7 @@ package drivertest
 import (
 	"testing"
 
+	"github.com/rheo-go/rheo/driver/driverutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -36,7 +37,7 @@ func groupCases(t *testing.T, h Harness) {
 		require.Equal(t, []int64{1, 2}, sequences(b.fetch(s, g, nil)))
 	})
 
-	t.Run("max attempts defaults to 5", func(t *testing.T) {
+	t.Run("max attempts defaults to 20", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(1)
 		g := b.group(s, nil)
@@ -44,6 +45,7 @@ func groupCases(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.Len(t, groups, 1)
 		require.Equal(t, g, groups[0].Name)
-		require.Equal(t, 5, groups[0].MaxAttempts)
+		require.Equal(t, driverutil.DefaultMaxAttempts, groups[0].MaxAttempts)
+		require.Equal(t, 20, groups[0].MaxAttempts)
 	})
 }

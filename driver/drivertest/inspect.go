@@ -24,7 +24,7 @@ func inspectCases(t *testing.T, h Harness) {
 		}
 		streams, err := b.d.ListStreams(b.ctx)
 		require.NoError(t, err)
-		var mine []rheo.StreamInfo
+		var mine []rheo.StreamSummary
 		for _, s := range streams {
 			if strings.HasPrefix(s.Name, prefix) {
 				mine = append(mine, s)
@@ -142,7 +142,7 @@ func inspectCases(t *testing.T, h Harness) {
 
 		info = b.info(s, g)
 		require.Equal(t, int64(4), info.Lag)
-		require.Equal(t, int64(1), info.Inflight)
+		require.Equal(t, int64(1), info.InFlight)
 		require.Equal(t, int64(2), info.PendingRetry, "a retry waiting for its delay and an expired lease")
 		require.Equal(t, int64(1), info.DeadLetters)
 		require.NotNil(t, info.OldestUnsettledTS)
@@ -171,7 +171,7 @@ func inspectCases(t *testing.T, h Harness) {
 		g = b.group(s, &rheo.CreateGroupOptions{StartAfter: ptr(int64(3100))})
 		old, err := b.d.Read(b.ctx, s, &rheo.ReadOptions{After: 2499, MaxCount: 1})
 		require.NoError(t, err)
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{EventIDs: []string{old[0].ID}})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{EventIDs: []string{old[0].ID}})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		info := b.info(s, g)

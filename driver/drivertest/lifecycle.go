@@ -22,13 +22,13 @@ func dropCases(t *testing.T, h Harness) {
 		b.appendN(s, 2)
 		missing := uniqueName("missing")
 		for name, op := range map[string]func() error{
-			"drop_group":                       func() error { return b.d.DropGroup(b.ctx, s, g, false) },
-			"drop_group of a missing group":    func() error { return b.d.DropGroup(b.ctx, s, missing, false) },
-			"drop_group on a missing stream":   func() error { return b.d.DropGroup(b.ctx, missing, missing, false) },
-			"drop_group with an invalid name":  func() error { return b.d.DropGroup(b.ctx, "has space", "", false) },
-			"drop_stream":                      func() error { _, err := b.d.DropStream(b.ctx, s, false); return err },
-			"drop_stream of a missing stream":  func() error { _, err := b.d.DropStream(b.ctx, missing, false); return err },
-			"drop_stream with an invalid name": func() error { _, err := b.d.DropStream(b.ctx, "has space", false); return err },
+			"drop_group":                       func() error { return b.d.DropGroup(b.ctx, s, g, nil) },
+			"drop_group of a missing group":    func() error { return b.d.DropGroup(b.ctx, s, missing, nil) },
+			"drop_group on a missing stream":   func() error { return b.d.DropGroup(b.ctx, missing, missing, nil) },
+			"drop_group with an invalid name":  func() error { return b.d.DropGroup(b.ctx, "has space", "", nil) },
+			"drop_stream":                      func() error { _, err := b.d.DropStream(b.ctx, s, nil); return err },
+			"drop_stream of a missing stream":  func() error { _, err := b.d.DropStream(b.ctx, missing, nil); return err },
+			"drop_stream with an invalid name": func() error { _, err := b.d.DropStream(b.ctx, "has space", nil); return err },
 		} {
 			require.ErrorIs(t, op(), rheo.ErrConfirmRequired, name)
 		}
@@ -42,12 +42,12 @@ func dropCases(t *testing.T, h Harness) {
 		b := setup(t, h)
 		s := b.stream(1)
 		missing := uniqueName("missing")
-		require.ErrorIs(t, b.d.DropGroup(b.ctx, missing, missing, true), rheo.ErrStreamNotFound)
-		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, missing, true), rheo.ErrGroupNotFound)
-		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, "has space", true), rheo.ErrGroupNotFound, "an invalid name in a lookup")
-		_, err := b.d.DropStream(b.ctx, missing, true)
+		require.ErrorIs(t, b.d.DropGroup(b.ctx, missing, missing, &rheo.DropOptions{Confirm: true}), rheo.ErrStreamNotFound)
+		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, missing, &rheo.DropOptions{Confirm: true}), rheo.ErrGroupNotFound)
+		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, "has space", &rheo.DropOptions{Confirm: true}), rheo.ErrGroupNotFound, "an invalid name in a lookup")
+		_, err := b.d.DropStream(b.ctx, missing, &rheo.DropOptions{Confirm: true})
 		require.ErrorIs(t, err, rheo.ErrStreamNotFound)
-		_, err = b.d.DropStream(b.ctx, "has space", true)
+		_, err = b.d.DropStream(b.ctx, "has space", &rheo.DropOptions{Confirm: true})
 		require.ErrorIs(t, err, rheo.ErrStreamNotFound, "an invalid name in a lookup")
 	})
 
@@ -62,7 +62,7 @@ func dropCases(t *testing.T, h Harness) {
 		require.NoError(t, err)     // 3: waiting for its delay
 		b.fetchOne(s, g, time.Hour) // 4: in flight
 
-		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
+		require.NoError(t, b.d.DropGroup(b.ctx, s, g, &rheo.DropOptions{Confirm: true}))
 		groups, err := b.d.ListGroups(b.ctx, s)
 		require.NoError(t, err)
 		require.Empty(t, groups)
@@ -72,7 +72,7 @@ func dropCases(t *testing.T, h Harness) {
 		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
 		_, err = b.d.Fetch(b.ctx, s, g, nil)
 		require.ErrorIs(t, err, rheo.ErrGroupNotFound)
-		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, g, true), rheo.ErrGroupNotFound, "a second drop")
+		require.ErrorIs(t, b.d.DropGroup(b.ctx, s, g, &rheo.DropOptions{Confirm: true}), rheo.ErrGroupNotFound, "a second drop")
 
 		// A group created anew under the name starts from nothing.
 		require.NoError(t, b.d.CreateGroup(b.ctx, s, g, nil))
@@ -92,7 +92,7 @@ func dropCases(t *testing.T, h Harness) {
 		g := b.group(s, nil)
 		b.appendN(s, 1)
 		l := b.fetchOne(s, g, time.Hour)
-		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
+		require.NoError(t, b.d.DropGroup(b.ctx, s, g, &rheo.DropOptions{Confirm: true}))
 		b.requireStale(l, "the group was dropped")
 		require.NoError(t, b.d.CreateGroup(b.ctx, s, g, nil))
 		b.requireStale(l, "the group was created anew")
@@ -108,7 +108,7 @@ func dropCases(t *testing.T, h Harness) {
 		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, ""))
 		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, other, time.Hour).LeaseID, ""))
 
-		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
+		require.NoError(t, b.d.DropGroup(b.ctx, s, g, &rheo.DropOptions{Confirm: true}))
 		require.Equal(t, []int64{1}, b.frontiers(s, other))
 		require.Len(t, b.deadLetters(s, other), 1)
 		require.NoError(t, b.d.Ack(b.ctx, held.LeaseID), "the other group's lease is still held")
@@ -126,7 +126,7 @@ func dropCases(t *testing.T, h Harness) {
 		require.NoError(t, b.d.Reject(b.ctx, b.fetchOne(s, g, time.Hour).LeaseID, ""))
 		require.NoError(t, b.d.SetRetention(b.ctx, s, retentionAge))
 
-		n, err := b.d.DropStream(b.ctx, s, true)
+		n, err := b.d.DropStream(b.ctx, s, &rheo.DropOptions{Confirm: true})
 		require.NoError(t, err)
 		require.Equal(t, int64(5), n)
 		streams, err := b.d.ListStreams(b.ctx)
@@ -140,7 +140,7 @@ func dropCases(t *testing.T, h Harness) {
 			"lag":         func() error { _, err := b.d.Lag(b.ctx, s, g, nil); return err },
 			"stream_info": func() error { _, err := b.d.StreamInfo(b.ctx, s); return err },
 			"append":      func() error { _, err := b.d.Append(b.ctx, s, payload(1), nil); return err },
-			"drop_stream": func() error { _, err := b.d.DropStream(b.ctx, s, true); return err },
+			"drop_stream": func() error { _, err := b.d.DropStream(b.ctx, s, &rheo.DropOptions{Confirm: true}); return err },
 		} {
 			require.ErrorIs(t, op(), rheo.ErrStreamNotFound, name)
 		}
@@ -155,7 +155,7 @@ func dropCases(t *testing.T, h Harness) {
 		first := b.append(s, payload(1), &rheo.AppendOptions{ID: "once"})
 		b.appendN(s, 2)
 		b.drain(s, g)
-		n, err := b.d.DropStream(b.ctx, s, true)
+		n, err := b.d.DropStream(b.ctx, s, &rheo.DropOptions{Confirm: true})
 		require.NoError(t, err)
 		require.Equal(t, int64(3), n)
 
@@ -164,7 +164,7 @@ func dropCases(t *testing.T, h Harness) {
 		again := b.append(s, payload(99), &rheo.AppendOptions{ID: "once", Partition: ptr(0)})
 		require.Equal(t, int64(1), again.Sequence, "sequences start from 1")
 		require.NotEqual(t, string(first.Payload), string(again.Payload), "the id is free for other content")
-		require.Equal(t, rheo.StreamRange{Partitions: []rheo.PartitionRange{
+		require.Equal(t, rheo.StreamInfo{Partitions: []rheo.PartitionRange{
 			{Partition: 0, LowWatermark: 1, HighWatermark: 1},
 			{Partition: 1, LowWatermark: 1, HighWatermark: 0},
 		}}, b.streamRange(s), "no retention and no watermarks are left from before")
@@ -176,7 +176,7 @@ func dropCases(t *testing.T, h Harness) {
 	t.Run("drop_stream of an empty stream returns 0", func(t *testing.T) {
 		b := setup(t, h)
 		s := b.stream(3)
-		n, err := b.d.DropStream(b.ctx, s, true)
+		n, err := b.d.DropStream(b.ctx, s, &rheo.DropOptions{Confirm: true})
 		require.NoError(t, err)
 		require.Zero(t, n)
 	})
@@ -188,7 +188,7 @@ func dropCases(t *testing.T, h Harness) {
 		b.appendN(s, 2)
 		b.appendN(other, 3)
 		held := b.fetchOne(other, g, time.Hour)
-		_, err := b.d.DropStream(b.ctx, s, true)
+		_, err := b.d.DropStream(b.ctx, s, &rheo.DropOptions{Confirm: true})
 		require.NoError(t, err)
 		require.Equal(t, []int64{1, 2, 3}, b.readAfter(other, 0, 0))
 		require.NoError(t, b.d.Ack(b.ctx, held.LeaseID))
@@ -203,7 +203,7 @@ func resetCases(t *testing.T, h Harness) {
 		g := b.group(s, nil)
 		missing := uniqueName("missing")
 		for name, args := range map[string][2]string{"missing stream": {missing, missing}, "missing group": {s, missing}, "group": {s, g}} {
-			err := b.d.ResetGroup(b.ctx, args[0], args[1], rheo.ResetOptions{StartAfter: ptr(int64(-1)), Partitions: []int{99}})
+			err := b.d.ResetGroup(b.ctx, args[0], args[1], &rheo.ResetOptions{StartAfter: ptr(int64(-1)), Partitions: []int{99}})
 			require.ErrorIs(t, err, rheo.ErrConfirmRequired, name)
 		}
 	})
@@ -219,12 +219,12 @@ func resetCases(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.NoError(t, b.d.Reject(b.ctx, leases[2].LeaseID, ""))
 
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true}))
 		require.ErrorIs(t, b.d.Ack(b.ctx, leases[3].LeaseID), rheo.ErrStaleLease)
 		require.Empty(t, b.deadLetters(s, g))
 		info := b.info(s, g)
 		require.Equal(t, int64(4), info.Lag)
-		require.Zero(t, info.Inflight+info.PendingRetry+info.DeadLetters)
+		require.Zero(t, info.InFlight+info.PendingRetry+info.DeadLetters)
 		again := b.fetch(s, g, nil)
 		require.Equal(t, []int64{1, 2, 3, 4}, sequences(again))
 		for _, l := range again {
@@ -241,7 +241,7 @@ func resetCases(t *testing.T, h Harness) {
 		g := b.group(s, nil)
 		b.appendN(s, 5)
 		b.drain(s, g)
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(3))}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(3))}))
 		require.Equal(t, []int64{3}, b.frontiers(s, g))
 		require.Equal(t, []int64{4, 5}, sequences(b.fetch(s, g, nil)))
 	})
@@ -254,7 +254,7 @@ func resetCases(t *testing.T, h Harness) {
 			b.append(s, payload(m), &rheo.AppendOptions{TS: ptr(Epoch.Add(time.Duration(m) * time.Minute))})
 		}
 		b.drain(s, g)
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAt: ptr(Epoch.Add(2 * time.Minute))}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAt: ptr(Epoch.Add(2 * time.Minute))}))
 		require.Equal(t, []int64{3, 4}, sequences(b.fetch(s, g, nil)))
 	})
 
@@ -270,7 +270,7 @@ func resetCases(t *testing.T, h Harness) {
 		require.NoError(t, b.d.Ack(b.ctx, leases[0].LeaseID))
 		require.NoError(t, b.d.Reject(b.ctx, leases[1].LeaseID, ""))
 
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, Partitions: []int{0}}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, Partitions: []int{0}}))
 		require.Equal(t, []int64{0, 1}, b.frontiers(s, g))
 		require.Len(t, b.deadLetters(s, g), 1, "partition 1 keeps its dead letter")
 		require.NoError(t, b.d.Ack(b.ctx, leases[2].LeaseID), "partition 1 keeps its lease")
@@ -281,9 +281,9 @@ func resetCases(t *testing.T, h Harness) {
 		b := setup(t, h)
 		s := b.stream(1)
 		g := b.group(s, nil)
-		err := b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(1)), StartAt: ptr(Epoch)})
+		err := b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(1)), StartAt: ptr(Epoch)})
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
-		err = b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(-1))})
+		err = b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(-1))})
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
 	})
 }

@@ -261,10 +261,10 @@ func immutabilityCases(t *testing.T, h Harness) {
 		require.NoError(t, err)
 		require.NoError(t, b.d.Reject(b.ctx, leases[2].LeaseID, "bad"))
 		if b.caps.Replay {
-			_, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+			_, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 			require.NoError(t, err)
 		}
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true}))
 		after, err := b.d.Read(b.ctx, s, nil)
 		require.NoError(t, err)
 		require.Len(t, after, len(before))

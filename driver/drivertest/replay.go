@@ -23,7 +23,7 @@ func replayCases(t *testing.T, h Harness) {
 		b.drain(s, g)
 		require.Equal(t, []int64{5}, b.frontiers(s, g))
 
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(2))})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(2))})
 		require.NoError(t, err)
 		require.Equal(t, int64(3), n)
 		require.Equal(t, []int64{2}, b.frontiers(s, g), "the frontier moves back")
@@ -33,7 +33,7 @@ func replayCases(t *testing.T, h Harness) {
 		for _, l := range leases {
 			require.Equal(t, 1, l.Attempt)
 		}
-		n, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+		n, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 		require.NoError(t, err)
 		require.Equal(t, int64(5), n, "leased events count too")
 		leases = b.fetch(s, g, nil)
@@ -48,7 +48,7 @@ func replayCases(t *testing.T, h Harness) {
 		g := b.group(s, nil)
 		b.appendN(s, 5)
 		require.Len(t, b.fetch(s, g, &rheo.FetchOptions{MaxCount: 3}), 3)
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 		require.NoError(t, err)
 		require.Equal(t, int64(3), n)
 		require.Equal(t, []int64{1, 2, 3, 4, 5}, sequences(b.fetch(s, g, nil)))
@@ -63,7 +63,7 @@ func replayCases(t *testing.T, h Harness) {
 		leases := b.fetch(s, g, nil)
 		_, err := b.d.Retry(b.ctx, leases[1].LeaseID, &rheo.RetryOptions{Delay: time.Hour})
 		require.NoError(t, err)
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 		require.NoError(t, err)
 		require.Equal(t, int64(2), n, "a leased and a pending event")
 		require.ErrorIs(t, b.d.Ack(b.ctx, leases[0].LeaseID), rheo.ErrStaleLease)
@@ -83,7 +83,7 @@ func replayCases(t *testing.T, h Harness) {
 		for _, l := range b.fetch(s, g, nil) {
 			require.NoError(t, b.d.Reject(b.ctx, l.LeaseID, ""))
 		}
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(1))})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(1))})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		letters := b.deadLetters(s, g)
@@ -101,7 +101,7 @@ func replayCases(t *testing.T, h Harness) {
 		g := b.group(s, nil)
 		b.appendN(s, 5)
 		require.NoError(t, b.d.Ack(b.ctx, b.fetchOne(s, g, time.Minute).LeaseID))
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(4))})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(4))})
 		require.NoError(t, err)
 		require.Equal(t, int64(0), n)
 		require.Equal(t, []int64{2, 3, 4, 5}, sequences(b.fetch(s, g, nil)))
@@ -122,7 +122,7 @@ func replayCases(t *testing.T, h Harness) {
 		require.NoError(t, err) // e3 leased, e4 pending, e5 and e6 not offered
 		require.Equal(t, []int64{2}, b.frontiers(s, g))
 
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{EventIDs: []string{"e1", "e2", "e3", "e4", "e5", "unknown"}})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{EventIDs: []string{"e1", "e2", "e3", "e4", "e5", "unknown"}})
 		require.NoError(t, err)
 		require.Equal(t, int64(2), n)
 		require.Equal(t, []int64{0}, b.frontiers(s, g))
@@ -142,7 +142,7 @@ func replayCases(t *testing.T, h Harness) {
 		b.append(s, payload(1), &rheo.AppendOptions{ID: "p0", Partition: ptr(0)})
 		b.append(s, payload(2), &rheo.AppendOptions{ID: "p1", Partition: ptr(1)})
 		b.drain(s, g)
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{EventIDs: []string{"p0", "p1"}, Partitions: []int{1}})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{EventIDs: []string{"p0", "p1"}, Partitions: []int{1}})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		leases := b.fetch(s, g, nil)
@@ -164,7 +164,7 @@ func replayCases(t *testing.T, h Harness) {
 		b.append(s, payload(3), &rheo.AppendOptions{Partition: ptr(2), TS: at(30)})
 		b.drain(s, g)
 
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromTS: at(10), Partitions: []int{0, 1}})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromTS: at(10), Partitions: []int{0, 1}})
 		require.NoError(t, err)
 		// Partition 0 from its sequence 2 (ts 10) on, the later event with an
 		// earlier ts included; partition 1 has no event at or after it;
@@ -182,11 +182,11 @@ func replayCases(t *testing.T, h Harness) {
 		// 2001-3000 at 20, 3001-3500 at 15.
 		appendTimes(b, s, []int{1000, 1000, 1000, 500}, []int{10, 5, 20, 15})
 		g := b.group(s, &rheo.CreateGroupOptions{StartAfter: ptr(int64(3500))})
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromTS: ptr(Epoch.Add(11 * time.Minute))})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromTS: ptr(Epoch.Add(11 * time.Minute))})
 		require.NoError(t, err)
 		require.Equal(t, int64(1500), n)
 		require.Equal(t, []int64{2000}, b.frontiers(s, g))
-		n, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromTS: ptr(Epoch.Add(21 * time.Minute))})
+		n, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromTS: ptr(Epoch.Add(21 * time.Minute))})
 		require.NoError(t, err)
 		require.Zero(t, n, "no event at or after the time: nothing to replay")
 	})
@@ -199,12 +199,12 @@ func replayCases(t *testing.T, h Harness) {
 		b.appendTo(s, 0, 1)
 		b.appendTo(s, 1, 2)
 		b.drain(s, g)
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0)), Partitions: []int{1}})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0)), Partitions: []int{1}})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		require.Equal(t, []int64{1, 0}, b.frontiers(s, g))
 		require.Equal(t, []position{{1, 1}}, positions(b.fetch(s, g, nil)))
-		n, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0)), Partitions: []int{}})
+		n, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0)), Partitions: []int{}})
 		require.NoError(t, err)
 		require.Equal(t, int64(0), n, "an empty partitions list replays nothing")
 	})
@@ -223,7 +223,7 @@ func replayCases(t *testing.T, h Harness) {
 			"all three":            {FromSequence: zero, EventIDs: []string{"a"}, FromTS: now},
 			"partitions, no other": {Partitions: []int{0}},
 		} {
-			_, err := b.d.Replay(b.ctx, s, g, opts)
+			_, err := b.d.Replay(b.ctx, s, g, &opts)
 			require.ErrorIs(t, err, rheo.ErrInvalidReplayOpts, name)
 		}
 	})

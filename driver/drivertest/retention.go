@@ -37,7 +37,7 @@ func (b *bundle) prune(stream string, opts *rheo.PruneOptions) int64 {
 }
 
 // streamRange returns the stream's retention and watermarks.
-func (b *bundle) streamRange(stream string) rheo.StreamRange {
+func (b *bundle) streamRange(stream string) rheo.StreamInfo {
 	b.t.Helper()
 	info, err := b.d.StreamInfo(b.ctx, stream)
 	require.NoError(b.t, err)
@@ -118,7 +118,7 @@ func retentionSettingCases(t *testing.T, h Harness) {
 		b.appendTo(s, 1, 1)
 		b.appendTo(s, 1, 2)
 		b.appendTo(s, 2, 3)
-		require.Equal(t, rheo.StreamRange{Partitions: []rheo.PartitionRange{
+		require.Equal(t, rheo.StreamInfo{Partitions: []rheo.PartitionRange{
 			{Partition: 0, LowWatermark: 1, HighWatermark: 0},
 			{Partition: 1, LowWatermark: 1, HighWatermark: 2},
 			{Partition: 2, LowWatermark: 1, HighWatermark: 1},
@@ -166,17 +166,17 @@ func retentionSettingCases(t *testing.T, h Harness) {
 			op   func() error
 		}{
 			{"drop_group without confirm on a missing stream", rheo.ErrConfirmRequired, func() error {
-				return b.d.DropGroup(b.ctx, missing, missing, false)
+				return b.d.DropGroup(b.ctx, missing, missing, nil)
 			}},
 			{"drop_stream without confirm on a missing stream", rheo.ErrConfirmRequired, func() error {
-				_, err := b.d.DropStream(b.ctx, missing, false)
+				_, err := b.d.DropStream(b.ctx, missing, nil)
 				return err
 			}},
 			{"drop_group on a missing stream", rheo.ErrStreamNotFound, func() error {
-				return b.d.DropGroup(b.ctx, missing, missing, true)
+				return b.d.DropGroup(b.ctx, missing, missing, &rheo.DropOptions{Confirm: true})
 			}},
 			{"drop_group of a missing group", rheo.ErrGroupNotFound, func() error {
-				return b.d.DropGroup(b.ctx, s, missing, true)
+				return b.d.DropGroup(b.ctx, s, missing, &rheo.DropOptions{Confirm: true})
 			}},
 			{"set_retention of a negative age on a missing stream", rheo.ErrStreamNotFound, func() error {
 				return b.d.SetRetention(b.ctx, missing, -time.Hour)
@@ -234,8 +234,8 @@ func retentionSettingCases(t *testing.T, h Harness) {
 		b.clock.Set(time.Date(300000, time.January, 1, 0, 0, 0, 0, time.UTC))
 		require.NoError(t, b.d.SetRetention(b.ctx, s, time.Hour))
 		require.Equal(t, time.Hour, b.streamRange(s).MaxAge)
-		require.NoError(t, b.d.DropGroup(b.ctx, s, g, true))
-		_, err := b.d.DropStream(b.ctx, other, true)
+		require.NoError(t, b.d.DropGroup(b.ctx, s, g, &rheo.DropOptions{Confirm: true}))
+		_, err := b.d.DropStream(b.ctx, other, &rheo.DropOptions{Confirm: true})
 		require.NoError(t, err)
 	})
 
@@ -244,11 +244,11 @@ func retentionSettingCases(t *testing.T, h Harness) {
 		s := b.stream(1)
 		for _, name := range []string{"nul\x00byte", "bad\xffutf8"} {
 			for op, err := range map[string]error{
-				"drop_group":    b.d.DropGroup(b.ctx, s, name, true),
+				"drop_group":    b.d.DropGroup(b.ctx, s, name, &rheo.DropOptions{Confirm: true}),
 				"set_retention": b.d.SetRetention(b.ctx, name, time.Hour),
 				"prune":         second(b.d.Prune(b.ctx, name, nil)),
 				"stream_info":   second(b.d.StreamInfo(b.ctx, name)),
-				"drop_stream":   second(b.d.DropStream(b.ctx, name, true)),
+				"drop_stream":   second(b.d.DropStream(b.ctx, name, &rheo.DropOptions{Confirm: true})),
 			} {
 				require.ErrorIs(t, err, rheo.ErrInvalidArgument, "%s of %q", op, name)
 			}
@@ -615,12 +615,12 @@ func afterPruneCases(t *testing.T, h Harness) {
 			"start_at before every event": {Confirm: true, StartAt: ptr(Epoch.Add(-time.Hour))},
 			"the partition listed":        {Confirm: true, Partitions: []int{0}},
 		} {
-			require.NoError(t, b.d.ResetGroup(b.ctx, s, g, opts), name)
+			require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &opts), name)
 			require.Equal(t, []int64{3}, b.frontiers(s, g), name)
 		}
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(4))}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true, StartAfter: ptr(int64(4))}))
 		require.Equal(t, []int64{4}, b.frontiers(s, g), "above the low watermark as asked")
-		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, rheo.ResetOptions{Confirm: true}))
+		require.NoError(t, b.d.ResetGroup(b.ctx, s, g, &rheo.ResetOptions{Confirm: true}))
 		require.Equal(t, []int64{4, 5}, sequences(b.fetch(s, g, nil)))
 	})
 
@@ -643,7 +643,7 @@ func afterPruneCases(t *testing.T, h Harness) {
 		b.appendN(s, 2)
 		b.drain(s, g)
 		require.Equal(t, int64(3), b.prune(s, nil))
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromSequence: ptr(int64(0))})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromSequence: ptr(int64(0))})
 		require.NoError(t, err)
 		require.Equal(t, int64(2), n, "the retained events")
 		require.Equal(t, []int64{3}, b.frontiers(s, g))
@@ -653,7 +653,7 @@ func afterPruneCases(t *testing.T, h Harness) {
 		for _, l := range leases {
 			require.NoError(t, b.d.Ack(b.ctx, l.LeaseID))
 		}
-		n, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{FromTS: ptr(Epoch.Add(-24 * time.Hour))})
+		n, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{FromTS: ptr(Epoch.Add(-24 * time.Hour))})
 		require.NoError(t, err)
 		require.Equal(t, int64(2), n, "from a time before every retained event")
 		require.Equal(t, []int64{3}, b.frontiers(s, g))
@@ -672,11 +672,11 @@ func afterPruneCases(t *testing.T, h Harness) {
 		b.append(s, payload(4), &rheo.AppendOptions{ID: "e4"})
 		b.drain(s, g)
 		require.Equal(t, int64(3), b.prune(s, nil))
-		n, err := b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{EventIDs: []string{"e1", "e2", "e4"}})
+		n, err := b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{EventIDs: []string{"e1", "e2", "e4"}})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		require.Equal(t, []int64{4}, sequences(b.fetch(s, g, nil)))
-		n, err = b.d.Replay(b.ctx, s, g, rheo.ReplayOptions{EventIDs: []string{"e3"}})
+		n, err = b.d.Replay(b.ctx, s, g, &rheo.ReplayOptions{EventIDs: []string{"e3"}})
 		require.NoError(t, err)
 		require.Zero(t, n)
 	})
@@ -710,10 +710,10 @@ func afterPruneCases(t *testing.T, h Harness) {
 			require.Equal(t, []int64{frontier}, b.frontiers(s, g), "start_at minute %d", minute)
 		}
 		b.requireReplay()
-		n, err := b.d.Replay(b.ctx, s, passed, rheo.ReplayOptions{FromTS: ptr(Epoch.Add(2 * time.Minute))})
+		n, err := b.d.Replay(b.ctx, s, passed, &rheo.ReplayOptions{FromTS: ptr(Epoch.Add(2 * time.Minute))})
 		require.NoError(t, err)
 		require.Equal(t, int64(1100), n)
-		n, err = b.d.Replay(b.ctx, s, passed, rheo.ReplayOptions{FromTS: ptr(Epoch)})
+		n, err = b.d.Replay(b.ctx, s, passed, &rheo.ReplayOptions{FromTS: ptr(Epoch)})
 		require.NoError(t, err)
 		require.Equal(t, int64(700), n, "1501-2200, down to the low watermark")
 		require.Equal(t, []int64{1500}, b.frontiers(s, passed))

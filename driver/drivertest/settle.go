@@ -137,7 +137,7 @@ func ackBatchCases(t *testing.T, h Harness) {
 		}
 		require.Equal(t, []bool{true, false, false, true, false}, oks)
 		require.Equal(t, []int64{3}, b.frontiers(s, g))
-		require.Equal(t, int64(1), b.info(s, g).Inflight)
+		require.Equal(t, int64(1), b.info(s, g).InFlight)
 	})
 
 	t.Run("a lease repeated in an ack batch settles once", func(t *testing.T) {

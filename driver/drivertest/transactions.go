@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -38,8 +39,27 @@ func transactionCases(t *testing.T, h Harness) {
 			return errHandler
 		})
 		require.ErrorIs(t, err, errHandler)
-		require.Equal(t, int64(1), b.info(s, g).Inflight)
+		require.Equal(t, int64(1), b.info(s, g).InFlight)
 		require.NoError(t, b.d.Ack(b.ctx, l.LeaseID), "the lease is still held")
+	})
+
+	t.Run("a failed call leaves the transaction usable, with what was written before it", func(t *testing.T) {
+		b := setup(t, h)
+		tr := transactor(b)
+		s := b.stream(1)
+		err := tr.InTx(b.ctx, func(ctx context.Context, tx driver.Tx) error {
+			if _, err := tx.Append(ctx, s, json.RawMessage(`{"n": 1}`), &rheo.AppendOptions{ID: "order-1"}); err != nil {
+				return err
+			}
+			_, err := tx.Append(ctx, s, json.RawMessage(`{"n": 2}`), &rheo.AppendOptions{ID: "order-1"})
+			require.ErrorIs(t, err, rheo.ErrAlreadyExists, "an idempotent append with another payload")
+			_, err = tx.Append(ctx, "no-such-stream-"+s, json.RawMessage(`{}`), nil)
+			require.ErrorIs(t, err, rheo.ErrStreamNotFound)
+			_, err = tx.Append(ctx, s, json.RawMessage(`{"n": 3}`), &rheo.AppendOptions{ID: "order-2"})
+			return err
+		})
+		require.NoError(t, err, "the transaction commits after the failed calls")
+		require.Equal(t, []int64{1, 2}, b.readAfter(s, 0, 0))
 	})
 
 	t.Run("an ack committed with its transaction settles the lease", func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // sentBefore is an error that happened before anything reached the
@@ -189,11 +190,11 @@ func TestArguments(t *testing.T) {
 			-time.Millisecond:       -1,
 			-500 * time.Microsecond: -1,
 		} {
-			got, err := driver.Millis("d", d)
+			got, err := driverutil.Millis("d", d)
 			require.NoError(t, err)
 			require.Equal(t, want, got, "%s", d)
 		}
-		_, err := driver.Millis("lease duration", 30*24*time.Hour)
+		_, err := driverutil.Millis("lease duration", 30*24*time.Hour)
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
 	})
 

@@ -6,14 +6,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Fetch claims up to MaxCount events for one consumer. opts may be nil.
 func (o *ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	leaseMS, err := driver.Millis("lease duration", opts.LeaseDuration)
+	leaseMS, err := driverutil.Millis("lease duration", opts.LeaseDuration)
 	if err != nil {
 		return nil, err
 	}
@@ -25,7 +25,7 @@ func (o *ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchO
 		partitionArray(opts.Partitions), clock}
 	var leases []rheo.Lease
 	err = o.run(ctx, "fetch", true, func(q querier) error {
-		if o.tx != nil {
+		if o.inTx() {
 			rows, err := q.Query(ctx, fetchSQL, args...)
 			if err != nil {
 				return err

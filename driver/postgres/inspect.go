@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Lag reports the group's progress per partition; nil partitions means
@@ -37,15 +37,15 @@ func (o *ops) Lag(ctx context.Context, stream, group string, partitions []int) (
 }
 
 // ListStreams lists the streams ordered by name.
-func (o *ops) ListStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
-	var streams []rheo.StreamInfo
+func (o *ops) ListStreams(ctx context.Context) ([]rheo.StreamSummary, error) {
+	var streams []rheo.StreamSummary
 	err := o.run(ctx, "list_streams", false, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT s.stream, s.partition_count, s.created_at FROM rheo.list_streams() AS s`)
 		if err != nil {
 			return err
 		}
-		streams, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rheo.StreamInfo, error) {
-			var s rheo.StreamInfo
+		streams, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (rheo.StreamSummary, error) {
+			var s rheo.StreamSummary
 			err := row.Scan(&s.Name, &s.PartitionCount, &s.CreatedAt)
 			return s, err
 		})
@@ -76,7 +76,7 @@ func (o *ops) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummar
 // DeadLetters pages through a group's dead letters in (partition,
 // sequence) order. opts may be nil.
 func (o *ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
 	var letters []rheo.DeadLetter
 	err := o.run(ctx, "dead_letters", false, func(q querier) error {
@@ -111,14 +111,14 @@ func (o *ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupIn
 		return q.QueryRow(ctx, `SELECT g.lag, g.inflight, g.pending_retry, g.dead_letters, g.oldest_unsettled_ts
 			FROM rheo.group_info(stream => $1, group_name => $2, clock => $3) AS g`,
 			stream, group, clock).
-			Scan(&info.Lag, &info.Inflight, &info.PendingRetry, &info.DeadLetters, &info.OldestUnsettledTS)
+			Scan(&info.Lag, &info.InFlight, &info.PendingRetry, &info.DeadLetters, &info.OldestUnsettledTS)
 	})
 	return info, err
 }
 
 // Leases lists the group's deliveries in progress, the soonest due first.
 func (o *ops) Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
-	maxCount = driver.LeaseCount(maxCount)
+	maxCount = driverutil.LeaseCount(maxCount)
 	var deliveries []rheo.Delivery
 	err := o.run(ctx, "leases", false, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT l.event_id, l."partition", l.sequence, l.state, l.consumer_id, l.attempt,
@@ -143,8 +143,8 @@ func (o *ops) Leases(ctx context.Context, stream, group string, maxCount int) ([
 
 // StreamInfo reports a stream's retention and each partition's low and
 // high watermarks: one call of rheo.stream_info.
-func (o *ops) StreamInfo(ctx context.Context, stream string) (rheo.StreamRange, error) {
-	info := rheo.StreamRange{Partitions: []rheo.PartitionRange{}}
+func (o *ops) StreamInfo(ctx context.Context, stream string) (rheo.StreamInfo, error) {
+	info := rheo.StreamInfo{Partitions: []rheo.PartitionRange{}}
 	err := o.run(ctx, "stream_info", false, func(q querier) error {
 		rows, err := q.Query(ctx, `SELECT i."partition", i.low_watermark, i.high_watermark, i.max_age
 			FROM rheo.stream_info(stream => $1) AS i`, stream)
@@ -161,7 +161,7 @@ func (o *ops) StreamInfo(ctx context.Context, stream string) (rheo.StreamRange, 
 		return err
 	})
 	if err != nil {
-		return rheo.StreamRange{}, err
+		return rheo.StreamInfo{}, err
 	}
 	return info, nil
 }

@@ -4,19 +4,21 @@ import (
 	"context"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // DropGroup removes a group with its deliveries, dead letters and
 // cursors: one call of rheo.drop_group.
-func (o *ops) DropGroup(ctx context.Context, stream, group string, confirm bool) error {
+func (o *ops) DropGroup(ctx context.Context, stream, group string, opts *rheo.DropOptions) error {
+	confirm := opts != nil && opts.Confirm
 	return o.runReadCommitted(ctx, "drop_group", `SELECT rheo.drop_group(stream => $1, group_name => $2, confirm => $3)`,
 		[]any{stream, group, confirm})
 }
 
 // DropStream removes a stream, its groups and every event, and returns
 // how many events it deleted: one call of rheo.drop_stream.
-func (o *ops) DropStream(ctx context.Context, stream string, confirm bool) (int64, error) {
+func (o *ops) DropStream(ctx context.Context, stream string, opts *rheo.DropOptions) (int64, error) {
+	confirm := opts != nil && opts.Confirm
 	var n int64
 	err := o.runReadCommitted(ctx, "drop_stream", `SELECT rheo.drop_stream(stream => $1, confirm => $2)`,
 		[]any{stream, confirm}, &n)
@@ -49,10 +51,10 @@ func (o *ops) CreateStream(ctx context.Context, stream string, partitionCount in
 // Ordering is sent as 'none', the SQL default, and any other word as
 // given, for rheo.create_group to check.
 func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxAttempts := opts.MaxAttempts
 	// Clamping would store another max_attempts than the one asked for.
-	attempts, err := driver.Int32("max_attempts", maxAttempts)
+	attempts, err := driverutil.Int32("max_attempts", maxAttempts)
 	if err != nil {
 		return err
 	}
@@ -68,7 +70,10 @@ func (o *ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.
 }
 
 // ResetGroup drops a group's deliveries and places its cursors anew.
-func (o *ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error {
+func (o *ops) ResetGroup(ctx context.Context, stream, group string, opts *rheo.ResetOptions) error {
+	if opts == nil {
+		opts = &rheo.ResetOptions{}
+	}
 	clock, err := o.clockArg()
 	if err != nil {
 		return err

@@ -198,7 +198,7 @@ func TestSimpleProtocol(t *testing.T) {
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
 		_, err = d.Fetch(ctx, "s", "g", &rheo.FetchOptions{ConsumerID: "c\x00"})
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
-		_, err = d.Replay(ctx, "s", "g", rheo.ReplayOptions{EventIDs: []string{"a", "\x00"}})
+		_, err = d.Replay(ctx, "s", "g", &rheo.ReplayOptions{EventIDs: []string{"a", "\x00"}})
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)
 		_, err = d.AppendBatch(ctx, "s", []rheo.BatchItem{{Payload: json.RawMessage(`{}`), ID: "x\x00"}}, nil)
 		require.ErrorIs(t, err, rheo.ErrInvalidArgument)

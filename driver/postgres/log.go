@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 const eventColumns = `e.stream, e."partition", e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts`
@@ -26,7 +26,7 @@ func (o *ops) Append(ctx context.Context, stream string, payload json.RawMessage
 		return rheo.Event{}, err
 	}
 	if opts.TS != nil {
-		if err := driver.CheckTime("ts", *opts.TS); err != nil {
+		if err := driverutil.CheckTime("ts", *opts.TS); err != nil {
 			return rheo.Event{}, err
 		}
 	}
@@ -119,7 +119,7 @@ func (o *ops) AppendBatch(ctx context.Context, stream string, items []rheo.Batch
 
 // Read returns a page of one partition in sequence order. opts may be nil.
 func (o *ops) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) ([]rheo.Event, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
 	var events []rheo.Event
 	err := o.run(ctx, "read", false, func(q querier) error {

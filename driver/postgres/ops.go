@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"math"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 	"github.com/rheo-go/rheo/retention"
 )
 
@@ -29,6 +31,7 @@ type querier interface {
 type ops struct {
 	pool   *pgxpool.Pool
 	tx     pgx.Tx
+	sqlTx  *sql.Tx // a database/sql transaction of the caller's (WithSQLTx)
 	clock  driver.Clock
 	vacuum *retention.Vacuumer // nil when turned off
 }
@@ -38,6 +41,18 @@ type ops struct {
 // an answer lost after it was sent leaves it ambiguous; in a transaction
 // it cannot commit once it failed.
 func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier) error) error {
+	if o.sqlTx != nil {
+		e := reads
+		if write {
+			e = writesInTx
+		}
+		sq := &sqlQuerier{tx: o.sqlTx}
+		err := fn(nulGuard{sq})
+		if err != nil {
+			sq.restore(ctx)
+		}
+		return interpretError(op, e, sqlError(err))
+	}
 	if o.tx != nil {
 		if conn := o.tx.Conn(); conn != nil && conn.IsClosed() {
 			// An earlier failure closed the transaction's connection;
@@ -48,7 +63,12 @@ func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier)
 		if write {
 			e = writesInTx
 		}
-		return interpretError(op, e, fn(nulGuard{o.tx}))
+		sq := &savepointQuerier{tx: o.tx}
+		err := fn(nulGuard{sq})
+		if err != nil {
+			sq.restore(ctx)
+		}
+		return interpretError(op, e, err)
 	}
 	// Acquiring first keeps a wait for a free connection apart from a
 	// statement in flight: only the latter can be ambiguous.
@@ -73,7 +93,7 @@ func (o *ops) run(ctx context.Context, op string, write bool, fn func(q querier)
 // for any statement that commits on its own. In the caller's
 // transaction, the caller's level stands.
 func (o *ops) runReadCommitted(ctx context.Context, op, sql string, args []any, dest ...any) error {
-	if o.tx != nil {
+	if o.inTx() {
 		return o.run(ctx, op, true, func(q querier) error {
 			if len(dest) > 0 {
 				return q.QueryRow(ctx, sql, args...).Scan(dest...)
@@ -114,15 +134,19 @@ func (o *ops) runReadCommitted(ctx context.Context, op, sql string, args []any, 
 	return interpretError(op, commits, err)
 }
 
+// inTx reports whether the operations run in a transaction of the
+// caller's.
+func (o *ops) inTx() bool { return o.tx != nil || o.sqlTx != nil }
+
 // clockArg is the clock argument: NULL for the database's now(). A clock
-// outside driver.CheckTime's range is invalid_argument before the
+// outside driverutil.CheckTime's range is invalid_argument before the
 // database is asked, since pgx cannot send every time.Time.
 func (o *ops) clockArg() (any, error) {
 	if o.clock == nil {
 		return nil, nil
 	}
 	now := o.clock.Now()
-	if err := driver.CheckTime("clock", now); err != nil {
+	if err := driverutil.CheckTime("clock", now); err != nil {
 		return nil, err
 	}
 	return now, nil
@@ -130,13 +154,13 @@ func (o *ops) clockArg() (any, error) {
 
 // boundArg is a time argument that is only compared with the events' ts
 // (start_at, from_ts): NULL for nil, and -infinity or infinity for a time
-// outside the clock range (driver.Infinite), which compares the same and
+// outside the clock range (driverutil.Infinite), which compares the same and
 // which pgx, unlike some such times, can always encode.
 func boundArg(t *time.Time) any {
 	if t == nil {
 		return nil
 	}
-	switch driver.Infinite(*t) {
+	switch driverutil.Infinite(*t) {
 	case -1:
 		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 	case 1:
@@ -212,11 +236,11 @@ func leaseIDArg(s string) (pgtype.UUID, error) {
 }
 
 // checkJSON rejects bytes that are not JSON at all, or JSON that either
-// database cannot take (driver.CheckJSON), naming the argument; whether
+// database cannot take (driverutil.CheckJSON), naming the argument; whether
 // the value is an object is for the SQL function to say, after its other
 // checks.
 func checkJSON(what string, v json.RawMessage) error {
-	return driver.CheckJSON(what, v)
+	return driverutil.CheckJSON(what, v)
 }
 
 // metadataArg defaults nil metadata to {}.

@@ -186,7 +186,7 @@ func TestOutcomes(t *testing.T) {
 				return err
 			},
 			committed: func(t *testing.T, st *stream) {
-				require.Equal(t, int64(1), s.info(t, st).Inflight, "the claim committed")
+				require.Equal(t, int64(1), s.info(t, st).InFlight, "the claim committed")
 			},
 		},
 		{
@@ -199,7 +199,7 @@ func TestOutcomes(t *testing.T) {
 			committed: func(t *testing.T, st *stream) {
 				s.setClock(t0.Add(45 * time.Second))
 				defer s.setClock(t0)
-				require.Equal(t, int64(1), s.info(t, st).Inflight, "the lease lasts a minute")
+				require.Equal(t, int64(1), s.info(t, st).InFlight, "the lease lasts a minute")
 			},
 		},
 		{
@@ -208,7 +208,7 @@ func TestOutcomes(t *testing.T) {
 			committed: func(t *testing.T, st *stream) {
 				info := s.info(t, st)
 				require.Zero(t, info.Lag)
-				require.Zero(t, info.Inflight)
+				require.Zero(t, info.InFlight)
 			},
 		},
 		{
@@ -230,7 +230,7 @@ func TestOutcomes(t *testing.T) {
 			committed: func(t *testing.T, st *stream) {
 				info := s.info(t, st)
 				require.Equal(t, int64(1), info.PendingRetry)
-				require.Zero(t, info.Inflight)
+				require.Zero(t, info.InFlight)
 			},
 		},
 		{
@@ -251,7 +251,7 @@ func TestOutcomes(t *testing.T) {
 				return st
 			},
 			call: func(st *stream) error {
-				_, err := s.d.Replay(ctx, st.name, st.group, rheo.ReplayOptions{FromSequence: new(int64(0))})
+				_, err := s.d.Replay(ctx, st.name, st.group, &rheo.ReplayOptions{FromSequence: new(int64(0))})
 				return err
 			},
 			committed: func(t *testing.T, st *stream) { require.Equal(t, int64(1), s.info(t, st).Lag) },
@@ -260,7 +260,7 @@ func TestOutcomes(t *testing.T) {
 			name: "reset_group", op: "reset_group", sql: "rheo.reset_group(",
 			prepare: func(t *testing.T) *stream { return s.newStream(t, true, 1) },
 			call: func(st *stream) error {
-				return s.d.ResetGroup(ctx, st.name, st.group, rheo.ResetOptions{Confirm: true, StartAfter: new(int64(1))})
+				return s.d.ResetGroup(ctx, st.name, st.group, &rheo.ResetOptions{Confirm: true, StartAfter: new(int64(1))})
 			},
 			committed: func(t *testing.T, st *stream) { require.Zero(t, s.info(t, st).Lag) },
 		},
@@ -347,7 +347,7 @@ func TestOutcomes(t *testing.T) {
 		})
 		waitFired(t, tr)
 		require.ErrorIs(t, err, rheo.ErrFailed)
-		require.Eventually(t, func() bool { return s.info(t, st).Inflight == 0 }, 10*time.Second, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return s.info(t, st).InFlight == 0 }, 10*time.Second, 10*time.Millisecond,
 			"the claim rolls back when the server sees the connection close")
 	})
 
@@ -360,7 +360,7 @@ func TestOutcomes(t *testing.T) {
 		require.NotErrorIs(t, err, rheo.ErrAmbiguous)
 		require.Eventually(t, func() bool {
 			info := s.info(t, st)
-			return info.Inflight == 1 && info.Lag == 1
+			return info.InFlight == 1 && info.Lag == 1
 		}, 10*time.Second, 10*time.Millisecond)
 		require.NoError(t, s.admin.Ack(ctx, st.leaseID), "the lease can still be settled")
 	})
@@ -427,7 +427,7 @@ func leased(s *scene) func(t *testing.T) *stream {
 	}
 }
 
-func streamNames(streams []rheo.StreamInfo) []string {
+func streamNames(streams []rheo.StreamSummary) []string {
 	names := make([]string, len(streams))
 	for i, s := range streams {
 		names[i] = s.Name

@@ -3,11 +3,11 @@
 // Every operation is one call of a rheo.* SQL function (installed by
 // package migrate); nothing of the semantics is re-implemented in Go. The
 // driver runs each operation as its own statement on a pool, or inside a
-// transaction of the host's (WithTx, InTx), so that an append or an ack
+// transaction of the host's (WithTx, WithSQLTx, InTx), so that an append or an ack
 // commits or rolls back with the host's own writes.
 //
 // Go zero values of the option structs stand for the SQL defaults
-// (driver.WithDefaults); other values, negative ones included, are passed to SQL
+// (driverutil.WithDefaults); other values, negative ones included, are passed to SQL
 // as they are, so the functions report invalid_argument in their order of
 // checks. Counts beyond int32 are clamped (still out of range), and
 // durations are whole milliseconds, rounded down.
@@ -31,10 +31,10 @@
 //     such as a NUL character in text) is invalid_argument, and so are,
 //     found before the database is asked and so before stream_not_found:
 //     payload, metadata or query patterns that are not JSON, or that
-//     either database cannot take (driver.CheckJSON), durations beyond int32
+//     either database cannot take (driverutil.CheckJSON), durations beyond int32
 //     milliseconds, a max_attempts beyond int32, and an Options.Clock
 //     reading or an AppendOptions.TS outside the years 0001 to 9999
-//     (driver.CheckTime);
+//     (driverutil.CheckTime);
 //   - a StartAt, FromTS, or query From or To outside those years is sent
 //     as -infinity or infinity, which compares the same with every
 //     event's ts;
@@ -75,6 +75,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -170,6 +171,7 @@ var (
 	_ driver.Driver     = (*Driver)(nil)
 	_ driver.Transactor = (*Driver)(nil)
 	_ driver.Tx         = (*Tx)(nil)
+	_ driver.Tx         = (*SQLTx)(nil)
 )
 
 // New returns a driver on a pool the host owns: Close leaves the pool
@@ -226,7 +228,17 @@ func Open(ctx context.Context, url string, opts *Options) (*Driver, error) {
 	if err != nil {
 		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "database url: %v", err)
 	}
-	if opts, err = urlOptions(config.ConnConfig, opts); err != nil {
+	return OpenConfig(ctx, config, opts)
+}
+
+// OpenConfig is Open with the pool's configuration already parsed (by
+// pgxpool.ParseConfig, which OpenConfig's config must come from), for
+// settings a URL cannot carry: config's pool sizes, lifetimes and
+// hooks. Rheo's URL parameters are read from config's runtime
+// parameters as Open reads them. Close closes the pool. opts may be nil.
+func OpenConfig(ctx context.Context, config *pgxpool.Config, opts *Options) (*Driver, error) {
+	opts, err := urlOptions(config.ConnConfig, opts)
+	if err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, config)
@@ -331,8 +343,29 @@ func (d *Driver) Close() error {
 
 // WithTx binds the operations to the host's transaction tx: what they
 // write commits or rolls back with it. The host commits or rolls back tx.
+//
+// Each operation runs under a savepoint, sent with its statement in one
+// round trip (SAVEPOINT, the call, RELEASE): an operation that fails
+// (stream_not_found, an append whose id exists with other content, …)
+// rolls back to it, so that tx stays usable with the host's own writes,
+// as a transaction on SQLite does, instead of being aborted. A failure
+// that breaks the connection still ends tx.
 func (d *Driver) WithTx(tx pgx.Tx) driver.Tx {
 	return &Tx{ops: &ops{tx: tx, clock: d.clock, vacuum: d.vacuum}, tx: tx}
+}
+
+// WithSQLTx binds the operations to the host's database/sql transaction
+// tx, on PostgreSQL through any database/sql driver (pgx's stdlib,
+// lib/pq), for programs whose transactions are database/sql's (sqlx,
+// GORM, Bun, ent): what the operations write commits or rolls back with
+// tx, which the host commits or rolls back. The operations are WithTx's,
+// with the same errors (errors.Is(err, rheo.ErrStreamNotFound)), and a
+// failed one leaves tx usable, rolled back to a savepoint of its own. As
+// database/sql cannot send two statements with arguments in one round
+// trip, the savepoint and its release are round trips of their own.
+// Native returns tx.
+func (d *Driver) WithSQLTx(tx *sql.Tx) driver.Tx {
+	return &SQLTx{ops: &ops{sqlTx: tx, clock: d.clock, vacuum: d.vacuum}, tx: tx}
 }
 
 // InTx begins a transaction on the driver's pool, calls fn with it, and
@@ -367,3 +400,13 @@ type Tx struct {
 
 // Native returns the pgx.Tx.
 func (t *Tx) Native() any { return t.tx }
+
+// SQLTx is a host's database/sql transaction with the Rheo operations
+// bound to it (WithSQLTx).
+type SQLTx struct {
+	*ops
+	tx *sql.Tx
+}
+
+// Native returns the *sql.Tx.
+func (t *SQLTx) Native() any { return t.tx }

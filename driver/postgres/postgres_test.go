@@ -219,6 +219,23 @@ func TestWithTx(t *testing.T) {
 		require.Equal(t, 1, orders)
 		require.Equal(t, 1, events)
 	})
+
+	t.Run("a failed append leaves the host transaction usable, its order kept", func(t *testing.T) {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx)
+		rtx := d.WithTx(tx)
+		_, err = tx.Exec(ctx, `INSERT INTO host_orders VALUES ('o-3')`)
+		require.NoError(t, err)
+		_, err = rtx.Append(ctx, "s", json.RawMessage(`{"other": true}`), &rheo.AppendOptions{ID: "o-2"})
+		require.ErrorIs(t, err, rheo.ErrAlreadyExists, "o-2's event has other content")
+		_, err = tx.Exec(ctx, `INSERT INTO host_orders VALUES ('o-4')`)
+		require.NoError(t, err, "the host's own statements go on")
+		require.NoError(t, tx.Commit(ctx))
+		orders, events := count(t)
+		require.Equal(t, 3, orders)
+		require.Equal(t, 1, events)
+	})
 }
 
 // listenerPID returns the backend of the driver's LISTEN connection, or 0.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 var (
@@ -35,7 +36,7 @@ func (o *ops) Query(ctx context.Context, stream string, q rheo.Query) (rheo.Page
 	if err != nil {
 		return rheo.Page{}, err
 	}
-	maxCount := driver.WithDefaults(&q).MaxCount
+	maxCount := driverutil.WithDefaults(&q).MaxCount
 	page := rheo.Page{Events: []rheo.Event{}}
 	err = o.run(ctx, "query", false, func(qr querier) error {
 		// The LEFT JOIN keeps one row, without an event, for an empty page.

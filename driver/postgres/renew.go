@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Renew extends a held lease to clock+d and returns the new expiry. d is
@@ -15,7 +15,7 @@ func (o *ops) Renew(ctx context.Context, leaseID string, d time.Duration) (time.
 	if err != nil {
 		return time.Time{}, err
 	}
-	leaseMS, err := driver.Millis("lease duration", d)
+	leaseMS, err := driverutil.Millis("lease duration", d)
 	if err != nil {
 		return time.Time{}, err
 	}

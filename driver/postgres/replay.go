@@ -7,7 +7,10 @@ import (
 )
 
 // Replay makes events claimable again for a group and returns how many.
-func (o *ops) Replay(ctx context.Context, stream, group string, opts rheo.ReplayOptions) (int64, error) {
+func (o *ops) Replay(ctx context.Context, stream, group string, opts *rheo.ReplayOptions) (int64, error) {
+	if opts == nil {
+		opts = &rheo.ReplayOptions{}
+	}
 	clock, err := o.clockArg()
 	if err != nil {
 		return 0, err

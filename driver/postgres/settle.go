@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Ack settles a held lease as done. A lease id that is not a UUID was
@@ -92,7 +92,7 @@ func (o *ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions
 	if err != nil {
 		return "", err
 	}
-	delayMS, err := driver.Millis("retry delay", opts.Delay)
+	delayMS, err := driverutil.Millis("retry delay", opts.Delay)
 	if err != nil {
 		return "", err
 	}

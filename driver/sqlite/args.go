@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // validName is the pattern of reference §1.2 for stream and group names.
@@ -22,12 +22,12 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
 const nameRule = "1 to 128 characters of A-Z a-z 0-9 . _ : / -, starting with a letter or digit"
 
 // checkJSON rejects bytes that are not JSON at all, or that PostgreSQL's
-// jsonb or SQLite's JSON functions cannot take (driver.CheckJSON), before
+// jsonb or SQLite's JSON functions cannot take (driverutil.CheckJSON), before
 // anything else, as PostgreSQL does when it receives the argument.
 // Whether the value is an object is checked with the operation's other
 // arguments, in the order of reference §1.4.
 func checkJSON(what string, v json.RawMessage) error {
-	return driver.CheckJSON(what, v)
+	return driverutil.CheckJSON(what, v)
 }
 
 // checkText rejects text PostgreSQL cannot store, so that both drivers
@@ -69,15 +69,15 @@ func payloadKey(payload json.RawMessage) string {
 }
 
 // lineageKeys are the metadata keys whose values are at most
-// driver.MaxTextBytes long, in the order rheo._append checks them.
+// driverutil.MaxTextBytes long, in the order rheo._append checks them.
 var lineageKeys = []string{rheo.MetaCorrelationID, rheo.MetaCausationID, rheo.MetaProducer, rheo.MetaSchema, rheo.MetaSchemaVersion}
 
 // checkLineage reports a lineage value of metadata, a valid JSON object,
-// longer than driver.MaxTextBytes as text (metadata->>key) as
+// longer than driverutil.MaxTextBytes as text (metadata->>key) as
 // invalid_argument, like rheo._append.
 func checkLineage(metadata json.RawMessage) error {
 	// A value's text is never longer than the document holding it.
-	if len(metadata) <= driver.MaxTextBytes {
+	if len(metadata) <= driverutil.MaxTextBytes {
 		return nil
 	}
 	var fields map[string]json.RawMessage
@@ -85,7 +85,7 @@ func checkLineage(metadata json.RawMessage) error {
 		return nil
 	}
 	for _, key := range lineageKeys {
-		if err := driver.CheckLength("metadata "+key, fieldText(fields[key])); err != nil {
+		if err := driverutil.CheckLength("metadata "+key, fieldText(fields[key])); err != nil {
 			return err
 		}
 	}

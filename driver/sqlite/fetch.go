@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 type fetchArgs struct {
@@ -68,7 +68,7 @@ func (s *session) fetch(ctx context.Context, stream, group string, a fetchArgs) 
 	if a.leaseMS < 1 {
 		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "lease_ms must be >= 1, got %d", a.leaseMS)
 	}
-	if err := driver.CheckLength("consumer_id", a.consumerID); err != nil {
+	if err := driverutil.CheckLength("consumer_id", a.consumerID); err != nil {
 		return nil, err
 	}
 	scope, err := partitionScope(a.partitions, g.partitionCount)
@@ -447,9 +447,9 @@ func appendPair(b []byte, x, y int64) []byte {
 
 // Fetch claims up to MaxCount events for one consumer. opts may be nil.
 func (o ops) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
-	leaseMS, err := driver.Millis("lease duration", opts.LeaseDuration)
+	leaseMS, err := driverutil.Millis("lease duration", opts.LeaseDuration)
 	if err != nil {
 		return nil, err
 	}

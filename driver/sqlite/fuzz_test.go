@@ -14,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // sqlRoute is the routing of reference §4.1 written as the SQL does it, on the text
@@ -49,8 +49,8 @@ func FuzzPayloadKey(f *testing.F) {
 		f.Add(s.key, []byte(s.raw), s.count)
 	}
 	f.Fuzz(func(t *testing.T, key string, raw []byte, count int) {
-		if count < 1 || count > driver.MaxPartitionCount {
-			count = 1 + int(uint(count)%driver.MaxPartitionCount)
+		if count < 1 || count > driverutil.MaxPartitionCount {
+			count = 1 + int(uint(count)%driverutil.MaxPartitionCount)
 		}
 		if utf8.ValidString(key) {
 			payload, err := json.Marshal(map[string]any{"key": key, "n": 1})
@@ -67,7 +67,7 @@ func FuzzPayloadKey(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := checkLineage(meta); (len(key) > driver.MaxTextBytes) != (err != nil) {
+			if err := checkLineage(meta); (len(key) > driverutil.MaxTextBytes) != (err != nil) {
 				t.Fatalf("checkLineage of a causation_id of %d bytes = %v", len(key), err)
 			}
 		}
@@ -98,7 +98,7 @@ func FuzzPayloadKey(f *testing.F) {
 		}
 		tooLong := false
 		for _, k := range lineageKeys {
-			tooLong = tooLong || len(fieldText(fields[k])) > driver.MaxTextBytes
+			tooLong = tooLong || len(fieldText(fields[k])) > driverutil.MaxTextBytes
 		}
 		if err := checkLineage(raw); tooLong != (err != nil) {
 			t.Fatalf("checkLineage(%s) = %v", raw, err)

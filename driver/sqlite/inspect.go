@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Lag reports the group's progress per partition; nil partitions means
@@ -30,8 +30,8 @@ func (o ops) Lag(ctx context.Context, stream, group string, partitions []int) (r
 }
 
 // ListStreams lists the streams ordered by name.
-func (o ops) ListStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
-	var streams []rheo.StreamInfo
+func (o ops) ListStreams(ctx context.Context) ([]rheo.StreamSummary, error) {
+	var streams []rheo.StreamSummary
 	err := o.run(ctx, "list_streams", func(s *session) error {
 		var err error
 		streams, err = s.listStreams(ctx)
@@ -54,7 +54,7 @@ func (o ops) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSummary
 // DeadLetters pages through a group's dead letters in (partition,
 // sequence) order. opts may be nil.
 func (o ops) DeadLetters(ctx context.Context, stream, group string, opts *rheo.DeadLetterOptions) ([]rheo.DeadLetter, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
 	var letters []rheo.DeadLetter
 	err := o.runChecked(ctx, "dead_letters", []string{stream, group, opts.After}, func(s *session) error {
@@ -78,7 +78,7 @@ func (o ops) GroupInfo(ctx context.Context, stream, group string) (rheo.GroupInf
 
 // Leases lists the group's deliveries in progress, the soonest due first.
 func (o ops) Leases(ctx context.Context, stream, group string, maxCount int) ([]rheo.Delivery, error) {
-	maxCount = driver.LeaseCount(maxCount)
+	maxCount = driverutil.LeaseCount(maxCount)
 	var deliveries []rheo.Delivery
 	err := o.runChecked(ctx, "leases", []string{stream, group}, func(s *session) error {
 		var err error
@@ -90,8 +90,8 @@ func (o ops) Leases(ctx context.Context, stream, group string, maxCount int) ([]
 
 // StreamInfo reports a stream's retention and each partition's low and
 // high watermarks.
-func (o ops) StreamInfo(ctx context.Context, stream string) (rheo.StreamRange, error) {
-	var info rheo.StreamRange
+func (o ops) StreamInfo(ctx context.Context, stream string) (rheo.StreamInfo, error) {
+	var info rheo.StreamInfo
 	err := o.runChecked(ctx, "stream_info", []string{stream}, func(s *session) error {
 		var err error
 		info, err = s.streamInfo(ctx, stream)
@@ -100,8 +100,8 @@ func (o ops) StreamInfo(ctx context.Context, stream string) (rheo.StreamRange, e
 	return info, err
 }
 
-func (s *session) streamInfo(ctx context.Context, stream string) (rheo.StreamRange, error) {
-	info := rheo.StreamRange{Partitions: []rheo.PartitionRange{}}
+func (s *session) streamInfo(ctx context.Context, stream string) (rheo.StreamInfo, error) {
+	info := rheo.StreamInfo{Partitions: []rheo.PartitionRange{}}
 	var maxAge sql.NullInt64
 	err := s.queryRow(ctx, `SELECT max_age FROM rheo_streams WHERE stream = ?`, stream).Scan(&maxAge)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -269,7 +269,7 @@ func (s *session) groupInfo(ctx context.Context, stream, group string) (rheo.Gro
 		             CROSS JOIN rheo_events AS e
 		                ON e.stream = ?3 AND e."partition" = c."partition" AND e.sequence >= c.next_sequence
 		             WHERE c.group_id = ?1))`, g.id, s.now, stream).
-		Scan(&info.Inflight, &info.PendingRetry, &info.DeadLetters, &oldest)
+		Scan(&info.InFlight, &info.PendingRetry, &info.DeadLetters, &oldest)
 	if oldest.Valid {
 		t := fromMicros(oldest.Int64)
 		info.OldestUnsettledTS = &t
@@ -277,11 +277,11 @@ func (s *session) groupInfo(ctx context.Context, stream, group string) (rheo.Gro
 	return info, err
 }
 
-func (s *session) listStreams(ctx context.Context) ([]rheo.StreamInfo, error) {
-	streams := []rheo.StreamInfo{}
+func (s *session) listStreams(ctx context.Context) ([]rheo.StreamSummary, error) {
+	streams := []rheo.StreamSummary{}
 	rows, err := s.query(ctx, `SELECT stream, partition_count, created_at FROM rheo_streams ORDER BY stream`)
 	err = scanAll(rows, err, func(rows *sql.Rows) error {
-		var info rheo.StreamInfo
+		var info rheo.StreamSummary
 		var createdAt int64
 		if err := rows.Scan(&info.Name, &info.PartitionCount, &createdAt); err != nil {
 			return err

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // DropGroup removes a group with its deliveries, dead letters and
 // cursors; its leases become stale.
-func (o ops) DropGroup(ctx context.Context, stream, group string, confirm bool) error {
+func (o ops) DropGroup(ctx context.Context, stream, group string, opts *rheo.DropOptions) error {
+	confirm := opts != nil && opts.Confirm
 	return o.runChecked(ctx, "drop_group", []string{stream, group}, func(s *session) error {
 		return s.dropGroup(ctx, stream, group, confirm)
 	})
@@ -18,7 +19,8 @@ func (o ops) DropGroup(ctx context.Context, stream, group string, confirm bool) 
 
 // DropStream removes a stream, its groups and every event, and returns
 // how many events it deleted.
-func (o ops) DropStream(ctx context.Context, stream string, confirm bool) (int64, error) {
+func (o ops) DropStream(ctx context.Context, stream string, opts *rheo.DropOptions) (int64, error) {
+	confirm := opts != nil && opts.Confirm
 	var n int64
 	err := o.runChecked(ctx, "drop_stream", []string{stream}, func(s *session) error {
 		var err error
@@ -162,10 +164,10 @@ func (o ops) CreateStream(ctx context.Context, stream string, partitionCount int
 // CreateGroup creates a consumer group. opts may be nil; an empty
 // Ordering is OrderingNone.
 func (o ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.CreateGroupOptions) error {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxAttempts := opts.MaxAttempts
 	// As on PostgreSQL, whose column is an int.
-	if _, err := driver.Int32("max_attempts", maxAttempts); err != nil {
+	if _, err := driverutil.Int32("max_attempts", maxAttempts); err != nil {
 		return err
 	}
 	ordering := opts.Ordering
@@ -176,9 +178,12 @@ func (o ops) CreateGroup(ctx context.Context, stream, group string, opts *rheo.C
 }
 
 // ResetGroup drops a group's deliveries and places its cursors anew.
-func (o ops) ResetGroup(ctx context.Context, stream, group string, opts rheo.ResetOptions) error {
+func (o ops) ResetGroup(ctx context.Context, stream, group string, opts *rheo.ResetOptions) error {
+	if opts == nil {
+		opts = &rheo.ResetOptions{}
+	}
 	return o.runClocked(ctx, "reset_group", []string{stream, group}, func(s *session) error {
-		return s.resetGroup(ctx, stream, group, opts)
+		return s.resetGroup(ctx, stream, group, *opts)
 	})
 }
 
@@ -224,9 +229,9 @@ func (s *session) createStream(ctx context.Context, stream string, partitionCoun
 	if exists {
 		return rheo.Errorf(rheo.ErrAlreadyExists, "stream %q already exists", stream)
 	}
-	if partitionCount < 1 || partitionCount > driver.MaxPartitionCount {
+	if partitionCount < 1 || partitionCount > driverutil.MaxPartitionCount {
 		return rheo.Errorf(rheo.ErrInvalidPartitionCount, "partition_count must be between 1 and %d, got %d",
-			driver.MaxPartitionCount, partitionCount)
+			driverutil.MaxPartitionCount, partitionCount)
 	}
 	if _, err := s.exec(ctx, `INSERT INTO rheo_streams (stream, partition_count, created_at) VALUES (?, ?, ?)`,
 		stream, partitionCount, s.now); err != nil {
@@ -251,7 +256,7 @@ func (st start) check() error {
 		return rheo.Errorf(rheo.ErrInvalidArgument, "give start_after or start_at, not both")
 	}
 	if st.after != nil {
-		return driver.CheckSequence("start_after", *st.after)
+		return driverutil.CheckSequence("start_after", *st.after)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // eventColumns are read by scanEvent, from rheo_events aliased e.
@@ -103,7 +104,7 @@ func (s *session) append(ctx context.Context, stream string, items []rheo.BatchI
 	if len(fresh) > 0 {
 		when := s.now
 		if ts != nil {
-			when = ts.UnixMicro() // checked to be in range (driver.CheckTime)
+			when = ts.UnixMicro() // checked to be in range (driverutil.CheckTime)
 		}
 		if err := s.insertEvents(ctx, stream, inputs, fresh, metadata, when, events); err != nil {
 			return nil, err
@@ -120,7 +121,7 @@ func (s *session) append(ctx context.Context, stream string, items []rheo.BatchI
 // effectiveKeys returns each item's routing key (its Key, else the
 // payload's key field), after checking, in rheo._append's order, that the
 // ids, then the keys given, then the keys taken from payloads are at most
-// driver.MaxTextBytes long.
+// driverutil.MaxTextBytes long.
 func effectiveKeys(items []rheo.BatchItem) ([]string, error) {
 	at := func(i int) string {
 		if len(items) == 1 {
@@ -129,12 +130,12 @@ func effectiveKeys(items []rheo.BatchItem) ([]string, error) {
 		return fmt.Sprintf(" %d of the batch", i)
 	}
 	for i, item := range items {
-		if err := driver.CheckLength("event id"+at(i), item.ID); err != nil {
+		if err := driverutil.CheckLength("event id"+at(i), item.ID); err != nil {
 			return nil, err
 		}
 	}
 	for i, item := range items {
-		if err := driver.CheckLength("key"+at(i), item.Key); err != nil {
+		if err := driverutil.CheckLength("key"+at(i), item.Key); err != nil {
 			return nil, err
 		}
 	}
@@ -145,7 +146,7 @@ func effectiveKeys(items []rheo.BatchItem) ([]string, error) {
 			continue
 		}
 		keys[i] = payloadKey(item.Payload)
-		if err := driver.CheckLength("payload key"+at(i), keys[i]); err != nil {
+		if err := driverutil.CheckLength("payload key"+at(i), keys[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -383,7 +384,7 @@ func (o ops) Append(ctx context.Context, stream string, payload json.RawMessage,
 		return rheo.Event{}, err
 	}
 	if opts.TS != nil {
-		if err := driver.CheckTime("ts", *opts.TS); err != nil {
+		if err := driverutil.CheckTime("ts", *opts.TS); err != nil {
 			return rheo.Event{}, err
 		}
 	}
@@ -426,7 +427,7 @@ func (o ops) AppendBatch(ctx context.Context, stream string, items []rheo.BatchI
 
 // Read returns a page of one partition in sequence order. opts may be nil.
 func (o ops) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) ([]rheo.Event, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
 	var events []rheo.Event
 	err := o.runChecked(ctx, "read", []string{stream}, func(s *session) error {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 var (
@@ -117,7 +118,7 @@ func checkQuery(q rheo.Query, count int) (eventQuery, error) {
 	if q.UntilSequence != nil && *q.UntilSequence < 0 {
 		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter until_sequence must be an integer >= 0, got %d", *q.UntilSequence)
 	}
-	eq.maxCount = driver.WithDefaults(&q).MaxCount
+	eq.maxCount = driverutil.WithDefaults(&q).MaxCount
 	if eq.maxCount < 0 {
 		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", eq.maxCount)
 	}

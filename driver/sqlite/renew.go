@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // renew extends a held lease to clock + leaseMS.
@@ -34,7 +34,7 @@ func (o ops) Renew(ctx context.Context, leaseID string, d time.Duration) (time.T
 	if err != nil {
 		return time.Time{}, err
 	}
-	leaseMS, err := driver.Millis("lease duration", d)
+	leaseMS, err := driverutil.Millis("lease duration", d)
 	if err != nil {
 		return time.Time{}, err
 	}

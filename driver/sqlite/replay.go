@@ -5,15 +5,18 @@ import (
 	"database/sql"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // Replay makes events claimable again for a group and returns how many.
-func (o ops) Replay(ctx context.Context, stream, group string, opts rheo.ReplayOptions) (int64, error) {
+func (o ops) Replay(ctx context.Context, stream, group string, opts *rheo.ReplayOptions) (int64, error) {
+	if opts == nil {
+		opts = &rheo.ReplayOptions{}
+	}
 	var n int64
 	err := o.runClocked(ctx, "replay", append([]string{stream, group}, opts.EventIDs...), func(s *session) error {
 		var err error
-		n, err = s.replay(ctx, stream, group, opts)
+		n, err = s.replay(ctx, stream, group, *opts)
 		return err
 	})
 	return n, err
@@ -36,7 +39,7 @@ func (s *session) replay(ctx context.Context, stream, group string, o rheo.Repla
 		return 0, rheo.Errorf(rheo.ErrInvalidReplayOpts, "give exactly one of from_sequence, event_ids and from_ts")
 	}
 	if o.FromSequence != nil {
-		if err := driver.CheckSequence("from_sequence", *o.FromSequence); err != nil {
+		if err := driverutil.CheckSequence("from_sequence", *o.FromSequence); err != nil {
 			return 0, err
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // SetRetention sets a stream's max age, stored in whole microseconds; 0
@@ -15,7 +15,7 @@ import (
 func (o ops) SetRetention(ctx context.Context, stream string, maxAge time.Duration) error {
 	var micros *int64
 	if maxAge != 0 {
-		us := driver.Micros(maxAge)
+		us := driverutil.Micros(maxAge)
 		micros = &us
 	}
 	return o.runChecked(ctx, "set_retention", []string{stream}, func(s *session) error {
@@ -26,7 +26,7 @@ func (o ops) SetRetention(ctx context.Context, stream string, maxAge time.Durati
 // Prune deletes up to MaxCount of a stream's events past its retention
 // and returns how many. opts may be nil.
 func (o ops) Prune(ctx context.Context, stream string, opts *rheo.PruneOptions) (int64, error) {
-	opts = driver.WithDefaults(opts)
+	opts = driverutil.WithDefaults(opts)
 	maxCount := opts.MaxCount
 	var n int64
 	err := o.runClocked(ctx, "prune", []string{stream}, func(s *session) error {

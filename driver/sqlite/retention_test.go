@@ -55,7 +55,7 @@ func TestDeleteGuard(t *testing.T) {
 		_, err = d.DB().Exec(`DELETE FROM rheo_events WHERE stream = 's'`)
 		require.True(t, isImmutable(err), "delete after a prune: %v", err)
 
-		_, err = d.DropStream(b.ctx, "t", true)
+		_, err = d.DropStream(b.ctx, "t", &rheo.DropOptions{Confirm: true})
 		require.NoError(t, err)
 		require.Zero(t, count(t, d.DB(), `SELECT count(*) FROM rheo_event_deletions`))
 		_, err = d.DB().Exec(`DELETE FROM rheo_events WHERE stream = 's' AND sequence = 5`)
@@ -126,7 +126,7 @@ func TestPruneTimeMarks(t *testing.T) {
 		require.Equal(t, int64(952), n)
 		require.Equal(t, int64(1), marks(), "3072 summarises events still retained")
 
-		_, err = d.DropStream(b.ctx, "s", true)
+		_, err = d.DropStream(b.ctx, "s", &rheo.DropOptions{Confirm: true})
 		require.NoError(t, err)
 		require.Zero(t, marks())
 		require.Zero(t, count(t, d.DB(), `SELECT count(*) FROM rheo_partitions WHERE stream = 's'`))

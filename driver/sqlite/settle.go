@@ -7,7 +7,7 @@ import (
 	"errors"
 
 	"github.com/rheo-go/rheo"
-	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 func staleLease(id string) error {
@@ -226,7 +226,7 @@ func (o ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions)
 	if err != nil {
 		return "", err
 	}
-	delayMS, err := driver.Millis("retry delay", opts.Delay)
+	delayMS, err := driverutil.Millis("retry delay", opts.Delay)
 	if err != nil {
 		return "", err
 	}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 	"github.com/rheo-go/rheo/migrate"
 )
 
@@ -389,21 +390,21 @@ func (s *session) queryRow(ctx context.Context, query string, args ...any) *sql.
 	return s.tx.QueryRowContext(ctx, query, args...)
 }
 
-// checkClock reports a clock reading outside driver.CheckTime's range as
+// checkClock reports a clock reading outside driverutil.CheckTime's range as
 // invalid_argument. The operations that take a clock argument on
 // PostgreSQL check it first, as the PostgreSQL driver does before it
 // asks the database; the others never read it.
 func (s *session) checkClock() error {
-	return driver.CheckTime("clock", s.clock)
+	return driverutil.CheckTime("clock", s.clock)
 }
 
 // boundMicros is a time that is only compared with the events' ts
 // (start_at, from_ts, a query's From and To) in stored microseconds.
 // Outside the clock range it is the lowest or highest int64, which
-// compares with every event's ts as the infinities do (driver.Infinite),
+// compares with every event's ts as the infinities do (driverutil.Infinite),
 // where UnixMicro would overflow.
 func boundMicros(t time.Time) int64 {
-	switch driver.Infinite(t) {
+	switch driverutil.Infinite(t) {
 	case -1:
 		return math.MinInt64
 	case 1:

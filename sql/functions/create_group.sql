@@ -1,6 +1,6 @@
 -- Creates a consumer group with a cursor per partition and its ordering
 -- ('none', 'key' or 'partition', reference §3.3).
-CREATE OR REPLACE FUNCTION rheo.create_group(stream text, group_name text, max_attempts int DEFAULT 5,
+CREATE OR REPLACE FUNCTION rheo.create_group(stream text, group_name text, max_attempts int DEFAULT 20,
                                              start_after bigint DEFAULT NULL, start_at timestamptz DEFAULT NULL,
                                              partitions int[] DEFAULT NULL, clock timestamptz DEFAULT NULL,
                                              ordering text DEFAULT 'none')

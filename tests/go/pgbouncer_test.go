@@ -166,7 +166,7 @@ func TestPgBouncer(t *testing.T) {
 			_, err = d.Renew(ctx, leases[0].LeaseID, time.Minute)
 			require.NoError(t, err)
 			require.NoError(t, d.Reject(ctx, leases[0].LeaseID, "no"))
-			n, err := d.Replay(ctx, "s", "g", rheo.ReplayOptions{EventIDs: []string{"e-4", "e-1"}})
+			n, err := d.Replay(ctx, "s", "g", &rheo.ReplayOptions{EventIDs: []string{"e-4", "e-1"}})
 			require.NoError(t, err)
 			require.Equal(t, int64(2), n)
 			leases, err = d.Fetch(ctx, "s", "g", nil)

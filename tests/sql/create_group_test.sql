@@ -24,8 +24,8 @@ SELECT lives_ok($$SELECT rheo.create_group('s', 'g', clock => '2030-01-02 00:00:
     'create_group with defaults');
 SELECT results_eq(
     $$SELECT group_name, max_attempts, created_at FROM rheo.list_groups('s')$$,
-    $$VALUES ('g'::text, 5, '2030-01-02 00:00:00Z'::timestamptz)$$,
-    'max_attempts defaults to 5, created_at is the clock');
+    $$VALUES ('g'::text, 20, '2030-01-02 00:00:00Z'::timestamptz)$$,
+    'max_attempts defaults to 20, created_at is the clock');
 SELECT results_eq(
     $$SELECT "partition", frontier, high_watermark, lag FROM rheo.lag('s', 'g')$$,
     $$VALUES (0, 0::bigint, 4::bigint, 4::bigint), (1, 0::bigint, 2::bigint, 2::bigint), (2, 0::bigint, 0::bigint, 0::bigint)$$,

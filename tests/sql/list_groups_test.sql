@@ -16,7 +16,7 @@ SELECT rheo.create_group('t', 'other', clock => '2030-01-01Z');
 
 SELECT results_eq(
     $$SELECT group_name, max_attempts, created_at FROM rheo.list_groups('s')$$,
-    $$VALUES ('audit'::text, 5, '2030-01-03Z'::timestamptz), ('billing', 3, '2030-01-02Z'), ('mailer', 1, '2030-01-01Z')$$,
+    $$VALUES ('audit'::text, 20, '2030-01-03Z'::timestamptz), ('billing', 3, '2030-01-02Z'), ('mailer', 1, '2030-01-01Z')$$,
     'the stream''s groups with max_attempts and creation time, ordered by name');
 SELECT results_eq($$SELECT group_name, ordering FROM rheo.list_groups('s')$$,
     $$VALUES ('audit'::text, 'none'::text), ('billing', 'none'), ('mailer', 'key')$$,

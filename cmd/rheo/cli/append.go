@@ -16,6 +16,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // appendBatchSize is how many stdin lines go into one AppendBatch call.
@@ -238,7 +239,7 @@ func (c *call) appendLines(drv driver.Driver, key string, opts *rheo.AppendBatch
 // that the line is named rather than its place in a batch.
 func payloadProblem(line int, text []byte) string {
 	what := fmt.Sprintf("stdin line %d", line)
-	if err := driver.CheckJSON(what, text); err != nil {
+	if err := driverutil.CheckJSON(what, text); err != nil {
 		return strings.TrimPrefix(err.Error(), rheo.ErrInvalidArgument.Reason+": ")
 	}
 	kind := "a JSON number"

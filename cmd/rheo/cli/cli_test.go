@@ -274,7 +274,7 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		t.Run("streams lists nothing on a new database", func(t *testing.T) {
-			if got := cliJSON[[]rheo.StreamInfo](t, b.ok(t, "streams", "--output", "json")); len(got) != 0 {
+			if got := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json")); len(got) != 0 {
 				t.Fatalf("streams = %+v, want none", got)
 			}
 		})
@@ -283,7 +283,7 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 			if !strings.Contains(out, `created stream "orders" with 4 partition(s)`) {
 				t.Fatalf("create-stream printed %q", out)
 			}
-			got := cliJSON[[]rheo.StreamInfo](t, b.ok(t, "streams", "--output", "json"))
+			got := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json"))
 			if len(got) != 1 || got[0].Name != "orders" || got[0].PartitionCount != 4 {
 				t.Fatalf("streams = %+v, want orders with 4 partitions", got)
 			}
@@ -295,7 +295,7 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 		t.Run("create-stream of an existing stream fails and changes nothing", func(t *testing.T) {
 			b.fails(t, cli.ExitFailure, `stream "orders" already exists; list streams with: rheo streams`,
 				"create-stream", "orders", "--partitions", "2")
-			got := cliJSON[[]rheo.StreamInfo](t, b.ok(t, "streams", "--output", "json"))
+			got := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json"))
 			if len(got) != 1 || got[0].PartitionCount != 4 {
 				t.Fatalf("streams = %+v, want orders unchanged", got)
 			}
@@ -387,7 +387,7 @@ func TestCLIOrdering(t *testing.T) {
 				t.Fatalf("fetch of the key group: %+v, %v; want events 1 and 3", leases, err)
 			}
 			info := cliJSON[rheo.GroupInfo](t, b.ok(t, "info", "orders", "billing", "--output", "json"))
-			if info.Lag != 3 || info.Inflight != 2 || info.PendingRetry != 0 {
+			if info.Lag != 3 || info.InFlight != 2 || info.PendingRetry != 0 {
 				t.Fatalf("info = %+v, want lag 3 with 2 in flight and the blocked event in neither count", info)
 			}
 		})
@@ -538,7 +538,7 @@ func TestCLIGroupState(t *testing.T) {
 				Group  string `json:"group"`
 				rheo.GroupInfo
 			}](t, b.ok(t, "info", "orders", "billing", "--output", "json"))
-			if info.Stream != "orders" || info.Group != "billing" || info.Inflight != 2 || info.DeadLetters != 1 ||
+			if info.Stream != "orders" || info.Group != "billing" || info.InFlight != 2 || info.DeadLetters != 1 ||
 				info.Lag != int64(len(evs))-1 || info.OldestUnsettledTS == nil {
 				t.Fatalf("info = %+v, want 2 in flight, 1 dead letter, lag %d", info, len(evs)-1)
 			}
@@ -942,7 +942,7 @@ func TestCLIDrop(t *testing.T) {
 			if out := b.ok(t, "drop-stream", "short", "--confirm"); out != "dropped stream \"short\": 2 event(s) deleted\n" {
 				t.Fatalf("drop-stream printed %q", out)
 			}
-			if streams := cliJSON[[]rheo.StreamInfo](t, b.ok(t, "streams", "--output", "json")); len(streams) != 0 {
+			if streams := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json")); len(streams) != 0 {
 				t.Fatalf("streams after the drops = %+v, want none", streams)
 			}
 			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "drop-stream", "nope", "--confirm")

@@ -165,7 +165,7 @@ func (c *call) runDemo(keep bool) error {
 	case keep:
 		fmt.Fprintf(d.w, "\nThe demo's stream %q is kept (--keep); remove it with: rheo drop-stream %s --confirm\n", d.stream, d.stream)
 	default:
-		n, err := d.drv.DropStream(d.ctx, d.stream, true)
+		n, err := d.drv.DropStream(d.ctx, d.stream, &rheo.DropOptions{Confirm: true})
 		if err != nil {
 			return err
 		}
@@ -623,7 +623,7 @@ func (d *demo) replay() error {
 	}
 	before := d.risk.exposure()
 	from := int64(demoReplayAfter)
-	n, err := d.drv.Replay(d.ctx, d.stream, "risk", rheo.ReplayOptions{FromSequence: &from})
+	n, err := d.drv.Replay(d.ctx, d.stream, "risk", &rheo.ReplayOptions{FromSequence: &from})
 	if err != nil {
 		return err
 	}

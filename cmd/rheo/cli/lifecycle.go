@@ -13,6 +13,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 func dropGroupCommand() *command {
@@ -32,7 +33,7 @@ again under the name starts from the beginning (the low watermark).`,
 					return usagef("--confirm is required: drop-group removes the group with its leases, pending retries and dead letters; nothing was changed")
 				}
 				return c.withDriver(func(drv driver.Driver) error {
-					if err := drv.DropGroup(c.ctx, c.stream, c.group, true); err != nil {
+					if err := drv.DropGroup(c.ctx, c.stream, c.group, &rheo.DropOptions{Confirm: true}); err != nil {
 						return err
 					}
 					out := struct {
@@ -68,7 +69,7 @@ drop short.`,
 					return usagef("--confirm is required: drop-stream deletes the stream with every event and group; nothing was changed")
 				}
 				return c.withDriver(func(drv driver.Driver) error {
-					n, err := drv.DropStream(c.ctx, c.stream, true)
+					n, err := drv.DropStream(c.ctx, c.stream, &rheo.DropOptions{Confirm: true})
 					if err != nil {
 						return err
 					}
@@ -179,7 +180,7 @@ type rangeRow struct {
 	Retained int64 `json:"retained"`
 }
 
-func rangeRows(r rheo.StreamRange) []rangeRow {
+func rangeRows(r rheo.StreamInfo) []rangeRow {
 	rows := make([]rangeRow, len(r.Partitions))
 	for i, p := range r.Partitions {
 		rows[i] = rangeRow{p.Partition, p.LowWatermark, p.HighWatermark, p.HighWatermark - p.LowWatermark + 1}
@@ -276,7 +277,7 @@ wait: dry-run a long prune at a quiet time.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			force := fs.Bool("force", false, "also delete aged events that groups have not settled")
 			dryRun := fs.Bool("dry-run", false, "count what would be deleted, changing nothing")
-			maxCount := intFlagOf(fs, "max-count", driver.DefaultPruneCount, "delete at most `N` events per transaction")
+			maxCount := intFlagOf(fs, "max-count", driverutil.DefaultPruneCount, "delete at most `N` events per transaction")
 			return func(c *call) error {
 				c.stream = c.args[0]
 				if *maxCount < 1 {

@@ -144,7 +144,7 @@ type cliWrongWords struct {
 	err error
 }
 
-func (d cliWrongWords) ListStreams(context.Context) ([]rheo.StreamInfo, error) { return nil, d.err }
+func (d cliWrongWords) ListStreams(context.Context) ([]rheo.StreamSummary, error) { return nil, d.err }
 
 func TestCLIExitStatus(t *testing.T) {
 	t.Parallel()

@@ -143,7 +143,7 @@ only.`,
 					}{c.stream, c.group, info}
 					return c.emit(out, func(w io.Writer) error {
 						t := newTable("STREAM", "GROUP", "LAG", "INFLIGHT", "PENDING_RETRY", "DEAD_LETTERS", "OLDEST_UNSETTLED")
-						t.add(c.stream, c.group, info.Lag, info.Inflight, info.PendingRetry, info.DeadLetters, info.OldestUnsettledTS)
+						t.add(c.stream, c.group, info.Lag, info.InFlight, info.PendingRetry, info.DeadLetters, info.OldestUnsettledTS)
 						return t.write(w)
 					})
 				})

@@ -100,7 +100,7 @@ changes (fetches of the group wait for it meanwhile, as for a replay).`,
 // each partition. partitions nil means all the stream's partitions.
 func (c *call) replay(drv driver.Driver, opts rheo.ReplayOptions, partitions []int, dryRun bool) ([]driver.PartitionCount, error) {
 	prog := c.newProgress()
-	counts, err := driver.ReplayByPartition(c.ctx, drv, c.stream, c.group, opts, &driver.ReplayByPartitionOptions{
+	counts, err := driver.ReplayByPartition(c.ctx, drv, c.stream, c.group, &opts, &driver.ReplayByPartitionOptions{
 		Partitions: partitions,
 		DryRun:     dryRun,
 		Progress: func(i, n, p int) {
@@ -158,7 +158,7 @@ state. Prints the group's lag afterwards.`,
 					return usagef("--start-after and --start-at are exclusive")
 				}
 				return c.withDriver(func(drv driver.Driver) error {
-					err := drv.ResetGroup(c.ctx, c.stream, c.group, rheo.ResetOptions{
+					err := drv.ResetGroup(c.ctx, c.stream, c.group, &rheo.ResetOptions{
 						Confirm:    true,
 						StartAfter: startAfter.value,
 						StartAt:    startAt.value,

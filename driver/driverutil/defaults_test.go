@@ -1,4 +1,4 @@
-package driver
+package driverutil
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 
 func TestWithDefaults(t *testing.T) {
 	t.Run("nil options are the defaults", func(t *testing.T) {
-		require.Equal(t, &rheo.CreateGroupOptions{MaxAttempts: 5, Ordering: rheo.OrderingNone},
+		require.Equal(t, &rheo.CreateGroupOptions{MaxAttempts: 20, Ordering: rheo.OrderingNone},
 			WithDefaults[rheo.CreateGroupOptions](nil))
 		require.Equal(t, &rheo.ReadOptions{MaxCount: 100}, WithDefaults[rheo.ReadOptions](nil))
 		require.Equal(t, &rheo.FetchOptions{MaxCount: 10, LeaseDuration: 30 * time.Second},
@@ -28,7 +28,7 @@ func TestWithDefaults(t *testing.T) {
 			Partitions: []int{1}}, WithDefaults(in))
 		require.Equal(t, &rheo.FetchOptions{ConsumerID: "c", Partitions: []int{1}}, in, "the caller's options are left alone")
 		after := int64(7)
-		require.Equal(t, &rheo.CreateGroupOptions{MaxAttempts: 5, Ordering: rheo.OrderingNone, StartAfter: &after},
+		require.Equal(t, &rheo.CreateGroupOptions{MaxAttempts: 20, Ordering: rheo.OrderingNone, StartAfter: &after},
 			WithDefaults(&rheo.CreateGroupOptions{StartAfter: &after}))
 		require.Equal(t, &rheo.ReadOptions{MaxCount: 100, After: 3, Partition: 2},
 			WithDefaults(&rheo.ReadOptions{After: 3, Partition: 2}))

@@ -1,4 +1,4 @@
-package driver
+package driverutil
 
 import (
 	"math"
@@ -10,8 +10,9 @@ import (
 // The SQL functions' defaults, which WithDefaults puts in place of Go
 // zero values in the option structs of package rheo.
 const (
-	// DefaultMaxAttempts is a new group's max_attempts.
-	DefaultMaxAttempts = 5
+	// DefaultMaxAttempts is a new group's max_attempts: with the
+	// worker's default back-off, about an hour of retries.
+	DefaultMaxAttempts = 20
 	// DefaultReadCount is Read's max_count.
 	DefaultReadCount = 100
 	// DefaultFetchCount is Fetch's max_count.
