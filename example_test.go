@@ -2,7 +2,6 @@ package rheo_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log"
 	"slices"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
+	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -35,23 +35,27 @@ func Example() {
 		log.Fatal(err)
 	}
 
+	// "type" is the event's type, as queries and the dashboard show it.
+	type OrderPlaced struct {
+		Type     string `json:"type"`
+		Customer string `json:"customer"`
+		Total    int    `json:"total"`
+	}
+
 	// Producers append events. The key picks the partition, so all the
 	// events of one customer keep their order.
-	for _, order := range []struct {
-		customer string
-		total    int
-	}{{"ana", 42}, {"ben", 7}, {"ana", 13}} {
-		payload := fmt.Sprintf(`{"type":"order.placed","customer":%q,"total":%d}`, order.customer, order.total)
-		ev, err := drv.Append(ctx, "orders", json.RawMessage(payload), &rheo.AppendOptions{Key: order.customer})
+	for _, order := range []OrderPlaced{{"order.placed", "ana", 42}, {"order.placed", "ben", 7}, {"order.placed", "ana", 13}} {
+		ev, err := driver.AppendJSON(ctx, drv, "orders", order, &rheo.AppendOptions{Key: order.Customer})
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("appended %s to partition %d at sequence %d\n", order.customer, ev.Partition, ev.Sequence)
+		fmt.Printf("appended %s to partition %d at sequence %d\n", order.Customer, ev.Partition, ev.Sequence)
 	}
 
-	// A worker runs the handler for every event of the group: returning
-	// nil acks the event, an error retries it after a back-off (1s
-	// doubling to 5 minutes), worker.Reject(err) dead-letters it.
+	// A worker runs the handler for every event of the group, decoded
+	// into an OrderPlaced: returning nil acks the event, an error
+	// retries it after a back-off (1s doubling to 5 minutes),
+	// worker.Reject(err) dead-letters it.
 	var (
 		mu     sync.Mutex
 		billed []string
@@ -61,14 +65,7 @@ func Example() {
 		Stream:      "orders",
 		Group:       "billing",
 		Concurrency: 2,
-		Handler: func(ctx context.Context, lease rheo.Lease) error {
-			var order struct {
-				Customer string `json:"customer"`
-				Total    int    `json:"total"`
-			}
-			if err := json.Unmarshal(lease.Event.Payload, &order); err != nil {
-				return worker.Reject(err)
-			}
+		Handler: worker.Typed(func(ctx context.Context, lease rheo.Lease, order OrderPlaced) error {
 			mu.Lock()
 			defer mu.Unlock()
 			billed = append(billed, fmt.Sprintf("%s %d", order.Customer, order.Total))
@@ -76,7 +73,7 @@ func Example() {
 				close(all)
 			}
 			return nil
-		},
+		}),
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/driverutil"
+	"github.com/rheo-go/rheo/internal/softstop"
 )
 
 // The defaults of Config.
@@ -35,6 +36,9 @@ const (
 	DefaultInterval = time.Minute
 	// DefaultBatchSize is the most events one Prune call deletes.
 	DefaultBatchSize = driverutil.DefaultPruneCount
+	// DefaultSoftStopTimeout bounds the soft stop that cancelling
+	// Start's context begins.
+	DefaultSoftStopTimeout = 20 * time.Second
 )
 
 // The attribute keys of the Pruner's log lines.
@@ -70,9 +74,16 @@ type Config struct {
 	// Hook, when set, is told what each pass did for each stream with a
 	// retention.
 	Hook Hook
-	// Clock times the passes; tests pass a controlled one. It does not
-	// decide which events are old enough: that is the driver's clock (the
-	// database's now() on PostgreSQL). Defaults to driver.SystemClock.
+	// SoftStopTimeout bounds the soft stop that cancelling the context
+	// given to Start begins: a batch still running that long after the
+	// cancel (by Clock) is cancelled, and its transaction rolls back.
+	// Negative waits for the batch however long it takes. Defaults to
+	// 20s, as the worker's.
+	SoftStopTimeout time.Duration
+	// Clock times the passes and the soft stop; tests pass a controlled
+	// one. It does not decide which events are old enough: that is the
+	// driver's clock (the database's now() on PostgreSQL). Defaults to
+	// driver.SystemClock.
 	Clock driver.Clock
 }
 
@@ -138,13 +149,18 @@ func New(drv driver.Driver, cfg *Config) (*Pruner, error) {
 	if c.Clock == nil {
 		c.Clock = driver.SystemClock
 	}
+	if c.SoftStopTimeout == 0 {
+		c.SoftStopTimeout = DefaultSoftStopTimeout
+	}
 	return &Pruner{drv: drv, cfg: c, stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // Start runs a pass at once and then one every Config.Interval, in the
-// background, until Stop. Cancelling ctx stops the Pruner too, ending
-// the pass in progress at once; its values reach the driver's calls. A
-// Pruner starts only once, and not after Stop.
+// background, until Stop. ctx's values reach the driver's calls.
+// Cancelling ctx stops the Pruner as Stop does, in the background: after
+// the batch in progress, which is cancelled if it is still running
+// Config.SoftStopTimeout later. A Pruner starts only once, and not after
+// Stop.
 func (p *Pruner) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -152,11 +168,13 @@ func (p *Pruner) Start(ctx context.Context) error {
 		return rheo.Errorf(rheo.ErrInvalidArgument, "the pruner was already started or stopped")
 	}
 	p.started = true
-	runCtx, cancel := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p.cancel = cancel
+	stopWatch := softstop.OnCancel(ctx, p.cfg.Clock, p.cfg.SoftStopTimeout, func(bound context.Context) { _ = p.Stop(bound) })
 	go func() {
 		defer close(p.done)
 		defer cancel()
+		defer stopWatch()
 		p.loop(runCtx)
 	}()
 	return nil

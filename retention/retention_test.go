@@ -18,9 +18,9 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/testbackend"
-	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/internal/testskip"
 	"github.com/rheo-go/rheo/retention"
+	"github.com/rheo-go/rheo/rheotest"
 )
 
 func TestMain(m *testing.M) {
@@ -45,6 +45,18 @@ func newRecorder() *recorder { return &recorder{infos: make(chan retention.Prune
 
 func (r *recorder) Pruned(_ context.Context, info retention.PruneInfo) { r.infos <- info }
 
+// blockingHook passes on the context of each call and returns once
+// release is closed.
+type blockingHook struct {
+	ctxs    chan context.Context
+	release chan struct{}
+}
+
+func (h *blockingHook) Pruned(ctx context.Context, _ retention.PruneInfo) {
+	h.ctxs <- ctx
+	<-h.release
+}
+
 // next waits for the hook's next call.
 func (r *recorder) next(t *testing.T) retention.PruneInfo {
 	t.Helper()
@@ -62,13 +74,13 @@ type bundle struct {
 	t     *testing.T
 	ctx   context.Context
 	d     driver.Driver
-	clock *testclock.Clock
+	clock *rheotest.Clock
 }
 
 // forEachDriver runs fn on each backend, with a driver and a clock at epoch.
 func forEachDriver(t *testing.T, fn func(t *testing.T, b *bundle)) {
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
-		clock := testclock.At(epoch)
+		clock := rheotest.NewClock(epoch)
 		fn(t, &bundle{t: t, ctx: context.Background(), d: b.Open(t, clock), clock: clock})
 	})
 }
@@ -371,8 +383,36 @@ func TestStartStop(t *testing.T) {
 		})
 	})
 
+	t.Run("cancelling the context of Start is a soft stop that turns hard after SoftStopTimeout", func(t *testing.T) {
+		forEachDriver(t, func(t *testing.T, b *bundle) {
+			b.stream(true)
+			h := &blockingHook{ctxs: make(chan context.Context, 1), release: make(chan struct{})}
+			const timeout = 30 * time.Second
+			p := b.pruner(retention.Config{Hook: h, SoftStopTimeout: timeout})
+			ctx, cancel := context.WithCancel(b.ctx)
+			require.NoError(t, p.Start(ctx))
+			var passCtx context.Context
+			select {
+			case passCtx = <-h.ctxs:
+			case <-time.After(waitTimeout):
+				t.Fatal("the hook was not called")
+			}
+
+			at := b.clock.Now().Add(timeout)
+			cancel()
+			require.Eventually(t, func() bool { return b.clock.Armed(at) }, waitTimeout, time.Millisecond, "the soft stop's timer")
+			require.NoError(t, passCtx.Err(), "the pass goes on after the cancel")
+			b.clock.Advance(timeout)
+			require.Eventually(t, func() bool { return passCtx.Err() != nil }, waitTimeout, time.Millisecond, "the pass is cancelled at the timeout")
+			close(h.release)
+			stopCtx, stopCancel := context.WithTimeout(b.ctx, waitTimeout)
+			defer stopCancel()
+			require.NoError(t, p.Stop(stopCtx))
+		})
+	})
+
 	t.Run("Stop before Start does nothing and Start runs once", func(t *testing.T) {
-		clock := testclock.At(epoch)
+		clock := rheotest.NewClock(epoch)
 		d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock, Migrate: true})
 		require.NoError(t, err)
 		defer d.Close()

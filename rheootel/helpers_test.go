@@ -18,8 +18,8 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testbackend"
-	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/rheootel"
+	"github.com/rheo-go/rheo/rheotest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -38,7 +38,7 @@ type bundle struct {
 	spans  *tracetest.SpanRecorder
 	tp     *sdktrace.TracerProvider
 	reader *sdkmetric.ManualReader
-	clock  *testclock.Clock
+	clock  *rheotest.Clock
 	stream string
 	group  string
 }
@@ -62,7 +62,7 @@ func setup(t *testing.T, b *testbackend.Backend, maxAttempts int, opts *rheootel
 	}
 	o.TracerProvider, o.MeterProvider = tp, mp
 
-	clock := testclock.New()
+	clock := rheotest.NewClock(time.Time{})
 	raw := b.Open(t, clock)
 	stream := fmt.Sprintf("otel%d", streamSeq.Add(1))
 	ctx := context.Background()

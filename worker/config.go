@@ -22,6 +22,7 @@ const (
 	DefaultPollInterval     = time.Second
 	DefaultAckBatchSize     = 100
 	DefaultAckFlushInterval = 10 * time.Millisecond
+	DefaultSoftStopTimeout  = 20 * time.Second
 )
 
 // Fetch back-off after errors: doubling from the first to the last, each
@@ -105,6 +106,15 @@ type Config struct {
 	// ordered by key or partition, whose next events wait for them.
 	// Defaults to 10ms.
 	AckFlushInterval time.Duration
+
+	// SoftStopTimeout bounds the soft stop that cancelling the context
+	// given to Start begins: a Worker's handlers still running, or a
+	// Consumer's leases still unsettled, that long after the cancel (by
+	// Clock) are cancelled with cause ErrStopped. Negative waits for them
+	// however long they take. Defaults to 20s, which leaves a process
+	// that Kubernetes stops (30s from SIGTERM to SIGKILL by default) the
+	// time to write the retries of the handlers the hard stop cancels.
+	SoftStopTimeout time.Duration
 
 	// Logger receives the worker's log records, with the attribute keys
 	// LogKey…. Defaults to slog.Default(), as for every logger of Rheo's
@@ -227,6 +237,9 @@ func (cfg *Config) settle(drv driver.Driver, forWorker bool) (*settings, error) 
 	}
 	if s.AckFlushInterval == 0 {
 		s.AckFlushInterval = DefaultAckFlushInterval
+	}
+	if s.SoftStopTimeout == 0 {
+		s.SoftStopTimeout = DefaultSoftStopTimeout
 	}
 	if forWorker && s.MaxDemand == 0 {
 		s.MaxDemand = 2*s.Concurrency + 2*s.AckBatchSize

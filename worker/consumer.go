@@ -9,6 +9,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/softstop"
 )
 
 // Consumer hands a group's leases to the caller, for pipelines that
@@ -44,8 +45,14 @@ func NewConsumer(drv driver.Driver, cfg *Config) (*Consumer, error) {
 // Start checks that the stream, group and partitions exist and starts
 // renewal and ack batching. It fails with rheo.ErrAlreadyExists while
 // another worker or consumer of the same stream and group runs on the same
-// driver in this process. Cancelling ctx stops the consumer at once, as
-// Stop with an ended context does.
+// driver in this process.
+//
+// Cancelling ctx begins a soft stop in the background, as Stop does: the
+// iteration ends and the consumer waits for the leases handed out to be
+// settled. If some are still unsettled Config.SoftStopTimeout later (by
+// Config.Clock), it stops as Stop does when its context ends: their
+// contexts are cancelled with cause ErrStopped and they are left to
+// expire. Done tells when the consumer has stopped.
 func (cs *Consumer) Start(ctx context.Context) error {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
@@ -70,13 +77,7 @@ func (cs *Consumer) Start(ctx context.Context) error {
 		defer close(acksDone)
 		cs.c.acks.run(stopAcks)
 	}()
-	stopWatch := context.AfterFunc(ctx, func() {
-		go func() {
-			ended, cancel := context.WithCancel(context.Background())
-			cancel()
-			_ = cs.Stop(ended)
-		}()
-	})
+	stopWatch := softstop.OnCancel(ctx, cs.c.s.Clock, cs.c.s.SoftStopTimeout, func(bound context.Context) { _ = cs.Stop(bound) })
 	cs.finish = func() {
 		close(stopAcks)
 		<-acksDone

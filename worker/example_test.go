@@ -178,3 +178,121 @@ func ExampleConsumer_Leases() {
 	// order.cancelled 3
 	// dead letters: 1 cancelled orders are not billed
 }
+
+// OrderPlaced is the payload of an "order.placed" event.
+type OrderPlaced struct {
+	Order int `json:"order"`
+}
+
+// EventType makes rheo.JSON and driver.AppendJSON set the payload's
+// "type", which is the event's type.
+func (OrderPlaced) EventType() string { return "order.placed" }
+
+func ExampleTyped() {
+	ctx := context.Background()
+	drv, err := sqlite.Open(ctx, ":memory:", &sqlite.Options{Migrate: true})
+	if err != nil {
+		panic(err)
+	}
+	defer drv.Close()
+	if err := drv.CreateStream(ctx, "orders", 1); err != nil {
+		panic(err)
+	}
+	if err := drv.CreateGroup(ctx, "orders", "billing", nil); err != nil {
+		panic(err)
+	}
+	// A payload that does not decode into an OrderPlaced, then two that do.
+	if _, err := drv.Append(ctx, "orders", json.RawMessage(`{"type": "order.placed", "order": "zero"}`), nil); err != nil {
+		panic(err)
+	}
+	for _, o := range []OrderPlaced{{Order: 1}, {Order: 2}} {
+		if _, err := driver.AppendJSON(ctx, drv, "orders", o, nil); err != nil {
+			panic(err)
+		}
+	}
+
+	done := make(chan struct{})
+	w, err := worker.New(drv, &worker.Config{
+		Stream:      "orders",
+		Group:       "billing",
+		Concurrency: 1,
+		Handler: worker.Typed(func(ctx context.Context, lease rheo.Lease, o OrderPlaced) error {
+			fmt.Printf("%s: order %d\n", lease.Event.Type, o.Order)
+			if o.Order == 2 {
+				close(done)
+			}
+			return nil
+		}),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	<-done
+	if err := w.Stop(ctx); err != nil {
+		panic(err)
+	}
+
+	dls, err := drv.DeadLetters(ctx, "orders", "billing", nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("dead-lettered #%d at attempt %d: %s\n", dls[0].Event.Sequence, dls[0].Attempt, dls[0].Reason)
+	// Output:
+	// order.placed: order 1
+	// order.placed: order 2
+	// dead-lettered #1 at attempt 1: decode payload as worker_test.OrderPlaced: json: cannot unmarshal string into Go struct field OrderPlaced.order of type int
+}
+
+// Replay makes a group consume again what it has consumed: here, after a
+// bug fix, the billing group bills every order again.
+func Example_replay() {
+	ctx := context.Background()
+	drv := exampleStream(ctx)
+	defer drv.Close()
+
+	// run consumes the group's three events, each in turn.
+	run := func() {
+		c, err := worker.NewConsumer(drv, &worker.Config{Stream: "orders", Group: "billing", MaxDemand: 1})
+		if err != nil {
+			panic(err)
+		}
+		if err := c.Start(ctx); err != nil {
+			panic(err)
+		}
+		defer c.Stop(ctx)
+		seen := 0
+		for lease, err := range c.Leases(ctx) {
+			if err != nil {
+				continue
+			}
+			fmt.Printf("#%d attempt %d\n", lease.Event.Sequence, lease.Attempt)
+			if err := lease.Ack(ctx); err != nil {
+				panic(err)
+			}
+			if seen++; seen == 3 {
+				break
+			}
+		}
+	}
+	run()
+
+	// Every event after sequence 0 is claimable again, from attempt 1.
+	from := int64(0)
+	n, err := drv.Replay(ctx, "orders", "billing", &rheo.ReplayOptions{FromSequence: &from})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("replayed:", n)
+	run()
+	// Output:
+	// #1 attempt 1
+	// #2 attempt 1
+	// #3 attempt 1
+	// replayed: 3
+	// #1 attempt 1
+	// #2 attempt 1
+	// #3 attempt 1
+}

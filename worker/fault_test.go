@@ -24,7 +24,7 @@ import (
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/faultproxy"
 	"github.com/rheo-go/rheo/internal/testbackend"
-	"github.com/rheo-go/rheo/internal/testclock"
+	"github.com/rheo-go/rheo/rheotest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -56,7 +56,7 @@ func runChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	clock := testclock.At(at)
+	clock := rheotest.NewClock(at)
 	var drv driver.Driver
 	if os.Getenv(childEnv) == "postgres" {
 		drv, err = postgres.Open(ctx, os.Getenv(childDSNEnv), &postgres.Options{Clock: clock})
@@ -125,7 +125,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 	const events, childAcks = 200, 50
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// A worker killed mid-batch loses nothing.
-		clock := testclock.New()
+		clock := rheotest.NewClock(time.Time{})
 		drv := b.Open(t, clock)
 		stream, group := newStream(t, drv, 2, 5)
 		appended := appendSpread(t, drv, stream, events)
@@ -233,7 +233,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	require.NoError(t, err)
 	p := faultproxy.New(t, u.Host)
 
-	clock := testclock.New()
+	clock := rheotest.NewClock(time.Time{})
 	admin := openPostgres(t, b.DSN, clock)
 	drv := openPostgres(t, p.URL(t, b.DSN), clock)
 	stream, group := newStream(t, admin, 4, 5)

@@ -99,21 +99,6 @@ func TestWorkerLifecycle(t *testing.T) {
 			assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
 		})
 
-		t.Run("cancelling Start's context stops the worker", func(t *testing.T) {
-			bd := setup(t, b, 5)
-			appendN(t, bd.drv, bd.stream, 1)
-			started, causes := make(chan struct{}, 1), make(chan error, 1)
-			w, err := worker.New(bd.drv, bd.config(blockingHandler(started, causes)))
-			require.NoError(t, err)
-			ctx, cancel := context.WithCancel(context.Background())
-			require.NoError(t, w.Start(ctx))
-			receive(t, "the handler", started)
-
-			cancel()
-			receive(t, "the end of the worker", w.Done())
-			assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
-		})
-
 		t.Run("a second worker of a stream and group on one driver is refused", func(t *testing.T) {
 			bd := setup(t, b, 5)
 			require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, "other", nil))

@@ -33,8 +33,9 @@ type Handler func(ctx context.Context, lease rheo.Lease) error
 
 // TxHandler is a Handler that runs inside a database transaction in which
 // the ack happens: the handler's own writes through tx and the ack commit
-// or roll back together. tx.Native() is a pgx.Tx on PostgreSQL and a
-// *sql.Tx on SQLite. A nil return commits with the ack; anything else
+// or roll back together. On PostgreSQL postgres.PgxTx(tx) is the
+// pgx.Tx; on SQLite tx.Native() is the *sql.Tx. TypedTx decodes the
+// payload first. A nil return commits with the ack; anything else
 // rolls back and is settled as described for Handler.
 type TxHandler func(ctx context.Context, tx driver.Tx, lease rheo.Lease) error
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/internal/testbackend"
-	"github.com/rheo-go/rheo/internal/testclock"
+	"github.com/rheo-go/rheo/rheotest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -304,7 +304,7 @@ func TestWorkerBacksOffThroughFaults(t *testing.T) {
 	const events = 60
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
 		// Flaky handlers and failed settles lose nothing and settle nothing stale.
-		clock := testclock.New()
+		clock := rheotest.NewClock(time.Time{})
 		drv := b.Open(t, clock)
 		stream, group := newStream(t, drv, 2, 5)
 		appended := appendSpread(t, drv, stream, events)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/softstop"
 )
 
 // Worker consumes a group by running a handler for every leased event,
@@ -71,9 +72,19 @@ func New(drv driver.Driver, cfg *Config) (*Worker, error) {
 // rheo.ErrAlreadyExists while another worker or consumer of the same
 // stream and group runs on the same driver in this process.
 //
-// The handlers' contexts carry ctx's values. Cancelling ctx stops the
-// worker as StopAndCancel does, in the background; Done tells when it has
-// stopped.
+// The handlers' contexts carry ctx's values, not its cancellation.
+// Cancelling ctx begins a soft stop in the background, as Stop does: no
+// more fetches, the queued leases are given back, the running handlers
+// finish and their outcomes are written. If they are still running
+// Config.SoftStopTimeout later (by Config.Clock), the stop turns hard, as
+// StopAndCancel's: their contexts are cancelled with cause ErrStopped.
+// Done tells when the worker has stopped. So the usual shutdown on a
+// signal loses no work in flight:
+//
+//	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+//	defer cancel()
+//	if err := w.Start(ctx); err != nil { … }
+//	<-w.Done()
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -89,7 +100,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	var fetchCtx context.Context
 	fetchCtx, w.cancelFetch = context.WithCancel(w.c.bg)
 	w.c.leaseParent, w.cancelHandlers = context.WithCancelCause(w.c.bg)
-	stopWatch := context.AfterFunc(ctx, func() { w.beginStop(true) })
+	stopWatch := softstop.OnCancel(ctx, w.c.s.Clock, w.c.s.SoftStopTimeout, func(bound context.Context) { _ = w.Stop(bound) })
 
 	stopRenew, stopAcks := make(chan struct{}), make(chan struct{})
 	renewDone, acksDone, fetchDone := make(chan struct{}), make(chan struct{}), make(chan struct{})

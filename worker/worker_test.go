@@ -16,8 +16,8 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testbackend"
-	"github.com/rheo-go/rheo/internal/testclock"
 	"github.com/rheo-go/rheo/internal/testskip"
+	"github.com/rheo-go/rheo/rheotest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -35,7 +35,7 @@ const leaseDuration = 10 * time.Second
 type bundle struct {
 	backend *testbackend.Backend
 	drv     driver.Driver
-	clock   *testclock.Clock
+	clock   *rheotest.Clock
 	rec     *recorder
 	stream  string
 	group   string
@@ -43,7 +43,7 @@ type bundle struct {
 
 func setup(t *testing.T, b *testbackend.Backend, maxAttempts int) *bundle {
 	t.Helper()
-	clock := testclock.New()
+	clock := rheotest.NewClock(time.Time{})
 	drv := b.Open(t, clock)
 	stream, group := newStream(t, drv, 1, maxAttempts)
 	return &bundle{backend: b, drv: drv, clock: clock, rec: &recorder{}, stream: stream, group: group}

@@ -190,6 +190,7 @@ func TestWithTx(t *testing.T) {
 		defer tx.Rollback(ctx)
 		rtx := d.WithTx(tx)
 		require.Same(t, tx, rtx.Native())
+		require.Same(t, tx, postgres.PgxTx(rtx), "PgxTx is the host's transaction")
 		_, err = tx.Exec(ctx, `INSERT INTO host_orders VALUES ($1)`, id)
 		require.NoError(t, err)
 		_, err = rtx.Append(ctx, "s", json.RawMessage(`{}`), &rheo.AppendOptions{ID: id})
@@ -413,4 +414,15 @@ func TestWakeupsReconnect(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, driver.Wakeup{Stream: "s", Sequence: 1}, receive(t, ch))
 	require.NoError(t, d.Close())
+}
+
+// otherTx is a transaction of another database.
+type otherTx struct{ driver.Tx }
+
+func (otherTx) Native() any { return "not pgx" }
+
+func TestPgxTxPanicsOnAnotherDatabase(t *testing.T) {
+	t.Parallel()
+	require.PanicsWithValue(t, "postgres.PgxTx: postgres_test.otherTx is not a PostgreSQL transaction (its Native is string)",
+		func() { postgres.PgxTx(otherTx{}) })
 }
