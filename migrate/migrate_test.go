@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/mattn/go-sqlite3"
 
 	"github.com/rheo-go/rheo"
@@ -551,7 +549,7 @@ func migrateRunScript(t *testing.T, conn *pgx.Conn, script string) {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("run install SQL: %s", migrateDescribeError(err, script))
+		t.Fatalf("run install SQL: %s", testdb.DescribeError(err, script))
 	}
 }
 
@@ -627,28 +625,4 @@ func migrateConnect(t *testing.T, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
 	return conn
-}
-
-// migrateDescribeError spells out a server error with its detail and the
-// place it was raised, including the line of script it points at.
-func migrateDescribeError(err error, script string) string {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return err.Error()
-	}
-	s := fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
-	// Position counts characters from 1 in the whole script.
-	if runes := []rune(script); pgErr.Position > 0 && int(pgErr.Position) <= len(runes) {
-		s += fmt.Sprintf(" at script line %d", 1+strings.Count(string(runes[:pgErr.Position-1]), "\n"))
-	}
-	if pgErr.Detail != "" {
-		s += "\nDETAIL: " + pgErr.Detail
-	}
-	if pgErr.Where != "" {
-		s += "\nWHERE: " + pgErr.Where
-	}
-	if pgErr.InternalQuery != "" {
-		s += "\nQUERY: " + pgErr.InternalQuery
-	}
-	return s
 }

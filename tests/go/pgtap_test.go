@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/internal/testskip"
 )
 
@@ -53,7 +53,7 @@ func TestSQL(t *testing.T) {
 			}
 			if err != nil {
 				assert.Fail(t, "the script stopped with an error", "%s stopped with an error after %q: %s", filepath.Base(file),
-					pgtapLastTest(lines), pgtapDescribeError(err, string(script)))
+					pgtapLastTest(lines), testdb.DescribeError(err, string(script)))
 			}
 		})
 	}
@@ -140,28 +140,4 @@ func pgtapLastTest(lines []string) string {
 		}
 	}
 	return "the start"
-}
-
-// pgtapDescribeError spells out a server error with its detail and the
-// place it was raised, including the line of script it points at.
-func pgtapDescribeError(err error, script string) string {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return err.Error()
-	}
-	s := fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
-	// Position counts characters from 1 in the whole script.
-	if runes := []rune(script); pgErr.Position > 0 && int(pgErr.Position) <= len(runes) {
-		s += fmt.Sprintf(" at script line %d", 1+strings.Count(string(runes[:pgErr.Position-1]), "\n"))
-	}
-	if pgErr.Detail != "" {
-		s += "\nDETAIL: " + pgErr.Detail
-	}
-	if pgErr.Where != "" {
-		s += "\nWHERE: " + pgErr.Where
-	}
-	if pgErr.InternalQuery != "" {
-		s += "\nQUERY: " + pgErr.InternalQuery
-	}
-	return s
 }
