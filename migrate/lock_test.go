@@ -3,7 +3,6 @@ package migrate_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -99,10 +98,7 @@ func TestPostgresReleasesItsLock(t *testing.T) {
 // transaction ends, the next run succeeds.
 func TestPostgresGivesUpBehindALongTransaction(t *testing.T) {
 	ctx := context.Background()
-	fixture, err := os.ReadFile("testdata/releases/54ed27f.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture := releaseSchema(t, "54ed27f")
 	url := testdb.NewDatabase(t)
 	setup := connect(t, url)
 	if err := pgx.BeginFunc(ctx, setup, func(tx pgx.Tx) error {

@@ -92,10 +92,7 @@ func TestOldDriver(t *testing.T) {
 
 	// The database as that release installed it: a superuser installs,
 	// the application's role owns the database and holds rheo_admin.
-	fixture, err := os.ReadFile("testdata/releases/" + previousRelease + ".sql")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture := releaseSchema(t, previousRelease)
 	app := testdb.NewRole(t, "")
 	adminURL := testdb.NewDatabase(t)
 	admin := connect(t, adminURL)

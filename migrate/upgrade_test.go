@@ -1,9 +1,11 @@
 package migrate_test
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -23,6 +25,27 @@ import (
 // `rheo-migrate sql` printed it: the first one, and the one before this
 // build.
 var releases = []string{"54ed27f", "d3e0cd0"}
+
+// releaseSchema reads the install script of a release from
+// testdata/releases, where it is kept gzipped: a frozen output of that
+// release's build, byte for byte, not a source of this one.
+func releaseSchema(t *testing.T, release string) []byte {
+	t.Helper()
+	f, err := os.Open("testdata/releases/" + release + ".sql.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("%s: %v", f.Name(), err)
+	}
+	script, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s: %v", f.Name(), err)
+	}
+	return script
+}
 
 // upgradeEvents is how many events the log holds when the upgrade starts
 // (RHEO_TEST_UPGRADE_EVENTS sets another number; BENCHMARKS.md has the
@@ -75,10 +98,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 
 func upgradeUnderLoad(t *testing.T, release string) {
 	ctx := context.Background()
-	fixture, err := os.ReadFile("testdata/releases/" + release + ".sql")
-	if err != nil {
-		t.Fatal(err)
-	}
+	fixture := releaseSchema(t, release)
 	// The application's role owns its database. The first release had no
 	// roles: the application installed Rheo as itself. Later ones: a
 	// superuser installs it and grants the application rheo_admin.
