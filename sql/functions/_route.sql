@@ -4,14 +4,15 @@
 -- partition count; an event without a key goes to partition 0.
 -- rheo.PartitionForKey is the same rule in Go.
 --
--- The inlinable helpers (_route, _event_key, and fetch's _has_work, _fresh,
--- _due_count, _due and _turn) are LANGUAGE sql, IMMUTABLE or STABLE,
--- SECURITY INVOKER and without SET options, so that the planner inlines
--- their bodies into the statements that call them: they cost what the
--- expression costs, not a function call. A SET search_path would stop
--- the inlining; they take the search_path of the Rheo function they are
--- inlined into (always pg_catalog, pg_temp), name every table with its
--- schema, and no role may execute them (tests/sql/privileges_test.sql).
+-- The inlinable helpers (_route, _event_key, and fetch's _has_work,
+-- _fresh, _due_count, _plan, _due, _turn and _event) are LANGUAGE sql,
+-- IMMUTABLE or STABLE, SECURITY INVOKER and without SET options, so that
+-- the planner inlines their bodies into the statements that call them:
+-- they cost what the expression costs, not a function call. A SET
+-- search_path would stop the inlining; they take the search_path of the
+-- Rheo function they are inlined into (always pg_catalog, pg_temp), name
+-- every table with its schema, and no role may execute them
+-- (tests/sql/privileges_test.sql).
 CREATE OR REPLACE FUNCTION rheo._route(key text, partition_count int)
 RETURNS int
 LANGUAGE sql IMMUTABLE PARALLEL SAFE

@@ -290,22 +290,17 @@ BEGIN
         -- fetch of 100 leases, 35% of a fetch of one).
         RETURN QUERY
         WITH RECURSIVE plan AS (
-            SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
-                   x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim <= p_max_count AS due_known
-              FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
-             WHERE x.quota > 0
-        ), candidates AS (
-            -- The deliveries due again with the lowest sequences (rheo._due).
-            SELECT d.tid
-              FROM plan p
-             CROSS JOIN LATERAL rheo._due(v_group.group_id, p.part, v_now, v_group.max_attempts, p_max_count,
-                                          p.reclaim, p.due_known) AS d(tid)
-             WHERE p.reclaim > 0
+            SELECT * FROM rheo._plan(v_locked, v_next, v_quota, v_reclaim, p_max_count)
         ), picked AS MATERIALIZED (
-            -- Locked with SKIP LOCKED, and the conditions checked again on the
-            -- row as it is once locked.
+            -- The deliveries due again with the lowest sequences (rheo._due),
+            -- locked with SKIP LOCKED, and the conditions checked again on
+            -- the row as it is once locked.
             SELECT d.ctid AS tid, d."partition" AS part, d.sequence, d.key FROM rheo.deliveries d
-             WHERE d.ctid = ANY (ARRAY(SELECT c.tid FROM candidates c))
+             WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM plan p
+                                        CROSS JOIN LATERAL rheo._due(v_group.group_id, p.part, v_now,
+                                                                     v_group.max_attempts, p_max_count,
+                                                                     p.reclaim, p.due_known) AS due(tid)
+                                        WHERE p.reclaim > 0))
                AND d.expires_at <= v_now
                AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
                FOR UPDATE SKIP LOCKED
@@ -400,6 +395,12 @@ BEGIN
                    k.blocked, k.has_waiters, k.wake
               FROM key_walk k
              WHERE NOT k.seed AND NOT k.more
+        ), passed AS (
+            -- The cursor passes the leased and the blocked events alike,
+            -- a run from the cursor up (see advanced, below).
+            UPDATE rheo.cursors AS c SET next_sequence = n.last + 1
+              FROM (SELECT f.part, max(f.sequence) AS last FROM fresh f GROUP BY f.part) AS n
+             WHERE c.group_id = v_group.group_id AND c."partition" = n.part
         ), inserted AS (
             INSERT INTO rheo.deliveries
                    (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,
@@ -419,36 +420,21 @@ BEGIN
               FROM (SELECT f.part, f.key FROM fresh f WHERE f.wake
                     UNION ALL
                     SELECT a.part, a.key FROM ahead a WHERE a.state <> 'blocked' AND NOT a.has_waiters) AS w
-        ), advanced AS (
-            -- Sequences are contiguous and visible in order, so the claimed
-            -- ones are exactly next .. next + count - 1.
-            UPDATE rheo.cursors AS c
-               SET next_sequence = n.next_sequence + n.taken
-              FROM (SELECT p.part, p.next_sequence, count(*) AS taken
-                      FROM plan p JOIN fresh f ON f.part = p.part
-                     GROUP BY p.part, p.next_sequence) AS n
-             WHERE c.group_id = v_group.group_id AND c."partition" = n.part
         )
-        SELECT r.lease_id, r.lease_id::text, p_stream, p_group_name, v_consumer, r.attempt,
-               v_now, v_expires, e.id, r."partition", r.sequence, e.key, e.type, e.payload, e.metadata, e.ts
-          FROM reclaimed r
-         CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
-                              WHERE ev.stream = p_stream AND ev."partition" = r."partition"
-                                AND ev.sequence = r.sequence LIMIT 1) AS e
-        UNION ALL
         SELECT f.lease_id, f.lease_id::text, p_stream, p_group_name, v_consumer, 1,
                v_now, v_expires, f.id, f.part, f.sequence, f.key, f.type, f.payload, f.metadata, f.ts
           FROM fresh f
          WHERE NOT f.blocked
+        UNION ALL
+        SELECT r.lease_id, r.lease_id::text, p_stream, p_group_name, v_consumer, r.attempt,
+               v_now, v_expires, e.id, r."partition", r.sequence, e.key, e.type, e.payload, e.metadata, e.ts
+          FROM reclaimed r CROSS JOIN LATERAL rheo._event(p_stream, r."partition", r.sequence) AS e
          ORDER BY 10, 11;  -- partition, sequence
         RETURN;
     END IF;
     RETURN QUERY
     WITH plan AS (
-        SELECT x.part, x.next_sequence, least(x.quota, x.reclaim) AS reclaim,
-               x.quota - least(x.quota, x.reclaim) AS fresh, x.reclaim <= p_max_count AS due_known
-          FROM unnest(v_locked, v_next, v_quota, v_reclaim) AS x(part, next_sequence, quota, reclaim)
-         WHERE x.quota > 0
+        SELECT * FROM rheo._plan(v_locked, v_next, v_quota, v_reclaim, p_max_count)
     ), candidates AS (
         -- The deliveries due again with the lowest sequences (rheo._due);
         -- under 'partition', the earliest delivery, whatever its state
@@ -499,21 +485,15 @@ BEGIN
         SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts
           FROM fresh f
     ), advanced AS (
-        -- Sequences are contiguous and visible in order, so the claimed
-        -- ones are exactly next .. next + count - 1.
-        UPDATE rheo.cursors AS c
-           SET next_sequence = n.next_sequence + n.taken
-          FROM (SELECT p.part, p.next_sequence, count(*) AS taken
-                  FROM plan p JOIN fresh f ON f.part = p.part
-                 GROUP BY p.part, p.next_sequence) AS n
+        -- Sequences are contiguous and visible in order, so the events
+        -- taken are a run from the cursor: it moves past the last one.
+        UPDATE rheo.cursors AS c SET next_sequence = n.last + 1
+          FROM (SELECT f.part, max(f.sequence) AS last FROM fresh f GROUP BY f.part) AS n
          WHERE c.group_id = v_group.group_id AND c."partition" = n.part
     )
     SELECT r.lease_id, r.lease_id::text, p_stream, p_group_name, v_consumer, r.attempt,
            v_now, v_expires, e.id, r."partition", r.sequence, e.key, e.type, e.payload, e.metadata, e.ts
-      FROM reclaimed r
-     CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
-                          WHERE ev.stream = p_stream AND ev."partition" = r."partition"
-                            AND ev.sequence = r.sequence LIMIT 1) AS e
+      FROM reclaimed r CROSS JOIN LATERAL rheo._event(p_stream, r."partition", r.sequence) AS e
     UNION ALL
     SELECT f.lease_id, f.lease_id::text, p_stream, p_group_name, v_consumer, 1,
            v_now, v_expires, f.id, f.part, f.sequence, f.key, f.type, f.payload, f.metadata, f.ts

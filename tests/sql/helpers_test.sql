@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(35);
+SELECT plan(41);
 
 -- The helpers the planner inlines (sql/functions/_route.sql): each one's
 -- rule on cases of its own, and a check that a plan holds its body, not
@@ -115,6 +115,29 @@ SELECT ok(NOT EXISTS (SELECT FROM g, rheo._turn(g.id, 1)), '_turn: none in a par
 SELECT ok(pg_temp.plan_of($$SELECT t.sequence FROM rheo.cursors c
                             CROSS JOIN LATERAL rheo._turn(c.group_id, c."partition") AS t$$) !~ 'Function Scan',
     '_turn is inlined: the plan reads the deliveries, not a function scan');
+
+-- rheo._plan
+SELECT results_eq(
+    $$SELECT * FROM rheo._plan('{0,1,2,3}', '{10,20,30,40}', '{5,5,0,3}', '{2,9,1,3}', 5)$$,
+    $$VALUES (0, 10::bigint, 2, 3, true), (1, 20::bigint, 5, 0, false), (3, 40::bigint, 3, 0, true)$$,
+    '_plan: the due deliveries first, up to the quota, then events; a partition without quota is left out');
+SELECT ok(pg_temp.plan_of($$SELECT * FROM rheo._plan('{0}', '{1}', '{1}', '{0}', 1)$$) !~ '_plan',
+    '_plan is inlined: the plan unnests the arrays, not a call');
+
+-- rheo._event
+SELECT results_eq(
+    $$SELECT e."partition", e.sequence FROM rheo._event('s', 0, 4) AS e$$,
+    $$VALUES (0, 4::bigint)$$,
+    '_event: the event at a position');
+SELECT ok(NOT EXISTS (SELECT FROM rheo._event('s', 1, 1)), '_event: none where no event is');
+SELECT ok(pg_temp.plan_of($$SELECT e.id FROM rheo.cursors c
+                            CROSS JOIN LATERAL rheo._event('s', c."partition", c.next_sequence) AS e$$)
+          !~ 'Function Scan',
+    '_event is inlined: the plan reads the events, not a function scan');
+SELECT ok(pg_temp.plan_of($$SELECT e.id FROM rheo.cursors c
+                            CROSS JOIN LATERAL rheo._event('s', c."partition", c.next_sequence) AS e$$)
+          ~ 'Limit',
+    '_event keeps its LIMIT when inlined: one probe of the events a row, not a join the planner may hash');
 
 -- rheo._has_work (last: it changes the deliveries)
 SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 4, 5, '2030-01-01Z', false)),
