@@ -64,7 +64,7 @@ func (r *recorder) next(t *testing.T) retention.PruneInfo {
 	case info := <-r.infos:
 		return info
 	case <-time.After(waitTimeout):
-		t.Fatal("the hook was not called")
+		require.FailNow(t, "the hook was not called")
 		return retention.PruneInfo{}
 	}
 }
@@ -305,7 +305,7 @@ func TestStartStop(t *testing.T) {
 			b.clock.Advance(9 * time.Minute)
 			select {
 			case info := <-rec.infos:
-				t.Fatalf("a pass before the interval: %+v", info)
+				require.FailNow(t, fmt.Sprintf("a pass before the interval: %+v", info))
 			default:
 			}
 			b.clock.Advance(maxAge) // the interval is up, and the new events are aged
@@ -345,7 +345,7 @@ func TestStartStop(t *testing.T) {
 			select {
 			case <-counted.calls:
 			case <-time.After(waitTimeout):
-				t.Fatal("no batch")
+				require.FailNow(t, "no batch")
 			}
 			stopCtx, cancel := context.WithTimeout(b.ctx, waitTimeout)
 			defer cancel()
@@ -395,7 +395,7 @@ func TestStartStop(t *testing.T) {
 			select {
 			case passCtx = <-h.ctxs:
 			case <-time.After(waitTimeout):
-				t.Fatal("the hook was not called")
+				require.FailNow(t, "the hook was not called")
 			}
 
 			at := b.clock.Now().Add(timeout)
