@@ -31,7 +31,9 @@ const dirPrefix = "rheo-citus-"
 // keeps nothing worth a crash: no fsync. Each node takes a few hundred
 // connections (tests in parallel, and the coordinator's connections to
 // the workers), a maintenance daemon per database with citus, and
-// wal_level logical, so that shard moves can also be online ones.
+// wal_level logical, so that shard moves can also be online ones. Citus
+// commits multi-node writes in two phases: it would raise
+// max_prepared_transactions to this itself, and say so in the log.
 // node_conninfo without SSL keeps CREATE EXTENSION citus from turning
 // SSL on with a self-signed certificate (ALTER SYSTEM).
 var settings = []string{
@@ -43,6 +45,7 @@ var settings = []string{
 	"synchronous_commit=off",
 	"full_page_writes=off",
 	"max_connections=300",
+	"max_prepared_transactions=600",
 	"max_worker_processes=64",
 	"wal_level=logical",
 	"max_replication_slots=32",

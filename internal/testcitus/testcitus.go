@@ -68,7 +68,7 @@ func (n Node) Addr() string { return net.JoinHostPort(n.Host, strconv.Itoa(n.Por
 type Cluster struct {
 	// Coordinator is the coordinator node.
 	Coordinator Node
-	// Workers are the worker nodes, in the order of their ports.
+	// Workers are the worker nodes, ordered by host, then port.
 	Workers []Node
 
 	// admin is a URL of the coordinator's administrative database; the
@@ -147,7 +147,7 @@ func fromURL(raw string) (*Cluster, error) {
 	}
 	c := &Cluster{Coordinator: Node{Host: admin.Hostname(), Port: port}, admin: admin}
 	rows, err := conn.Query(ctx, `SELECT groupid = 0, nodename, nodeport FROM pg_dist_node
-		WHERE noderole = 'primary' AND isactive ORDER BY groupid, nodeport`)
+		WHERE noderole = 'primary' AND isactive ORDER BY nodename, nodeport`)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read pg_dist_node (is the citus extension created in that database?): %w", EnvURL, err)
 	}
@@ -170,10 +170,14 @@ func fromURL(raw string) (*Cluster, error) {
 }
 
 // URL returns the URL of database name on node n, with the user and the
-// parameters of the cluster's URLs.
+// parameters of the cluster's URLs. The coordinator is reached at the
+// address of RHEO_TEST_CITUS_URL, which may differ from the one Citus
+// knows it by.
 func (c *Cluster) URL(n Node, name string) string {
 	u := *c.admin
-	u.Host = n.Addr()
+	if n != c.Coordinator {
+		u.Host = n.Addr()
+	}
 	u.Path = "/" + name
 	return u.String()
 }
