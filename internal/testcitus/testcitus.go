@@ -1,5 +1,14 @@
 // Package testcitus gives tests a Citus cluster, and a database of their
-// own on it.
+// own on it:
+//
+//	func TestMain(m *testing.M) { os.Exit(testskip.Run(m)) }
+//
+//	func TestX(t *testing.T) {
+//		c := testcitus.Start(t)
+//		db := c.NewDatabase(t)           // on the coordinator
+//		workers := c.WorkerURLs(t, db)   // the same database on each worker
+//		…
+//	}
 //
 // The cluster is the one whose coordinator RHEO_TEST_CITUS_URL points at,
 // else one this package starts once per test binary from the local
@@ -14,6 +23,10 @@
 // once the tests have run. A binary killed before that takes its servers
 // with it (on Linux), and the next cluster started on the machine removes
 // the files left behind.
+//
+// Each test's database is a copy, on every node, of a template with the
+// citus extension created (made once per test binary and dropped when it
+// ends), with the coordinator and the workers registered in it.
 //
 // When there is no Citus (no citus.so or extension files in the local
 // PostgreSQL, or no citus among pg_available_extensions of the server at
@@ -47,9 +60,9 @@ import (
 // extension is created and the workers are registered (citus_add_node).
 // The workers are found from that database's pg_dist_node, and are
 // reached with the URL's user and password at the host and port
-// registered there. The coordinator is registered in the tests'
-// databases at the host and port pg_dist_node gives it there, else at
-// the URL's.
+// registered there. The coordinator is reached at the URL's host and
+// port, and registered in the tests' databases at the ones pg_dist_node
+// gives it there, else at the URL's.
 const EnvURL = "RHEO_TEST_CITUS_URL"
 
 // Node is one PostgreSQL server of the cluster, at the address Citus
