@@ -30,7 +30,8 @@ func TestErrors(t *testing.T) {
 
 	t.Run("a detail error matches its sentinel and reads reason: detail", func(t *testing.T) {
 		err := fmt.Errorf("ack lease x: %w", rheo.Errorf(rheo.ErrStaleLease, "lease %s is no longer held", "x"))
-		require.True(t, errors.Is(err, rheo.ErrStaleLease) && !errors.Is(err, rheo.ErrGroupNotFound), "errors.Is mismatch for %v", err)
+		require.ErrorIs(t, err, rheo.ErrStaleLease, "errors.Is mismatch for %v", err)
+		require.NotErrorIs(t, err, rheo.ErrGroupNotFound, "errors.Is mismatch for %v", err)
 		got, want := err.Error(), "ack lease x: stale_lease: lease x is no longer held"
 		assert.Equal(t, want, got, "message = %q, want %q", got, want)
 	})
@@ -39,8 +40,12 @@ func TestErrors(t *testing.T) {
 		cause := errors.New("connection reset")
 		amb := error(&rheo.AmbiguousError{Op: "ack", Err: cause})
 		failed := error(&rheo.FailedError{Op: "fetch", Err: cause})
-		assert.True(t, errors.Is(amb, rheo.ErrAmbiguous) && errors.Is(amb, cause) && !errors.Is(amb, rheo.ErrFailed), "ambiguous error does not match as expected: %v", amb)
-		assert.True(t, errors.Is(failed, rheo.ErrFailed) && errors.Is(failed, cause) && !errors.Is(failed, rheo.ErrAmbiguous), "failed error does not match as expected: %v", failed)
+		assert.ErrorIs(t, amb, rheo.ErrAmbiguous, "ambiguous error does not match as expected: %v", amb)
+		assert.ErrorIs(t, amb, cause, "ambiguous error does not match as expected: %v", amb)
+		assert.NotErrorIs(t, amb, rheo.ErrFailed, "ambiguous error does not match as expected: %v", amb)
+		assert.ErrorIs(t, failed, rheo.ErrFailed, "failed error does not match as expected: %v", failed)
+		assert.ErrorIs(t, failed, cause, "failed error does not match as expected: %v", failed)
+		assert.NotErrorIs(t, failed, rheo.ErrAmbiguous, "failed error does not match as expected: %v", failed)
 		for _, err := range []error{amb, failed, rheo.ErrStaleLease, rheo.Errorf(rheo.ErrBackendUnavailable, "down")} {
 			assert.True(t, rheo.IsVocabulary(err), "IsVocabulary(%v) = false", err)
 		}

@@ -121,7 +121,8 @@ func TestOpen(t *testing.T) {
 func TestOpenMissingSQLiteFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing.db")
 	_, err := connect.Open(context.Background(), "sqlite://"+path, nil)
-	require.True(t, errors.Is(err, rheo.ErrBackendUnavailable) && strings.Contains(err.Error(), path), "Open = %v, want backend_unavailable naming %s", err, path)
+	require.ErrorIs(t, err, rheo.ErrBackendUnavailable, "Open = %v, want backend_unavailable naming %s", err, path)
+	require.Contains(t, err.Error(), path, "Open = %v, want backend_unavailable naming %s", err, path)
 	_, err = os.Stat(path)
 	require.True(t, errors.Is(err, os.ErrNotExist), "Open created %s (stat: %v), want it left absent", path, err)
 }
@@ -149,7 +150,8 @@ func TestOpenRejectsURL(t *testing.T) {
 			var urlErr *connect.URLError
 			require.True(t, errors.As(err, &urlErr) && errors.Is(err, rheo.ErrInvalidArgument), "Open(%q) = %v (%T), want a *URLError matching invalid_argument", tt.url, err, err)
 			msg := err.Error()
-			require.True(t, strings.Contains(msg, tt.want) && !strings.Contains(msg, "secret"), "Open(%q) error %q: want it to contain %q and no password", tt.url, msg, tt.want)
+			require.Contains(t, msg, tt.want, "Open(%q) error %q: want it to contain %q and no password", tt.url, msg, tt.want)
+			require.NotContains(t, msg, "secret", "Open(%q) error %q: want it to contain %q and no password", tt.url, msg, tt.want)
 		})
 	}
 }
@@ -196,12 +198,14 @@ func TestOpenAsApplicationRole(t *testing.T) {
 	t.Run("rheo_consumer fetches and acks", func(t *testing.T) {
 		drv := open(t, "rheo_consumer")
 		leases, err := drv.Fetch(ctx, "orders", "billing", nil)
-		require.True(t, err == nil && len(leases) == 1, "fetch: %v, %v", leases, err)
+		require.NoError(t, err, "fetch")
+		require.Len(t, leases, 1, "fetch: %v", leases)
 		require.NoError(t, drv.Ack(ctx, leases[0].LeaseID))
 	})
 	t.Run("rheo_reader may not append", func(t *testing.T) {
 		_, err := open(t, "rheo_reader").Append(ctx, "orders", json.RawMessage(`{}`), nil)
-		require.True(t, errors.Is(err, rheo.ErrFailed) && strings.Contains(err.Error(), "permission denied"), "append as rheo_reader: %v, want failed: … permission denied", err)
+		require.ErrorIs(t, err, rheo.ErrFailed, "append as rheo_reader: %v, want failed: … permission denied", err)
+		require.Contains(t, err.Error(), "permission denied", "append as rheo_reader: %v, want failed: … permission denied", err)
 	})
 }
 
@@ -226,7 +230,8 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 		}
 		require.Error(t, err, "Open(%q) succeeded, want an error", raw)
 		msg := err.Error()
-		require.True(t, !strings.Contains(msg, "hun") && !strings.Contains(msg, "ter2"), "Open(%q) error %q repeats the password", raw, msg)
+		require.NotContains(t, msg, "hun", "Open(%q) error %q repeats the password", raw, msg)
+		require.NotContains(t, msg, "ter2", "Open(%q) error %q repeats the password", raw, msg)
 	}
 }
 
@@ -354,7 +359,8 @@ func TestOpenWithRolePrefix(t *testing.T) {
 	require.NoError(t, err, "open as a role granted %srheo_consumer", prefix)
 	defer drv.Close()
 	leases, err := drv.Fetch(ctx, "orders", "billing", nil)
-	require.True(t, err == nil && len(leases) == 1, "fetch as a role granted %srheo_consumer: %v, %v", prefix, leases, err)
+	require.NoError(t, err, "fetch as a role granted %srheo_consumer", prefix)
+	require.Len(t, leases, 1, "fetch as a role granted %srheo_consumer: %v", prefix, leases)
 	other, err := connect.Open(ctx, testdb.AsRole(t, url, foreign), nil)
 	if err == nil {
 		defer other.Close()

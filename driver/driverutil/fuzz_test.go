@@ -66,7 +66,8 @@ func FuzzCheckTime(f *testing.F) {
 			require.Equal(t, "infinity", bounds.From, "Filter renders %s as %q", at, bounds.From)
 		default:
 			parsed, err := time.Parse(time.RFC3339Nano, bounds.From)
-			require.True(t, err == nil && parsed.Equal(at.Truncate(time.Microsecond)), "Filter renders %s as %q (%v)", at, bounds.From, err)
+			require.NoError(t, err, "Filter renders %s as %q", at, bounds.From)
+			require.True(t, parsed.Equal(at.Truncate(time.Microsecond)), "Filter renders %s as %q (%v)", at, bounds.From, err)
 			back := time.UnixMicro(at.UnixMicro())
 			require.True(t, back.Equal(at.Truncate(time.Microsecond)), "%s is %s after a round trip through microseconds", at, back)
 		}
@@ -82,7 +83,9 @@ func FuzzCheckSequence(f *testing.F) {
 	f.Fuzz(func(t *testing.T, n int64) {
 		err := CheckSequence("start_after", n)
 		require.Equal(t, n >= 0 && n <= math.MaxInt64-1, err == nil, "CheckSequence(%d) = %v", n, err)
-		require.False(t, err == nil && n+1 <= n, "the cursor after %d overflows", n)
+		if err == nil {
+			require.Greater(t, n+1, n, "the cursor after %d overflows", n)
+		}
 		if err != nil {
 			require.ErrorIs(t, err, rheo.ErrInvalidArgument, "CheckSequence(%d) = %v, not invalid_argument naming start_after", n, err)
 			require.Contains(t, err.Error(), "start_after", "CheckSequence(%d) = %v, not invalid_argument naming start_after", n, err)

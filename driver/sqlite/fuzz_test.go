@@ -76,7 +76,7 @@ func FuzzPayloadKey(f *testing.F) {
 		var s string
 		switch {
 		case !ok || string(value) == "null":
-			require.Equal(t, "", got, "payloadKey(%s) = %q without a key", raw, got)
+			require.Empty(t, got, "payloadKey(%s) = %q without a key", raw, got)
 		case json.Unmarshal(value, &s) == nil:
 			require.Equal(t, s, got, "payloadKey(%s) = %q, want %q", raw, got, s)
 		default:
@@ -238,7 +238,8 @@ func FuzzQueryAdvance(f *testing.F) {
 		}
 		cursor := encodeQueryCursor("0123456789abcdef", positions)
 		back, err := decodeQueryCursor(cursor, "0123456789abcdef", 2)
-		require.True(t, err == nil && back[0] == positions[0] && back[1] == positions[1], "cursor %q of %v decodes to %v, %v", cursor, positions, back, err)
+		require.NoError(t, err, "cursor %q of %v", cursor, positions)
+		require.Equal(t, positions, back[:2], "cursor %q of %v decodes to %v", cursor, positions, back)
 		_, err = decodeQueryCursor(cursor, "fedcba9876543210", 2)
 		require.ErrorIs(t, err, rheo.ErrCursorNotFound, "a cursor of another query: %v", err)
 	})

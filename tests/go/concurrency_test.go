@@ -467,7 +467,7 @@ func TestConcurrentLateCommit(t *testing.T) {
 	require.NoError(t, txA.Commit(ctx))
 	require.NoError(t, <-doneB, "B's append")
 	require.NoError(t, <-readerDone, "reader")
-	assert.True(t, seqA == 1 && seqB == 2, "A got sequence %d and B %d, want 1 and 2", seqA, seqB)
+	assert.Equal(t, []int64{1, 2}, []int64{seqA, seqB}, "A got sequence %d and B %d, want 1 and 2", seqA, seqB)
 	want := []seenEvent{{1, "A"}, {2, "B"}}
 	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(seen), "the reader saw %v, want %v", seen, want)
 }
