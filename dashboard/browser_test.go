@@ -123,7 +123,15 @@ func TestDashboardBrowserPayloadEscaped(t *testing.T) {
 			browse(t, tab, chromedp.Navigate(bn.base+path))
 			waitFor(t, tab, `document.readyState === "complete"`)
 			// Give an injected script or a failed image every chance to run.
-			browse(t, tab, chromedp.Sleep(300*time.Millisecond))
+			// The page's own have once it is complete (images hold the load
+			// back); on a page that refreshes, so have those of the parts a
+			// refresh swapped in, once a second refresh comes an interval
+			// later.
+			if eval[bool](t, tab, `document.body.getAttribute("data-refresh") !== "0"`) {
+				waitFor(t, tab, `document.body.hasAttribute("data-refreshed")`)
+				first := eval[string](t, tab, `document.body.getAttribute("data-refreshed")`)
+				waitFor(t, tab, `document.body.getAttribute("data-refreshed") !== `+jsString(first))
+			}
 			got := eval[string](t, tab, `String(window.rheoPwned)`)
 			assert.Equal(t, "undefined", got, "%s: a payload ran as script (rheoPwned = %s)", path, got)
 			title := eval[string](t, tab, `document.title`)
