@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/rheo-go/rheo"
 )
 
@@ -18,43 +21,35 @@ func TestErrors(t *testing.T) {
 			"RH009": rheo.ErrInvalidReplayOpts, "RH010": rheo.ErrCursorNotFound,
 			"RH011": rheo.ErrInvalidArgument, "RH012": rheo.ErrImmutableEvent,
 		} {
-			if got := rheo.ErrorForSQLState(code); got != want {
-				t.Errorf("ErrorForSQLState(%s) = %v, want %v", code, got, want)
-			}
+			got := rheo.ErrorForSQLState(code)
+			assert.Equal(t, want, got, "ErrorForSQLState(%s) = %v, want %v", code, got, want)
 		}
-		if got := rheo.ErrorForSQLState("23505"); got != nil {
-			t.Errorf("ErrorForSQLState(23505) = %v, want nil", got)
-		}
+		got := rheo.ErrorForSQLState("23505")
+		assert.Nil(t, got, "ErrorForSQLState(23505) = %v, want nil", got)
 	})
 
 	t.Run("a detail error matches its sentinel and reads reason: detail", func(t *testing.T) {
 		err := fmt.Errorf("ack lease x: %w", rheo.Errorf(rheo.ErrStaleLease, "lease %s is no longer held", "x"))
-		if !errors.Is(err, rheo.ErrStaleLease) || errors.Is(err, rheo.ErrGroupNotFound) {
-			t.Fatalf("errors.Is mismatch for %v", err)
-		}
-		if got, want := err.Error(), "ack lease x: stale_lease: lease x is no longer held"; got != want {
-			t.Errorf("message = %q, want %q", got, want)
-		}
+		require.ErrorIs(t, err, rheo.ErrStaleLease, "errors.Is mismatch for %v", err)
+		require.NotErrorIs(t, err, rheo.ErrGroupNotFound, "errors.Is mismatch for %v", err)
+		got, want := err.Error(), "ack lease x: stale_lease: lease x is no longer held"
+		assert.Equal(t, want, got, "message = %q, want %q", got, want)
 	})
 
 	t.Run("ambiguous and failed errors wrap their cause", func(t *testing.T) {
 		cause := errors.New("connection reset")
 		amb := error(&rheo.AmbiguousError{Op: "ack", Err: cause})
 		failed := error(&rheo.FailedError{Op: "fetch", Err: cause})
-		if !errors.Is(amb, rheo.ErrAmbiguous) || !errors.Is(amb, cause) || errors.Is(amb, rheo.ErrFailed) {
-			t.Errorf("ambiguous error does not match as expected: %v", amb)
-		}
-		if !errors.Is(failed, rheo.ErrFailed) || !errors.Is(failed, cause) || errors.Is(failed, rheo.ErrAmbiguous) {
-			t.Errorf("failed error does not match as expected: %v", failed)
-		}
+		assert.ErrorIs(t, amb, rheo.ErrAmbiguous, "ambiguous error does not match as expected: %v", amb)
+		assert.ErrorIs(t, amb, cause, "ambiguous error does not match as expected: %v", amb)
+		assert.NotErrorIs(t, amb, rheo.ErrFailed, "ambiguous error does not match as expected: %v", amb)
+		assert.ErrorIs(t, failed, rheo.ErrFailed, "failed error does not match as expected: %v", failed)
+		assert.ErrorIs(t, failed, cause, "failed error does not match as expected: %v", failed)
+		assert.NotErrorIs(t, failed, rheo.ErrAmbiguous, "failed error does not match as expected: %v", failed)
 		for _, err := range []error{amb, failed, rheo.ErrStaleLease, rheo.Errorf(rheo.ErrBackendUnavailable, "down")} {
-			if !rheo.IsVocabulary(err) {
-				t.Errorf("IsVocabulary(%v) = false", err)
-			}
+			assert.True(t, rheo.IsVocabulary(err), "IsVocabulary(%v) = false", err)
 		}
-		if rheo.IsVocabulary(cause) {
-			t.Errorf("IsVocabulary(%v) = true for a raw error", cause)
-		}
+		assert.False(t, rheo.IsVocabulary(cause), "IsVocabulary(%v) = true for a raw error", cause)
 	})
 }
 
@@ -69,8 +64,7 @@ func TestPartitionForKey(t *testing.T) {
 		{"hello", 1000, 354},
 		{"hello", 1, 0},
 	} {
-		if got := rheo.PartitionForKey(tc.key, tc.n); got != tc.want {
-			t.Errorf("PartitionForKey(%q, %d) = %d, want %d", tc.key, tc.n, got, tc.want)
-		}
+		got := rheo.PartitionForKey(tc.key, tc.n)
+		assert.Equal(t, tc.want, got, "PartitionForKey(%q, %d) = %d, want %d", tc.key, tc.n, got, tc.want)
 	}
 }

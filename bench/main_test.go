@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // testServerURL returns the PostgreSQL server to run against: the one
@@ -27,7 +29,7 @@ func testServerURL(t *testing.T) string {
 	if err != nil {
 		msg := "no PostgreSQL server for the benchmark harness: " + err.Error()
 		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
+			require.FailNow(t, msg)
 		}
 		t.Skip(msg)
 	}
@@ -41,13 +43,9 @@ func testServerURL(t *testing.T) string {
 func TestQuickRun(t *testing.T) {
 	serverURL := testServerURL(t)
 	c, err := parseFlags([]string{"--quick", "--database-url", serverURL}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var stdout, stderr bytes.Buffer
-	if err := c.execute(t.Context(), &stdout, &stderr); err != nil {
-		t.Fatalf("quick run failed: %v\n%s", err, stderr.String())
-	}
+	require.NoError(t, c.execute(t.Context(), &stdout, &stderr), "quick run failed\n%s", stderr.String())
 	out := stdout.String()
 	for _, want := range []string{
 		"postgresql: ", "shared_buffers=", "synchronous_commit=", "fsync=", "wal_level=", "max_connections=",
@@ -75,37 +73,23 @@ func TestQuickRun(t *testing.T) {
 		"deliveries_lease_id_key", // the size of every Rheo index is listed
 		"river_job_pkey",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "output lacks %q:\n%s", want, out)
 	}
 	// The closing lines are the summary, one per figure.
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	last := lines[len(lines)-1]
-	if !strings.HasPrefix(last, "rheo ") && !strings.HasPrefix(last, "ratio ") {
-		t.Errorf("the last line is not a figure: %q", last)
-	}
+	assert.True(t, strings.HasPrefix(last, "rheo ") || strings.HasPrefix(last, "ratio "), "the last line is not a figure: %q", last)
 
 	conn, err := pgx.Connect(t.Context(), serverURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close(context.WithoutCancel(t.Context()))
-	if len(c.srv.created) == 0 {
-		t.Fatal("the run created no databases")
-	}
+	require.NotEmpty(t, c.srv.created, "the run created no databases")
 	var left []string
 	rows, err := conn.Query(t.Context(), `SELECT datname FROM pg_database WHERE datname = ANY ($1)`, c.srv.created)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(left) > 0 {
-		t.Errorf("databases left behind: %v", left)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, left, "databases left behind: %v", left)
 }
 
 // TestInterruptedRunDropsDatabases cancels a run while it works and
@@ -113,12 +97,9 @@ func TestQuickRun(t *testing.T) {
 func TestInterruptedRunDropsDatabases(t *testing.T) {
 	serverURL := testServerURL(t)
 	c, err := parseFlags([]string{"--quick", "--workloads", "drain", "--n", "1000000", "--database-url", serverURL}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.srv, err = newServer(t.Context(), serverURL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	c.srv, err = newServer(t.Context(), serverURL)
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
 		// Cancel once the drain's database (after the template) exists
@@ -134,77 +115,52 @@ func TestInterruptedRunDropsDatabases(t *testing.T) {
 	}()
 	err = c.execute(ctx, io.Discard, io.Discard)
 	cancel()
-	if err == nil {
-		t.Fatal("the interrupted run reported success")
-	}
+	require.Error(t, err, "the interrupted run reported success")
 	conn, err := pgx.Connect(t.Context(), serverURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close(context.WithoutCancel(t.Context()))
 	var left int
-	if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_database WHERE datname = ANY ($1)`,
-		c.srv.created).Scan(&left); err != nil {
-		t.Fatal(err)
-	}
-	if left > 0 {
-		t.Errorf("%d of %d databases left behind after the interrupt", left, len(c.srv.created))
-	}
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM pg_database WHERE datname = ANY ($1)`,
+		c.srv.created).Scan(&left))
+	assert.Zero(t, left, "%d of %d databases left behind after the interrupt", left, len(c.srv.created))
 }
 
 func TestParseFlags(t *testing.T) {
 	t.Run("quick mode shrinks the sizes not given", func(t *testing.T) {
 		c, err := parseFlags([]string{"--quick", "--n", "500"}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.n != 500 || c.rounds != 1 || c.costN != 2000 || c.latencyDuration != time.Second {
-			t.Errorf("n=%d rounds=%d cost-n=%d latency-duration=%s", c.n, c.rounds, c.costN, c.latencyDuration)
-		}
+		require.NoError(t, err)
+		assert.True(t, c.n == 500 && c.rounds == 1 && c.costN == 2000 && c.latencyDuration == time.Second, "n=%d rounds=%d cost-n=%d latency-duration=%s", c.n, c.rounds, c.costN, c.latencyDuration)
 	})
 	t.Run("the full mode keeps the defaults", func(t *testing.T) {
 		c, err := parseFlags(nil, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c.n != 100_000 || c.rounds != 3 || c.serverURL != defaultServerURL || len(c.workloads) != len(workloadNames) {
-			t.Errorf("n=%d rounds=%d url=%s workloads=%v", c.n, c.rounds, c.serverURL, c.workloads)
-		}
+		require.NoError(t, err)
+		assert.True(t, c.n == 100_000 && c.rounds == 3 && c.serverURL == defaultServerURL && len(c.workloads) == len(workloadNames), "n=%d rounds=%d url=%s workloads=%v", c.n, c.rounds, c.serverURL, c.workloads)
 	})
 	t.Run("one workload runs alone", func(t *testing.T) {
 		c, err := parseFlags([]string{"--workloads", "ops"}, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(c.workloads) != 1 || !c.runs("ops") || c.opsEvents != 2_000_000 || len(c.opsPartitions) != 2 {
-			t.Errorf("workloads=%v ops-events=%d ops-partitions=%v", c.workloads, c.opsEvents, c.opsPartitions)
-		}
+		require.NoError(t, err)
+		assert.True(t, len(c.workloads) == 1 && c.runs("ops") && c.opsEvents == 2_000_000 && len(c.opsPartitions) == 2, "workloads=%v ops-events=%d ops-partitions=%v", c.workloads, c.opsEvents, c.opsPartitions)
 	})
 	t.Run("more leases in flight than events are refused", func(t *testing.T) {
-		if _, err := parseFlags([]string{"--ops-events", "1000", "--ops-inflight", "990", "--ops-calls", "20"}, io.Discard); err == nil {
-			t.Error("no error")
-		}
+		_, err := parseFlags([]string{"--ops-events", "1000", "--ops-inflight", "990", "--ops-calls", "20"}, io.Discard)
+		assert.Error(t, err, "no error")
 	})
 	t.Run("an unknown workload is refused", func(t *testing.T) {
-		if _, err := parseFlags([]string{"--workloads", "append,nope"}, io.Discard); err == nil {
-			t.Error("no error")
-		}
+		_, err := parseFlags([]string{"--workloads", "append,nope"}, io.Discard)
+		assert.Error(t, err, "no error")
 	})
 	t.Run("a non-positive list entry is refused", func(t *testing.T) {
-		if _, err := parseFlags([]string{"--concurrency", "1,0"}, io.Discard); err == nil {
-			t.Error("no error")
-		}
+		_, err := parseFlags([]string{"--concurrency", "1,0"}, io.Discard)
+		assert.Error(t, err, "no error")
 	})
 }
 
 func TestStatistics(t *testing.T) {
 	t.Run("median of odd and even counts", func(t *testing.T) {
-		if m := median([]float64{3, 1, 2}); m != 2 {
-			t.Errorf("median = %v, want 2", m)
-		}
-		if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
-			t.Errorf("median = %v, want 2.5", m)
-		}
+		m := median([]float64{3, 1, 2})
+		assert.Equal(t, 2.0, m, "median = %v, want 2", m)
+		m = median([]float64{4, 1, 3, 2})
+		assert.Equal(t, 2.5, m, "median = %v, want 2.5", m)
 	})
 	t.Run("percentiles by nearest rank", func(t *testing.T) {
 		var d []time.Duration
@@ -212,9 +168,8 @@ func TestStatistics(t *testing.T) {
 			d = append(d, time.Duration(i)*time.Millisecond)
 		}
 		for p, want := range map[float64]time.Duration{50: 50 * time.Millisecond, 99: 99 * time.Millisecond, 100: 100 * time.Millisecond} {
-			if got := percentile(d, p); got != want {
-				t.Errorf("p%v = %v, want %v", p, got, want)
-			}
+			got := percentile(d, p)
+			assert.Equal(t, want, got, "p%v = %v, want %v", p, got, want)
 		}
 	})
 	t.Run("the summary has one line per figure, ratio where both ran", func(t *testing.T) {
@@ -225,8 +180,6 @@ func TestStatistics(t *testing.T) {
 		var b bytes.Buffer
 		r.writeSummary(&b)
 		want := "ratio rheo/river drain c=1: 3.00\nrheo fetch per lease: 12.0 µs\n"
-		if b.String() != want {
-			t.Errorf("summary:\n%s\nwant:\n%s", b.String(), want)
-		}
+		assert.Equal(t, want, b.String(), "summary:\n%s\nwant:\n%s", b.String(), want)
 	})
 }

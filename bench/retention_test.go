@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"io"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestQuickRetention runs the opt-in retention workloads in quick mode
@@ -16,13 +17,9 @@ import (
 func TestQuickRetention(t *testing.T) {
 	serverURL := testServerURL(t)
 	c, err := parseFlags([]string{"--quick", "--workloads", "prune,prunelatency,horizon", "--database-url", serverURL}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var stdout, stderr bytes.Buffer
-	if err := c.execute(t.Context(), &stdout, &stderr); err != nil {
-		t.Fatalf("quick run failed: %v\n%s", err, stderr.String())
-	}
+	require.NoError(t, c.execute(t.Context(), &stdout, &stderr), "quick run failed\n%s", stderr.String())
 	out := stdout.String()
 	for _, want := range []string{
 		"retention sizes: prune 20k aged + 1k young",
@@ -47,52 +44,31 @@ func TestQuickRetention(t *testing.T) {
 		"rheo relations of the prune workload after a second VACUUM:",
 		"rheo horizon workload: draining 2k events, a REPEATABLE READ snapshot held",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "output lacks %q:\n%s", want, out)
 	}
-	if strings.Contains(out, "ratio rheo/river") {
-		t.Errorf("the retention workloads are Rheo's alone, but River figures were reported:\n%s", out)
-	}
+	assert.NotContains(t, out, "ratio rheo/river", "the retention workloads are Rheo's alone, but River figures were reported:\n%s", out)
 
 	conn, err := pgx.Connect(t.Context(), serverURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close(t.Context())
 	rows, err := conn.Query(t.Context(), `SELECT datname FROM pg_database WHERE datname = ANY ($1)`, c.srv.created)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(left) > 0 {
-		t.Errorf("databases left behind: %v", left)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, left, "databases left behind: %v", left)
 }
 
 // TestRetentionWorkloadsAreOptIn checks that the retention workloads run
 // only when named.
 func TestRetentionWorkloadsAreOptIn(t *testing.T) {
 	c, err := parseFlags(nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, w := range optInWorkloads {
-		if slices.Contains(c.workloads, w) {
-			t.Errorf("workload %s runs by default", w)
-		}
+		assert.False(t, slices.Contains(c.workloads, w), "workload %s runs by default", w)
 	}
 	c, err = parseFlags([]string{"--workloads", "horizon,append"}, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !c.runs("horizon") || !c.runs("append") || c.runs("prune") {
-		t.Errorf("--workloads horizon,append runs %v", c.workloads)
-	}
-	if _, err := parseFlags([]string{"--prunelatency-duration", "0s"}, io.Discard); err == nil {
-		t.Error("a zero --prunelatency-duration was accepted")
-	}
+	require.NoError(t, err)
+	assert.True(t, c.runs("horizon") && c.runs("append") && !c.runs("prune"), "--workloads horizon,append runs %v", c.workloads)
+	_, err = parseFlags([]string{"--prunelatency-duration", "0s"}, io.Discard)
+	assert.Error(t, err, "a zero --prunelatency-duration was accepted")
 }

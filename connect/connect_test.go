@@ -36,16 +36,10 @@ var pinnedClock = drivertest.ClockAt(pinned)
 func useDriver(t *testing.T, drv driver.Driver) {
 	t.Helper()
 	ctx := context.Background()
-	if err := drv.CreateStream(ctx, "orders", 2); err != nil {
-		t.Fatalf("CreateStream: %v", err)
-	}
+	require.NoError(t, drv.CreateStream(ctx, "orders", 2), "CreateStream")
 	ev, err := drv.Append(ctx, "orders", json.RawMessage(`{"type":"placed"}`), nil)
-	if err != nil {
-		t.Fatalf("Append: %v", err)
-	}
-	if !ev.TS.Equal(pinned) {
-		t.Fatalf("event ts = %s, want the clock's %s", ev.TS, pinned)
-	}
+	require.NoError(t, err, "Append")
+	require.True(t, ev.TS.Equal(pinned), "event ts = %s, want the clock's %s", ev.TS, pinned)
 }
 
 func TestOpen(t *testing.T) {
@@ -81,9 +75,7 @@ func TestOpen(t *testing.T) {
 		{name: "an SQLite file without the schema is a schema error",
 			url: func(t *testing.T) string {
 				path := sqliteFile(t)
-				if err := os.WriteFile(path, nil, 0o600); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(path, nil, 0o600))
 				return "sqlite:" + path
 			}, wantErr: rheo.ErrFailed, wantSchema: true},
 		{name: "in-memory SQLite with Migrate works",
@@ -101,32 +93,25 @@ func TestOpen(t *testing.T) {
 			url := tt.url(t)
 			if tt.prepare {
 				drv, err := connect.Open(ctx, url, &connect.Options{Migrate: true})
-				if err != nil {
-					t.Fatalf("prepare: %v", err)
-				}
+				require.NoError(t, err, "prepare")
 				drv.Close()
 			}
 			drv, err := connect.Open(ctx, url, &connect.Options{Clock: pinnedClock, Migrate: tt.migrate})
 			if tt.wantErr != nil {
 				if err == nil {
 					drv.Close()
-					t.Fatalf("Open(%q) succeeded, want %v", url, tt.wantErr)
 				}
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("Open(%q) = %v, want %v", url, err, tt.wantErr)
-				}
+				require.Error(t, err, "Open(%q) succeeded, want %v", url, tt.wantErr)
+				require.ErrorIs(t, err, tt.wantErr, "Open(%q) = %v, want %v", url, err, tt.wantErr)
 				var schemaErr *connect.SchemaError
-				if got := errors.As(err, &schemaErr); got != tt.wantSchema {
-					t.Fatalf("Open(%q) = %v; schema error %v, want %v", url, err, got, tt.wantSchema)
-				}
-				if tt.wantSchema && rheo.KindOf(err) != rheo.KindSchemaMissing {
-					t.Fatalf("Open(%q) = %v of kind %q, want schema_missing", url, err, rheo.KindOf(err))
+				got := errors.As(err, &schemaErr)
+				require.Equal(t, tt.wantSchema, got, "Open(%q) = %v; schema error %v, want %v", url, err, got, tt.wantSchema)
+				if tt.wantSchema {
+					require.Equal(t, rheo.KindSchemaMissing, rheo.KindOf(err), "Open(%q) = %v of kind %q, want schema_missing", url, err, rheo.KindOf(err))
 				}
 				return
 			}
-			if err != nil {
-				t.Fatalf("Open(%q): %v", url, err)
-			}
+			require.NoError(t, err, "Open(%q)", url)
 			defer drv.Close()
 			useDriver(t, drv)
 		})
@@ -136,12 +121,10 @@ func TestOpen(t *testing.T) {
 func TestOpenMissingSQLiteFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing.db")
 	_, err := connect.Open(context.Background(), "sqlite://"+path, nil)
-	if !errors.Is(err, rheo.ErrBackendUnavailable) || !strings.Contains(err.Error(), path) {
-		t.Fatalf("Open = %v, want backend_unavailable naming %s", err, path)
-	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("Open created %s (stat: %v), want it left absent", path, err)
-	}
+	require.ErrorIs(t, err, rheo.ErrBackendUnavailable, "Open = %v, want backend_unavailable naming %s", err, path)
+	require.Contains(t, err.Error(), path, "Open = %v, want backend_unavailable naming %s", err, path)
+	_, err = os.Stat(path)
+	require.True(t, errors.Is(err, os.ErrNotExist), "Open created %s (stat: %v), want it left absent", path, err)
 }
 
 func TestOpenRejectsURL(t *testing.T) {
@@ -162,15 +145,13 @@ func TestOpenRejectsURL(t *testing.T) {
 			drv, err := connect.Open(context.Background(), tt.url, nil)
 			if err == nil {
 				drv.Close()
-				t.Fatalf("Open(%q) succeeded, want an error", tt.url)
 			}
+			require.Error(t, err, "Open(%q) succeeded, want an error", tt.url)
 			var urlErr *connect.URLError
-			if !errors.As(err, &urlErr) || !errors.Is(err, rheo.ErrInvalidArgument) {
-				t.Fatalf("Open(%q) = %v (%T), want a *URLError matching invalid_argument", tt.url, err, err)
-			}
-			if msg := err.Error(); !strings.Contains(msg, tt.want) || strings.Contains(msg, "secret") {
-				t.Fatalf("Open(%q) error %q: want it to contain %q and no password", tt.url, msg, tt.want)
-			}
+			require.True(t, errors.As(err, &urlErr) && errors.Is(err, rheo.ErrInvalidArgument), "Open(%q) = %v (%T), want a *URLError matching invalid_argument", tt.url, err, err)
+			msg := err.Error()
+			require.Contains(t, msg, tt.want, "Open(%q) error %q: want it to contain %q and no password", tt.url, msg, tt.want)
+			require.NotContains(t, msg, "secret", "Open(%q) error %q: want it to contain %q and no password", tt.url, msg, tt.want)
 		})
 	}
 }
@@ -187,61 +168,44 @@ func TestOpenAsApplicationRole(t *testing.T) {
 	}
 	url := testdb.NewDatabase(t)
 	admin, err := connect.Open(ctx, url, &connect.Options{Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer admin.Close()
-	if err := admin.CreateStream(ctx, "orders", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.CreateGroup(ctx, "orders", "billing", nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.CreateStream(ctx, "orders", 1))
+	require.NoError(t, admin.CreateGroup(ctx, "orders", "billing", nil))
 	pool, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer pool.Close(ctx)
 	for granted, role := range roles {
-		if _, err := pool.Exec(ctx, "GRANT "+granted+" TO "+pgx.Identifier{role}.Sanitize()); err != nil {
-			t.Fatal(err)
-		}
+		_, err := pool.Exec(ctx, "GRANT "+granted+" TO "+pgx.Identifier{role}.Sanitize())
+		require.NoError(t, err)
 	}
 
 	open := func(t *testing.T, granted string) driver.Driver {
 		t.Helper()
 		drv, err := connect.Open(ctx, testdb.AsRole(t, url, roles[granted]), nil)
-		if err != nil {
-			t.Fatalf("open as a role granted %s: %v", granted, err)
-		}
+		require.NoError(t, err, "open as a role granted %s", granted)
 		t.Cleanup(func() { drv.Close() })
 		return drv
 	}
 	t.Run("rheo_reader reads", func(t *testing.T) {
-		if _, err := open(t, "rheo_reader").Lag(ctx, "orders", "billing", nil); err != nil {
-			t.Fatal(err)
-		}
+		_, err := open(t, "rheo_reader").Lag(ctx, "orders", "billing", nil)
+		require.NoError(t, err)
 	})
 	t.Run("rheo_producer appends", func(t *testing.T) {
-		if _, err := open(t, "rheo_producer").Append(ctx, "orders", json.RawMessage(`{}`), nil); err != nil {
-			t.Fatal(err)
-		}
+		_, err := open(t, "rheo_producer").Append(ctx, "orders", json.RawMessage(`{}`), nil)
+		require.NoError(t, err)
 	})
 	t.Run("rheo_consumer fetches and acks", func(t *testing.T) {
 		drv := open(t, "rheo_consumer")
 		leases, err := drv.Fetch(ctx, "orders", "billing", nil)
-		if err != nil || len(leases) != 1 {
-			t.Fatalf("fetch: %v, %v", leases, err)
-		}
-		if err := drv.Ack(ctx, leases[0].LeaseID); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "fetch")
+		require.Len(t, leases, 1, "fetch: %v", leases)
+		require.NoError(t, drv.Ack(ctx, leases[0].LeaseID))
 	})
 	t.Run("rheo_reader may not append", func(t *testing.T) {
 		_, err := open(t, "rheo_reader").Append(ctx, "orders", json.RawMessage(`{}`), nil)
-		if !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), "permission denied") {
-			t.Fatalf("append as rheo_reader: %v, want failed: … permission denied", err)
-		}
+		require.ErrorIs(t, err, rheo.ErrFailed, "append as rheo_reader: %v, want failed: … permission denied", err)
+		require.Contains(t, err.Error(), "permission denied", "append as rheo_reader: %v, want failed: … permission denied", err)
 	})
 }
 
@@ -263,11 +227,11 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 		drv, err := connect.Open(context.Background(), raw, nil)
 		if err == nil {
 			drv.Close()
-			t.Fatalf("Open(%q) succeeded, want an error", raw)
 		}
-		if msg := err.Error(); strings.Contains(msg, "hun") || strings.Contains(msg, "ter2") {
-			t.Fatalf("Open(%q) error %q repeats the password", raw, msg)
-		}
+		require.Error(t, err, "Open(%q) succeeded, want an error", raw)
+		msg := err.Error()
+		require.NotContains(t, msg, "hun", "Open(%q) error %q repeats the password", raw, msg)
+		require.NotContains(t, msg, "ter2", "Open(%q) error %q repeats the password", raw, msg)
 	}
 }
 
@@ -332,9 +296,7 @@ func TestOpenNewerDatabase(t *testing.T) {
 					url, table = testdb.NewDatabase(t), "rheo.schema_version"
 				}
 				drv, err := connect.Open(ctx, url, &connect.Options{Migrate: true})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				var latest int32
 				raw := fmt.Sprintf("UPDATE %s SET version = version + 1, compatible_from = version + %d", table, tt.from)
 				if kind == "postgres" {
@@ -342,25 +304,19 @@ func TestOpenNewerDatabase(t *testing.T) {
 					if err := pg.Pool().QueryRow(ctx, "SELECT version FROM rheo.schema_version").Scan(&latest); err == nil {
 						_, err = pg.Pool().Exec(ctx, raw)
 					}
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 				} else {
 					db := drv.(*sqlite.Driver).DB()
 					if err := db.QueryRowContext(ctx, "SELECT version FROM rheo_schema_version").Scan(&latest); err == nil {
 						_, err = db.ExecContext(ctx, raw)
 					}
-					if err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, err)
 				}
 				drv.Close()
 
 				drv, err = connect.Open(ctx, url, nil)
 				if !tt.refuse {
-					if err != nil {
-						t.Fatalf("Open: %v", err)
-					}
+					require.NoError(t, err, "Open")
 					drv.Close()
 					return
 				}
@@ -368,10 +324,9 @@ func TestOpenNewerDatabase(t *testing.T) {
 				if err == nil {
 					drv.Close()
 				}
-				if !errors.As(err, &schemaErr) || schemaErr.Applied != latest+1 || schemaErr.CompatibleFrom != latest+1 ||
-					!strings.Contains(err.Error(), "upgrade the application to a newer build of Rheo") {
-					t.Fatalf("Open = %v, want a SchemaError at version %d that needs builds of %d", err, latest+1, latest+1)
-				}
+				require.True(t, errors.As(err, &schemaErr) && schemaErr.Applied == latest+1 && schemaErr.CompatibleFrom == latest+1 &&
+					strings.Contains(err.Error(), "upgrade the application to a newer build of Rheo"),
+					"Open = %v, want a SchemaError at version %d that needs builds of %d", err, latest+1, latest+1)
 			})
 		}
 	}
@@ -387,37 +342,25 @@ func TestOpenWithRolePrefix(t *testing.T) {
 	mine, foreign := testdb.NewRole(t, ""), testdb.NewRole(t, "")
 	url := testdb.NewDatabase(t)
 	admin, err := connect.Open(ctx, url, &connect.Options{Migrate: true, RolePrefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer admin.Close()
-	if err := admin.CreateStream(ctx, "orders", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.CreateGroup(ctx, "orders", "billing", nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Append(ctx, "orders", json.RawMessage(`{}`), nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.CreateStream(ctx, "orders", 1))
+	require.NoError(t, admin.CreateGroup(ctx, "orders", "billing", nil))
+	_, err = admin.Append(ctx, "orders", json.RawMessage(`{}`), nil)
+	require.NoError(t, err)
 	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close(ctx)
 	for role, granted := range map[string]string{mine: prefix + "rheo_consumer", foreign: "rheo_consumer"} {
-		if _, err := conn.Exec(ctx, "GRANT "+pgx.Identifier{granted}.Sanitize()+" TO "+pgx.Identifier{role}.Sanitize()); err != nil {
-			t.Fatal(err)
-		}
+		_, err := conn.Exec(ctx, "GRANT "+pgx.Identifier{granted}.Sanitize()+" TO "+pgx.Identifier{role}.Sanitize())
+		require.NoError(t, err)
 	}
 	drv, err := connect.Open(ctx, testdb.AsRole(t, url, mine), nil)
-	if err != nil {
-		t.Fatalf("open as a role granted %srheo_consumer: %v", prefix, err)
-	}
+	require.NoError(t, err, "open as a role granted %srheo_consumer", prefix)
 	defer drv.Close()
-	if leases, err := drv.Fetch(ctx, "orders", "billing", nil); err != nil || len(leases) != 1 {
-		t.Fatalf("fetch as a role granted %srheo_consumer: %v, %v", prefix, leases, err)
-	}
+	leases, err := drv.Fetch(ctx, "orders", "billing", nil)
+	require.NoError(t, err, "fetch as a role granted %srheo_consumer", prefix)
+	require.Len(t, leases, 1, "fetch as a role granted %srheo_consumer: %v", prefix, leases)
 	other, err := connect.Open(ctx, testdb.AsRole(t, url, foreign), nil)
 	if err == nil {
 		defer other.Close()
@@ -425,8 +368,7 @@ func TestOpenWithRolePrefix(t *testing.T) {
 	}
 	// Open itself refuses it, as it may not read what is installed; were
 	// it let through, the fetch would be denied.
-	if !errors.Is(err, rheo.ErrFailed) ||
-		!strings.Contains(err.Error(), "may not act as it") && !strings.Contains(err.Error(), "permission denied") {
-		t.Fatalf("open and fetch as a role granted rheo_consumer: %v, want failed: … may not act as it, or … permission denied", err)
-	}
+	require.True(t, errors.Is(err, rheo.ErrFailed) &&
+		(strings.Contains(err.Error(), "may not act as it") || strings.Contains(err.Error(), "permission denied")),
+		"open and fetch as a role granted rheo_consumer: %v, want failed: … may not act as it, or … permission denied", err)
 }

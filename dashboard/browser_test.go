@@ -6,11 +6,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/dashboard"
@@ -34,20 +35,16 @@ func TestDashboardBrowserStreamList(t *testing.T) {
 		newStream(t, b.drv, "orders", 2, "billing")
 		for i := range 3 {
 			p := i % 2
-			if _, err := b.drv.Append(context.Background(), "orders", json.RawMessage(`{"type": "order.placed"}`), &rheo.AppendOptions{Partition: &p}); err != nil {
-				t.Fatal(err)
-			}
+			_, err := b.drv.Append(context.Background(), "orders", json.RawMessage(`{"type": "order.placed"}`), &rheo.AppendOptions{Partition: &p})
+			require.NoError(t, err)
 		}
 		waitFor(t, tab, `(document.querySelector('tr[data-stream="orders"] [data-field="high-watermark"]') || {}).textContent === "3"`)
 		row := eval[string](t, tab, `document.querySelector('tr[data-stream="orders"]').innerText`)
 		for _, want := range []string{"orders", "0: 1–2", "1: 1–1", "forever"} {
-			if !strings.Contains(row, want) {
-				t.Errorf("the stream's row %q lacks %q", row, want)
-			}
+			assert.Contains(t, row, want, "the stream's row %q lacks %q", row, want)
 		}
-		if got := eval[string](t, tab, `String(window.rheoTestMarker)`); got != "not reloaded" {
-			t.Errorf("the page was reloaded to show the stream (marker %q)", got)
-		}
+		got := eval[string](t, tab, `String(window.rheoTestMarker)`)
+		assert.Equal(t, "not reloaded", got, "the page was reloaded to show the stream (marker %q)", got)
 	})
 }
 
@@ -58,9 +55,8 @@ func TestDashboardBrowserGroupLagFalls(t *testing.T) {
 		newStream(t, b.drv, "orders", 1, "billing")
 		ctx := context.Background()
 		for range events {
-			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type": "order.placed"}`), nil); err != nil {
-				t.Fatal(err)
-			}
+			_, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type": "order.placed"}`), nil)
+			require.NoError(t, err)
 		}
 		bn := setup(t, b.drv, nil)
 		tab := newTab(t)
@@ -83,12 +79,8 @@ func TestDashboardBrowserGroupLagFalls(t *testing.T) {
 				return nil
 			},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, w.Start(ctx))
 		released := false
 		t.Cleanup(func() {
 			if !released {
@@ -96,22 +88,18 @@ func TestDashboardBrowserGroupLagFalls(t *testing.T) {
 			}
 			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			if err := w.Stop(stopCtx); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, w.Stop(stopCtx))
 		})
 		waitFor(t, tab, `document.getElementById("total-lag").textContent === "`+strconv.Itoa(events-gate)+`"`)
 		close(release)
 		released = true
 		waitFor(t, tab, `document.getElementById("total-lag").textContent === "0"`)
 		waitFor(t, tab, `(document.querySelector('#partitions tr[data-partition="0"] [data-field="lag"]') || {}).textContent === "0"`)
-		if got := eval[string](t, tab, `String(window.rheoTestMarker)`); got != "not reloaded" {
-			t.Errorf("the page was reloaded to show the lag (marker %q)", got)
-		}
+		got := eval[string](t, tab, `String(window.rheoTestMarker)`)
+		assert.Equal(t, "not reloaded", got, "the page was reloaded to show the lag (marker %q)", got)
 		// The chart was drawn from the server's samples.
-		if n := eval[int](t, tab, `document.querySelectorAll("#group-state svg.chart polyline, #group-state svg.chart circle").length`); n == 0 {
-			t.Error("the lag chart shows no sample")
-		}
+		n := eval[int](t, tab, `document.querySelectorAll("#group-state svg.chart polyline, #group-state svg.chart circle").length`)
+		assert.NotZero(t, n, "the lag chart shows no sample")
 	})
 }
 
@@ -135,32 +123,31 @@ func TestDashboardBrowserPayloadEscaped(t *testing.T) {
 			browse(t, tab, chromedp.Navigate(bn.base+path))
 			waitFor(t, tab, `document.readyState === "complete"`)
 			// Give an injected script or a failed image every chance to run.
-			browse(t, tab, chromedp.Sleep(300*time.Millisecond))
-			if got := eval[string](t, tab, `String(window.rheoPwned)`); got != "undefined" {
-				t.Errorf("%s: a payload ran as script (rheoPwned = %s)", path, got)
+			// The page's own have once it is complete (images hold the load
+			// back); on a page that refreshes, so have those of the parts a
+			// refresh swapped in, once a second refresh comes an interval
+			// later.
+			if eval[bool](t, tab, `document.body.getAttribute("data-refresh") !== "0"`) {
+				waitFor(t, tab, `document.body.hasAttribute("data-refreshed")`)
+				first := eval[string](t, tab, `document.body.getAttribute("data-refreshed")`)
+				waitFor(t, tab, `document.body.getAttribute("data-refreshed") !== `+jsString(first))
 			}
-			if title := eval[string](t, tab, `document.title`); strings.Contains(title, "pwned") {
-				t.Errorf("%s: a payload set the title to %q", path, title)
-			}
-			if n := eval[int](t, tab, `document.querySelectorAll("main script, main img, script:not([src])").length`); n != 0 {
-				t.Errorf("%s: the page has %d script or img elements made from the payload", path, n)
-			}
+			got := eval[string](t, tab, `String(window.rheoPwned)`)
+			assert.Equal(t, "undefined", got, "%s: a payload ran as script (rheoPwned = %s)", path, got)
+			title := eval[string](t, tab, `document.title`)
+			assert.NotContains(t, title, "pwned", "%s: a payload set the title to %q", path, title)
+			n := eval[int](t, tab, `document.querySelectorAll("main script, main img, script:not([src])").length`)
+			assert.Zero(t, n, "%s: the page has %d script or img elements made from the payload", path, n)
 			text := eval[string](t, tab, `document.querySelector("main").innerText`)
-			if !strings.Contains(text, `<script>document.title='pwned';window.rheoPwned=1</script>`) {
-				t.Errorf("%s: the payload is not shown as text:\n%s", path, text)
-			}
+			assert.Contains(t, text, `<script>document.title='pwned';window.rheoPwned=1</script>`, "%s: the payload is not shown as text:\n%s", path, text)
 		}
 		// The group page shows the reason as text too, and the payload
 		// pretty-printed.
 		browse(t, tab, chromedp.Navigate(bn.base+"/streams/orders/groups/billing"))
 		reason := eval[string](t, tab, `document.querySelector("td.reason").textContent`)
-		if reason != `<script>window.rheoPwned=4</script>` {
-			t.Errorf("the reason shows as %q", reason)
-		}
+		assert.Equal(t, `<script>window.rheoPwned=4</script>`, reason, "the reason shows as %q", reason)
 		payload := eval[string](t, tab, `document.querySelector("pre.payload").textContent`)
-		if !strings.Contains(payload, "\n  \"note\": \"\\u003cscript\\u003e") && !strings.Contains(payload, "\n  \"note\": \"<script>") {
-			t.Errorf("the payload is not pretty-printed JSON: %q", payload)
-		}
+		assert.Regexp(t, `\n  "note": "(\\u003cscript\\u003e|<script>)`, payload, "the payload is not pretty-printed JSON: %q", payload)
 	})
 }
 
@@ -176,22 +163,17 @@ func TestDashboardBrowserReopenDeadLetter(t *testing.T) {
 		browse(t, tab, chromedp.Click(chromedp.CSS(`tr[data-event-id=`+jsString(ev.ID)+`] form[data-action="reopen"] button`)))
 		waitFor(t, tab, `(document.getElementById("flash") || {textContent: ""}).textContent.includes("Reopened event `+ev.ID+`")`)
 		waitFor(t, tab, `document.getElementById("dead-letter-count").textContent === "0"`)
-		if n := eval[int](t, tab, `document.querySelectorAll("tr[data-event-id]").length`); n != 0 {
-			t.Errorf("the group page still lists %d dead letters", n)
-		}
+		n := eval[int](t, tab, `document.querySelectorAll("tr[data-event-id]").length`)
+		assert.Zero(t, n, "the group page still lists %d dead letters", n)
 
 		leases, err := b.drv.Fetch(context.Background(), "orders", "billing", &rheo.FetchOptions{MaxCount: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(leases) != 1 || leases[0].Event.ID != ev.ID || leases[0].Attempt != 1 {
-			t.Fatalf("after the reopen, fetch got %+v; want event %s at attempt 1", leases, ev.ID)
-		}
+		require.NoError(t, err)
+		require.Len(t, leases, 1, "after the reopen, fetch got %+v; want event %s at attempt 1", leases, ev.ID)
+		require.Equal(t, ev.ID, leases[0].Event.ID, "after the reopen, fetch got %+v; want event %s at attempt 1", leases, ev.ID)
+		require.EqualValues(t, 1, leases[0].Attempt, "after the reopen, fetch got %+v; want event %s at attempt 1", leases, ev.ID)
 		logs := bn.logs.String()
 		for _, want := range []string{"dashboard action", "action=reopen", "who=anonymous", "stream=orders", "group=billing", "event_id=" + ev.ID, `result="reopened 1"`} {
-			if !strings.Contains(logs, want) {
-				t.Errorf("the log lacks %q:\n%s", want, logs)
-			}
+			assert.Contains(t, logs, want, "the log lacks %q:\n%s", want, logs)
 		}
 	})
 }
@@ -205,36 +187,26 @@ func TestDashboardBrowserReadOnly(t *testing.T) {
 		tab := newTab(t)
 		browse(t, tab, chromedp.Navigate(bn.base+"/streams/orders/groups/billing"))
 		waitFor(t, tab, `document.querySelectorAll("tr[data-event-id]").length === 1`)
-		if n := eval[int](t, tab, `document.querySelectorAll("form[method=post], button, input[name=csrf]").length`); n != 0 {
-			t.Errorf("the read-only group page has %d action controls", n)
-		}
-		if mode := eval[string](t, tab, `document.querySelector(".mode").textContent`); mode != "read-only" {
-			t.Errorf("the page says %q, want read-only", mode)
-		}
+		n := eval[int](t, tab, `document.querySelectorAll("form[method=post], button, input[name=csrf]").length`)
+		assert.Zero(t, n, "the read-only group page has %d action controls", n)
+		mode := eval[string](t, tab, `document.querySelector(".mode").textContent`)
+		assert.Equal(t, "read-only", mode, "the page says %q, want read-only", mode)
 		// A POST from the page itself, with a made-up token, is refused.
 		for _, action := range []string{"reopen", "replay", "reset"} {
 			status := evalAwait[int](t, tab, `fetch(`+jsString(bn.base+"/streams/orders/groups/billing/"+action)+`, {method: "POST",
 				body: new URLSearchParams({event_id: `+jsString(ev.ID)+`, csrf: "x", step: "confirm", mode: "sequence",
 				from_sequence: "0", confirm_group: "billing"})}).then(r => r.status)`)
-			if status != http.StatusForbidden {
-				t.Errorf("POST %s from the read-only page: %d, want 403", action, status)
-			}
+			assert.Equal(t, http.StatusForbidden, status, "POST %s from the read-only page: %d, want 403", action, status)
 		}
 		for _, action := range []string{"reopen", "replay", "reset"} {
 			resp, _ := bn.post(t, "/streams/orders/groups/billing/"+action, url.Values{
 				"event_id": {ev.ID}, "step": {"confirm"}, "mode": {"sequence"}, "from_sequence": {"0"}, "confirm_group": {"billing"},
 			})
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("POST %s on a read-only dashboard: %d, want 403", action, resp.StatusCode)
-			}
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "POST %s on a read-only dashboard: %d, want 403", action, resp.StatusCode)
 		}
 		info, err := b.drv.GroupInfo(context.Background(), "orders", "billing")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.DeadLetters != 1 {
-			t.Errorf("the refused POSTs changed the group: %+v", info)
-		}
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, info.DeadLetters, "the refused POSTs changed the group: %+v", info)
 	})
 }
 
@@ -244,18 +216,13 @@ func TestDashboardBrowserReplayAndReset(t *testing.T) {
 		ctx := context.Background()
 		newStream(t, b.drv, "orders", 1, "billing")
 		for range 4 {
-			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type": "x"}`), nil); err != nil {
-				t.Fatal(err)
-			}
+			_, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type": "x"}`), nil)
+			require.NoError(t, err)
 		}
 		leases, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, l := range leases {
-			if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.drv.Ack(ctx, l.LeaseID))
 		}
 		bn := setup(t, b.drv, &dashboard.Options{AllowActions: true})
 		tab := newTab(t)
@@ -265,9 +232,8 @@ func TestDashboardBrowserReplayAndReset(t *testing.T) {
 		// The replay's first step counts and changes nothing.
 		browse(t, tab, chromedp.Click(chromedp.CSS(`form[data-action="replay"] button`)))
 		waitFor(t, tab, `(document.getElementById("replay-count") || {textContent: ""}).textContent.includes("would make 4 ")`)
-		if lag, _ := b.drv.Lag(ctx, "orders", "billing", nil); lag.Total != 0 {
-			t.Fatalf("the count changed the lag to %d", lag.Total)
-		}
+		lag, _ := b.drv.Lag(ctx, "orders", "billing", nil)
+		require.Zero(t, lag.Total, "the count changed the lag to %d", lag.Total)
 		browse(t, tab, chromedp.Click(chromedp.CSS(`form[data-action="replay-confirm"] button`)))
 		waitFor(t, tab, `(document.getElementById("flash") || {textContent: ""}).textContent.includes("Replayed 4 events")`)
 		waitFor(t, tab, `document.getElementById("total-lag").textContent === "4"`)
@@ -279,9 +245,8 @@ func TestDashboardBrowserReplayAndReset(t *testing.T) {
 		browse(t, tab, chromedp.SetValue(chromedp.CSS(`input[name="confirm_group"]`), "billin"),
 			chromedp.Click(chromedp.CSS(`form[data-action="reset-confirm"] button`)))
 		waitFor(t, tab, `(document.getElementById("error-message") || {textContent: ""}).textContent.includes("Nothing was changed")`)
-		if lag, _ := b.drv.Lag(ctx, "orders", "billing", nil); lag.Total != 4 {
-			t.Fatalf("a reset with the wrong name changed the lag to %d", lag.Total)
-		}
+		lag, _ = b.drv.Lag(ctx, "orders", "billing", nil)
+		require.EqualValues(t, 4, lag.Total, "a reset with the wrong name changed the lag to %d", lag.Total)
 		browse(t, tab, chromedp.SetValue(chromedp.CSS(`input[name="confirm_group"]`), "billing"),
 			chromedp.Click(chromedp.CSS(`form[data-action="reset-confirm"] button`)))
 		waitFor(t, tab, `(document.getElementById("flash") || {textContent: ""}).textContent.includes("Reset group billing")`)

@@ -134,8 +134,8 @@ type Options struct {
 	// that an event's page shows, with a link to the whole event as JSON
 	// when they are longer. Defaults to DefaultEventBytes.
 	EventBytes int
-	// Clock gives the time ages are measured against. Defaults to
-	// driver.SystemClock.
+	// Clock gives the time ages are measured against and schedules the
+	// sampling rounds. Defaults to driver.SystemClock.
 	Clock driver.Clock
 }
 

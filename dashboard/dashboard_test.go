@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/dashboard"
@@ -25,9 +28,7 @@ import (
 func wantContains(t *testing.T, what, body string, wants ...string) {
 	t.Helper()
 	for _, want := range wants {
-		if !strings.Contains(body, want) {
-			t.Errorf("%s lacks %q:\n%s", what, want, body)
-		}
+		assert.Contains(t, body, want, "%s lacks %q:\n%s", what, want, body)
 	}
 }
 
@@ -36,88 +37,56 @@ func TestDashboardPages(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		newStream(t, b.drv, "orders/eu", 2, "billing", "shipping")
-		if err := b.drv.SetRetention(ctx, "orders/eu", 72*time.Hour); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.drv.SetRetention(ctx, "orders/eu", 72*time.Hour))
 		p0 := 0
 		placed, err := b.drv.Append(ctx, "orders/eu", json.RawMessage(`{"type": "order.placed", "key": "o-1", "qty": 5}`),
 			&rheo.AppendOptions{Partition: &p0, Metadata: rheo.Lineage{CorrelationID: "conv-1", Producer: "shop"}.Metadata()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		meta, err := rheo.CausedBy(placed, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		paid, err := b.drv.Append(ctx, "orders/eu", json.RawMessage(`{"type": "order.paid", "key": "o-1"}`), &rheo.AppendOptions{Metadata: meta})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		dl := deadLetter(t, b.drv, "orders/eu", "billing", `{"type": "order.placed", "qty": -1}`, "invalid quantity")
-		if _, err := b.drv.Append(ctx, "orders/eu", json.RawMessage(`{"type": "order.shipped"}`), nil); err != nil {
-			t.Fatal(err)
-		}
+		_, err = b.drv.Append(ctx, "orders/eu", json.RawMessage(`{"type": "order.shipped"}`), nil)
+		require.NoError(t, err)
 		leased, err := b.drv.Fetch(ctx, "orders/eu", "billing", &rheo.FetchOptions{ConsumerID: "worker-7", LeaseDuration: time.Hour})
-		if err != nil || len(leased) != 1 {
-			t.Fatalf("fetch: %v, %v", leased, err)
-		}
-		if err := b.drv.SetOrdering(ctx, "orders/eu", "billing", rheo.OrderingKey); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.drv.CreateStream(ctx, "quiet", 1); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "fetch: %v, %v", leased, err)
+		require.Len(t, leased, 1, "fetch: %v, %v", leased, err)
+		require.NoError(t, b.drv.SetOrdering(ctx, "orders/eu", "billing", rheo.OrderingKey))
+		require.NoError(t, b.drv.CreateStream(ctx, "quiet", 1))
 		bn := setup(t, b.drv, &dashboard.Options{Prefix: "/ops/rheo"})
 
 		code, body := bn.get(t, "/")
-		if code != http.StatusOK {
-			t.Fatalf("GET /: %d\n%s", code, body)
-		}
+		require.Equal(t, http.StatusOK, code, "GET /: %d\n%s", code, body)
 		wantContains(t, "the stream list", body, `href="/ops/rheo/streams/orders%2Feu"`, ">orders/eu<", "3d", "read-only",
 			"<span>0: empty</span>")
-		if strings.Contains(body, "1–0") {
-			t.Errorf("the stream list shows an empty partition's watermarks low above high:\n%s", body)
-		}
+		assert.NotContains(t, body, "1–0", "the stream list shows an empty partition's watermarks low above high:\n%s", body)
 
 		code, body = bn.get(t, "/streams/orders%2Feu")
-		if code != http.StatusOK {
-			t.Fatalf("GET the stream: %d\n%s", code, body)
-		}
+		require.Equal(t, http.StatusOK, code, "GET the stream: %d\n%s", code, body)
 		wantContains(t, "the stream page", body, "Stream orders/eu", `href="/ops/rheo/streams/orders%2Feu/groups/billing"`,
 			">shipping<", `data-field="dead-letters">1<`, "Partitions", `<svg class="chart spark"`)
 
 		code, body = bn.get(t, "/streams/orders%2Feu/groups/billing")
-		if code != http.StatusOK {
-			t.Fatalf("GET the group: %d\n%s", code, body)
-		}
+		require.Equal(t, http.StatusOK, code, "GET the group: %d\n%s", code, body)
 		wantContains(t, "the group page", body, `id="total-lag"`, "invalid quantity", dl.ID, "&#34;qty&#34;: -1",
 			`id="leases"`, `data-delivery="`+leased[0].Event.ID+`"`, "worker-7", "leased", `<svg class="chart"`,
 			`id="ordering">key<`)
-		if strings.Contains(body, "<form") {
-			t.Errorf("a read-only group page has a form:\n%s", body)
-		}
+		assert.NotContains(t, body, "<form", "a read-only group page has a form:\n%s", body)
 
 		code, body = bn.get(t, "/streams/orders%2Feu/events?type=order.paid")
-		if code != http.StatusOK {
-			t.Fatalf("GET events: %d\n%s", code, body)
-		}
+		require.Equal(t, http.StatusOK, code, "GET events: %d\n%s", code, body)
 		wantContains(t, "the search for order.paid", body, paid.ID)
-		if strings.Contains(body, placed.ID) {
-			t.Errorf("the search for order.paid shows order.placed:\n%s", body)
-		}
+		assert.NotContains(t, body, placed.ID, "the search for order.paid shows order.placed:\n%s", body)
 
 		eventPath := fmt.Sprintf("/streams/orders%%2Feu/events/%d/%d", paid.Partition, paid.Sequence)
 		code, body = bn.get(t, eventPath)
-		if code != http.StatusOK {
-			t.Fatalf("GET the event: %d\n%s", code, body)
-		}
+		require.Equal(t, http.StatusOK, code, "GET the event: %d\n%s", code, body)
 		wantContains(t, "the paid event's page", body, "Caused by",
 			fmt.Sprintf(`href="/ops/rheo/streams/orders%%2Feu/events/%d/%d"`, placed.Partition, placed.Sequence),
 			"correlation_id=conv-1")
 		code, body = bn.get(t, fmt.Sprintf("/streams/orders%%2Feu/events/%d/%d", placed.Partition, placed.Sequence))
-		if code != http.StatusOK {
-			t.Fatalf("GET the placed event: %d\n%s", code, body)
-		}
+		require.Equal(t, http.StatusOK, code, "GET the placed event: %d\n%s", code, body)
 		wantContains(t, "the placed event's page", body, `id="causes"`, eventPath)
 
 		for path, want := range map[string]int{
@@ -130,13 +99,11 @@ func TestDashboardPages(t *testing.T) {
 			"/streams/orders%2Feu/events?from=soon": http.StatusBadRequest,
 			"/no/such/page":                         http.StatusNotFound,
 		} {
-			if code, body := bn.get(t, path); code != want {
-				t.Errorf("GET %s: %d, want %d\n%s", path, code, want, body)
-			}
+			code, body := bn.get(t, path)
+			assert.Equal(t, want, code, "GET %s: %d, want %d\n%s", path, code, want, body)
 		}
-		if code, _ := bn.get(t, "/assets/dashboard.js"); code != http.StatusOK {
-			t.Errorf("GET the script: %d", code)
-		}
+		code, _ = bn.get(t, "/assets/dashboard.js")
+		assert.Equal(t, http.StatusOK, code, "GET the script: %d", code)
 	})
 }
 
@@ -151,9 +118,7 @@ func TestDashboardEventsPaging(t *testing.T) {
 			ts := base.Add(time.Duration(i) * time.Minute)
 			ev, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"type": "tick", "n": %d, "tags": ["t%d"]}`, i, i%2)),
 				&rheo.AppendOptions{Key: "k" + strconv.Itoa(i%3), TS: &ts})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			ids = append(ids, ev.ID)
 		}
 		bn := setup(t, b.drv, &dashboard.Options{PageSize: 3})
@@ -163,9 +128,7 @@ func TestDashboardEventsPaging(t *testing.T) {
 		path := "/streams/orders/events?from=2026-01-02T10:01:00Z&to=2026-01-02+10:05"
 		for range 5 {
 			code, body := bn.get(t, path)
-			if code != http.StatusOK {
-				t.Fatalf("GET %s: %d\n%s", path, code, body)
-			}
+			require.Equal(t, http.StatusOK, code, "GET %s: %d\n%s", path, code, body)
 			for _, id := range ids {
 				if strings.Contains(body, `data-event-id="`+id+`"`) {
 					seen = append(seen, id)
@@ -177,17 +140,14 @@ func TestDashboardEventsPaging(t *testing.T) {
 			}
 			path = strings.TrimPrefix(html.UnescapeString(hrefRE.FindStringSubmatch(body)[1]), bn.base)
 		}
-		if got, want := strings.Join(seen, ","), strings.Join(ids[1:6], ","); len(seen) != 5 {
-			t.Errorf("paging from 10:01 to 10:05 saw %s, want the 5 events %s (in some order)", got, want)
-		}
+		got, want := strings.Join(seen, ","), strings.Join(ids[1:6], ",")
+		assert.Len(t, seen, 5, "paging from 10:01 to 10:05 saw %s, want the 5 events %s (in some order)", got, want)
 
 		code, body := bn.get(t, "/streams/orders/events?"+url.Values{"payload": {`{"tags": ["t1"]}`}, "key": {"k1"}}.Encode())
-		if code != http.StatusOK {
-			t.Fatalf("GET by payload: %d\n%s", code, body)
-		}
-		if n := strings.Count(body, "data-event-id="); n != 1 || !strings.Contains(body, ids[1]) {
-			t.Errorf("payload {tags: [t1]} and key k1 found %d events, want only %s:\n%s", n, ids[1], body)
-		}
+		require.Equal(t, http.StatusOK, code, "GET by payload: %d\n%s", code, body)
+		n := strings.Count(body, "data-event-id=")
+		assert.Equal(t, 1, n, "payload {tags: [t1]} and key k1 found %d events, want only %s:\n%s", n, ids[1], body)
+		assert.Contains(t, body, ids[1], "payload {tags: [t1]} and key k1 found %d events, want only %s:\n%s", n, ids[1], body)
 	})
 }
 
@@ -203,26 +163,20 @@ func TestDashboardSecurity(t *testing.T) {
 			for _, path := range []string{"/", "/streams/orders", "/streams/orders/groups/billing", "/streams/orders/events",
 				"/streams/orders/events/0/1", "/nope"} {
 				resp, err := bn.client.Get(bn.base + path)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				resp.Body.Close()
 				csp := resp.Header.Get("Content-Security-Policy")
-				if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "default-src 'none'") {
-					t.Errorf("%s: CSP %q", path, csp)
-				}
-				if resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
-					t.Errorf("%s: headers %v", path, resp.Header)
-				}
+				assert.Contains(t, csp, "script-src 'self'", "%s: CSP %q", path, csp)
+				assert.NotContains(t, csp, "unsafe-inline", "%s: CSP %q", path, csp)
+				assert.Contains(t, csp, "default-src 'none'", "%s: CSP %q", path, csp)
+				assert.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"), "%s: headers %v", path, resp.Header)
+				assert.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), "%s: headers %v", path, resp.Header)
 				_, body := bn.get(t, path)
 				for _, tag := range scriptRE.FindAllString(body, -1) {
-					if !strings.Contains(tag, `src="/assets/`) {
-						t.Errorf("%s: a script not from the dashboard's files: %s", path, tag)
-					}
+					assert.Contains(t, tag, `src="/assets/`, "%s: a script not from the dashboard's files: %s", path, tag)
 				}
-				if strings.Contains(body, " style=") || strings.Contains(body, " on") && regexp.MustCompile(` on[a-z]+=`).MatchString(body) {
-					t.Errorf("%s: inline style or event handler attribute:\n%s", path, body)
-				}
+				assert.NotContains(t, body, " style=", "%s: inline style attribute:\n%s", path, body)
+				assert.NotRegexp(t, ` on[a-z]+=`, body, "%s: event handler attribute:\n%s", path, body)
 			}
 		})
 
@@ -234,102 +188,74 @@ func TestDashboardSecurity(t *testing.T) {
 				"wrong token": {"event_id": {"x"}, "csrf": {strings.Repeat("A", len(token))}},
 			} {
 				resp, body := bn.post(t, "/streams/orders/groups/billing/reopen", form)
-				if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "security token") {
-					t.Errorf("%s: %d\n%s", name, resp.StatusCode, body)
-				}
+				assert.Equal(t, http.StatusForbidden, resp.StatusCode, "%s: %d\n%s", name, resp.StatusCode, body)
+				assert.Contains(t, body, "security token", "%s: %d\n%s", name, resp.StatusCode, body)
 			}
 			// The token without its cookie (another browser) is refused too.
 			other := setup(t, b.drv, &dashboard.Options{AllowActions: true})
 			other.base = bn.base
 			resp, _ := other.post(t, "/streams/orders/groups/billing/reopen", url.Values{"event_id": {"x"}, "csrf": {token}})
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("the token without its cookie: %d", resp.StatusCode)
-			}
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "the token without its cookie: %d", resp.StatusCode)
 			// A browser's cross-site POST is refused before the token is read.
 			req, _ := http.NewRequest(http.MethodPost, bn.base+"/streams/orders/groups/billing/reopen",
 				strings.NewReader(url.Values{"event_id": {"x"}, "csrf": {token}}.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.Header.Set("Sec-Fetch-Site", "cross-site")
 			resp, err := bn.client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("a cross-site POST: %d", resp.StatusCode)
-			}
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "a cross-site POST: %d", resp.StatusCode)
 			// With the token, the reopen goes through.
 			resp, body := bn.post(t, "/streams/orders/groups/billing/reopen", url.Values{"event_id": {"x"}, "csrf": {token}})
-			if resp.StatusCode != http.StatusSeeOther {
-				t.Errorf("with the token: %d\n%s", resp.StatusCode, body)
-			}
+			assert.Equal(t, http.StatusSeeOther, resp.StatusCode, "with the token: %d\n%s", resp.StatusCode, body)
 			cookies := bn.client.Jar.Cookies(mustURL(t, bn.base+"/"))
-			for _, c := range cookies {
-				if c.Name == "rheo_csrf" {
-					return
-				}
-			}
-			t.Errorf("no rheo_csrf cookie in %v", cookies)
+			hasCSRF := slices.ContainsFunc(cookies, func(c *http.Cookie) bool { return c.Name == "rheo_csrf" })
+			assert.True(t, hasCSRF, "no rheo_csrf cookie in %v", cookies)
 		})
 
 		t.Run("with a token, every request needs it, as a bearer or through the sign-in page", func(t *testing.T) {
 			bn := setup(t, b.drv, &dashboard.Options{Token: "s3cret-token"})
 			code, body := bn.get(t, "/")
-			if code != http.StatusUnauthorized || !strings.Contains(body, `name="token"`) {
-				t.Errorf("without the token: %d\n%s", code, body)
-			}
-			if code, _ := bn.get(t, "/assets/style.css"); code != http.StatusOK {
-				t.Errorf("the sign-in page's stylesheet: %d", code)
-			}
+			assert.Equal(t, http.StatusUnauthorized, code, "without the token: %d\n%s", code, body)
+			assert.Contains(t, body, `name="token"`, "without the token: %d\n%s", code, body)
+			code, _ = bn.get(t, "/assets/style.css")
+			assert.Equal(t, http.StatusOK, code, "the sign-in page's stylesheet: %d", code)
 			req, _ := http.NewRequest(http.MethodGet, bn.base+"/streams/orders", nil)
 			req.Header.Set("Authorization", "Bearer s3cret-token")
 			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("with the bearer token: %d", resp.StatusCode)
-			}
+			assert.Equal(t, http.StatusOK, resp.StatusCode, "with the bearer token: %d", resp.StatusCode)
 			resp, _ = bn.post(t, "/login", url.Values{"token": {"wrong"}, "next": {"/streams/orders"}})
-			if resp.StatusCode != http.StatusUnauthorized {
-				t.Errorf("sign-in with a wrong token: %d", resp.StatusCode)
-			}
+			assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "sign-in with a wrong token: %d", resp.StatusCode)
 			resp, _ = bn.post(t, "/login", url.Values{"token": {"s3cret-token"}, "next": {"//evil.example/x"}})
-			if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
-				t.Errorf("sign-in: %d to %q, want 303 to / (never off the dashboard)", resp.StatusCode, resp.Header.Get("Location"))
-			}
+			assert.Equal(t, http.StatusSeeOther, resp.StatusCode, "sign-in: %d to %q, want 303 to / (never off the dashboard)", resp.StatusCode, resp.Header.Get("Location"))
+			assert.Equal(t, "/", resp.Header.Get("Location"), "sign-in: %d to %q, want 303 to / (never off the dashboard)", resp.StatusCode, resp.Header.Get("Location"))
 			for _, c := range resp.Cookies() {
-				if c.Name == "rheo_session" && (strings.Contains(c.Value, "s3cret") || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode) {
-					t.Errorf("the session cookie %+v", c)
+				if c.Name == "rheo_session" {
+					assert.NotContains(t, c.Value, "s3cret", "the session cookie %+v", c)
+					assert.True(t, c.HttpOnly, "the session cookie %+v", c)
+					assert.Equal(t, http.SameSiteStrictMode, c.SameSite, "the session cookie %+v", c)
 				}
 			}
-			if code, body := bn.get(t, "/streams/orders"); code != http.StatusOK {
-				t.Errorf("after signing in: %d\n%s", code, body)
-			}
+			code, body = bn.get(t, "/streams/orders")
+			assert.Equal(t, http.StatusOK, code, "after signing in: %d\n%s", code, body)
 		})
 
 		t.Run("with basic auth, every request needs the user and password", func(t *testing.T) {
 			bn := setup(t, b.drv, &dashboard.Options{BasicAuth: "ops:pa:ss", AllowActions: true})
 			resp, err := http.Get(bn.base + "/")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic ") {
-				t.Errorf("without credentials: %d %v", resp.StatusCode, resp.Header)
-			}
+			assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "without credentials: %d %v", resp.StatusCode, resp.Header)
+			assert.True(t, strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic "), "without credentials: %d %v", resp.StatusCode, resp.Header)
 			for creds, want := range map[[2]string]int{{"ops", "pa:ss"}: 200, {"ops", "nope"}: 401, {"root", "pa:ss"}: 401} {
 				req, _ := http.NewRequest(http.MethodGet, bn.base+"/streams/orders/groups/billing", nil)
 				req.SetBasicAuth(creds[0], creds[1])
 				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				resp.Body.Close()
-				if resp.StatusCode != want {
-					t.Errorf("as %v: %d, want %d", creds, resp.StatusCode, want)
-				}
+				assert.Equal(t, want, resp.StatusCode, "as %v: %d, want %d", creds, resp.StatusCode, want)
 			}
 			// Actions log the user.
 			jarURL := mustURL(t, bn.base)
@@ -337,18 +263,15 @@ func TestDashboardSecurity(t *testing.T) {
 			bn.base = jarURL.String()
 			token := bn.csrf(t, "/streams/orders/groups/billing")
 			resp, body := bn.post(t, "/streams/orders/groups/billing/reopen", url.Values{"event_id": {"x"}, "csrf": {token}})
-			if resp.StatusCode != http.StatusSeeOther {
-				t.Fatalf("reopen: %d\n%s", resp.StatusCode, body)
-			}
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode, "reopen: %d\n%s", resp.StatusCode, body)
 			wantContains(t, "the log", bn.logs.String(), "who=ops", "action=reopen", `result="reopened 0"`)
 		})
 
 		t.Run("invalid options are refused, naming the field", func(t *testing.T) {
 			for _, opts := range []dashboard.Options{{Prefix: "rheo"}, {Prefix: "/rheo/"}, {BasicAuth: "nopassword"},
 				{SampleInterval: -time.Second}, {SampleInterval: time.Minute, SampleWindow: time.Second}} {
-				if _, err := dashboard.New(context.Background(), b.drv, &opts); err == nil || !strings.Contains(err.Error(), "Options.") {
-					t.Errorf("%+v: %v", opts, err)
-				}
+				_, err := dashboard.New(context.Background(), b.drv, &opts)
+				assert.ErrorContains(t, err, "Options.", "%+v", opts)
 			}
 		})
 	})
@@ -357,9 +280,7 @@ func TestDashboardSecurity(t *testing.T) {
 func mustURL(t *testing.T, s string) *url.URL {
 	t.Helper()
 	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return u
 }
 
@@ -370,76 +291,57 @@ func TestDashboardReplayAndReset(t *testing.T) {
 		newStream(t, b.drv, "orders", 2, "billing")
 		for i := range 6 {
 			p := i % 2
-			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type": "x"}`), &rheo.AppendOptions{Partition: &p}); err != nil {
-				t.Fatal(err)
-			}
+			_, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type": "x"}`), &rheo.AppendOptions{Partition: &p})
+			require.NoError(t, err)
 		}
 		leases, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, l := range leases {
-			if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.drv.Ack(ctx, l.LeaseID))
 		}
 		bn := setup(t, b.drv, &dashboard.Options{AllowActions: true})
 		token := bn.csrf(t, "/streams/orders/groups/billing")
 		form := url.Values{"csrf": {token}, "mode": {"sequence"}, "from_sequence": {"1"}, "step": {"count"}}
 
 		resp, body := bn.post(t, "/streams/orders/groups/billing/replay", form)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("dry run: %d\n%s", resp.StatusCode, body)
-		}
+		require.Equal(t, http.StatusOK, resp.StatusCode, "dry run: %d\n%s", resp.StatusCode, body)
 		wantContains(t, "the dry run", body, "would make <strong>4</strong>", "Nothing has changed yet", "Replay 4 events", `name="step" value="confirm"`)
-		if lag, _ := b.drv.Lag(ctx, "orders", "billing", nil); lag.Total != 0 {
-			t.Errorf("the dry run changed the lag to %d", lag.Total)
-		}
+		lag, _ := b.drv.Lag(ctx, "orders", "billing", nil)
+		assert.Zero(t, lag.Total, "the dry run changed the lag to %d", lag.Total)
 
 		form.Set("step", "confirm")
 		resp, body = bn.post(t, "/streams/orders/groups/billing/replay", form)
-		if resp.StatusCode != http.StatusSeeOther {
-			t.Fatalf("replay: %d\n%s", resp.StatusCode, body)
-		}
-		if lag, _ := b.drv.Lag(ctx, "orders", "billing", nil); lag.Total != 4 {
-			t.Errorf("after the replay the lag is %d, want 4", lag.Total)
-		}
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "replay: %d\n%s", resp.StatusCode, body)
+		lag, _ = b.drv.Lag(ctx, "orders", "billing", nil)
+		assert.EqualValues(t, 4, lag.Total, "after the replay the lag is %d, want 4", lag.Total)
 		_, body = bn.get(t, "/streams/orders/groups/billing")
 		wantContains(t, "the group page after the replay", body, "Replayed 4 events")
 
 		form = url.Values{"csrf": {token}, "mode": {"time"}, "from_time": {"yesterday"}, "step": {"count"}}
 		resp, body = bn.post(t, "/streams/orders/groups/billing/replay", form)
-		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "is not a time") {
-			t.Errorf("a replay from a bad time: %d\n%s", resp.StatusCode, body)
-		}
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "a replay from a bad time: %d\n%s", resp.StatusCode, body)
+		assert.Contains(t, body, "is not a time", "a replay from a bad time: %d\n%s", resp.StatusCode, body)
 
 		reset := url.Values{"csrf": {token}, "start_after": {"2"}, "partitions": {"1"}, "step": {"review"}}
 		resp, body = bn.post(t, "/streams/orders/groups/billing/reset", reset)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("reset review: %d\n%s", resp.StatusCode, body)
-		}
+		require.Equal(t, http.StatusOK, resp.StatusCode, "reset review: %d\n%s", resp.StatusCode, body)
 		wantContains(t, "the reset review", body, "partitions 1", "after sequence 2", `name="confirm_group"`)
 		reset.Set("step", "confirm")
 		reset.Set("confirm_group", "billin")
 		resp, body = bn.post(t, "/streams/orders/groups/billing/reset", reset)
-		if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(body, "Nothing was changed") {
-			t.Errorf("reset with the wrong name: %d\n%s", resp.StatusCode, body)
-		}
-		if lag, _ := b.drv.Lag(ctx, "orders", "billing", []int{1}); lag.Total != 2 {
-			t.Errorf("the refused reset changed partition 1's lag to %d", lag.Total)
-		}
+		assert.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "reset with the wrong name: %d\n%s", resp.StatusCode, body)
+		assert.Contains(t, body, "Nothing was changed", "reset with the wrong name: %d\n%s", resp.StatusCode, body)
+		lag, _ = b.drv.Lag(ctx, "orders", "billing", []int{1})
+		assert.EqualValues(t, 2, lag.Total, "the refused reset changed partition 1's lag to %d", lag.Total)
 		reset.Set("confirm_group", "billing")
 		resp, body = bn.post(t, "/streams/orders/groups/billing/reset", reset)
-		if resp.StatusCode != http.StatusSeeOther {
-			t.Fatalf("reset: %d\n%s", resp.StatusCode, body)
-		}
-		lag, err := b.drv.Lag(ctx, "orders", "billing", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if lag.Partitions[0].Lag != 2 || lag.Partitions[1].Frontier != 2 || lag.Partitions[1].Lag != 1 {
-			t.Errorf("after resetting partition 1 after sequence 2: %+v", lag)
-		}
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "reset: %d\n%s", resp.StatusCode, body)
+		lag, err = b.drv.Lag(ctx, "orders", "billing", nil)
+		require.NoError(t, err)
+		require.Len(t, lag.Partitions, 2, "after resetting partition 1 after sequence 2: %+v", lag)
+		assert.EqualValues(t, 2, lag.Partitions[0].Lag, "after resetting partition 1 after sequence 2: %+v", lag)
+		assert.EqualValues(t, 2, lag.Partitions[1].Frontier, "after resetting partition 1 after sequence 2: %+v", lag)
+		assert.EqualValues(t, 1, lag.Partitions[1].Lag, "after resetting partition 1 after sequence 2: %+v", lag)
 		wantContains(t, "the log", bn.logs.String(), `result="dry run: would replay 4"`, `result="replayed 4"`, "action=reset",
 			"start_after=2", "result=reset")
 	})
@@ -454,37 +356,28 @@ func TestDashboardInsufficientPrivilege(t *testing.T) {
 	newStream(t, owner.drv, "orders", 1, "billing")
 	ev := deadLetter(t, owner.drv, "orders", "billing", `{"type": "x"}`, "r")
 	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "GRANT rheo_reader TO "+pgx.Identifier{role}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	_, err = conn.Exec(ctx, "GRANT rheo_reader TO "+pgx.Identifier{role}.Sanitize())
+	require.NoError(t, err)
 	// connect.Open checks the schema version, which a rheo_reader may not
 	// read: the driver is made from a pool, as a host would.
 	pool, err := pgxpool.New(ctx, testdb.AsRole(t, dbURL, role))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	reader := postgres.New(pool, nil)
 	t.Cleanup(func() { reader.Close() })
 
 	bn := setup(t, reader, &dashboard.Options{AllowActions: true})
 	for _, path := range []string{"/", "/streams/orders", "/streams/orders/groups/billing", "/streams/orders/events"} {
-		if code, body := bn.get(t, path); code != http.StatusOK {
-			t.Errorf("GET %s as rheo_reader: %d\n%s", path, code, body)
-		}
+		code, body := bn.get(t, path)
+		assert.Equal(t, http.StatusOK, code, "GET %s as rheo_reader: %d\n%s", path, code, body)
 	}
 	token := bn.csrf(t, "/streams/orders/groups/billing")
 	resp, body := bn.post(t, "/streams/orders/groups/billing/reopen", url.Values{"event_id": {ev.ID}, "csrf": {token}})
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("reopen as rheo_reader: %d\n%s", resp.StatusCode, body)
-	}
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "reopen as rheo_reader: %d\n%s", resp.StatusCode, body)
 	wantContains(t, "the refusal", body, "permission denied", "rheo_admin", "Nothing was changed")
 	wantContains(t, "the log", bn.logs.String(), "dashboard action failed", "action=reopen", "result=failed")
-	if info, _ := owner.drv.GroupInfo(ctx, "orders", "billing"); info.DeadLetters != 1 {
-		t.Errorf("the refused reopen changed the group: %+v", info)
-	}
+	info, _ := owner.drv.GroupInfo(ctx, "orders", "billing")
+	assert.EqualValues(t, 1, info.DeadLetters, "the refused reopen changed the group: %+v", info)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
@@ -47,9 +48,7 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b *backend)) {
 func openBackend(t *testing.T, name, u string) *backend {
 	t.Helper()
 	drv, err := connect.Open(context.Background(), u, &connect.Options{Migrate: true})
-	if err != nil {
-		t.Fatalf("open %s: %v", u, err)
-	}
+	require.NoError(t, err, "open %s", u)
 	t.Cleanup(func() { drv.Close() })
 	return &backend{name: name, url: u, drv: drv}
 }
@@ -105,9 +104,7 @@ func setup(t *testing.T, drv driver.Driver, opts *dashboard.Options) *bundle {
 		o.RefreshInterval = 200 * time.Millisecond
 	}
 	h, err := dashboard.New(context.Background(), drv, &o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { h.Close() })
 	var handler http.Handler = h
 	if o.Prefix != "" {
@@ -126,14 +123,10 @@ func setup(t *testing.T, drv driver.Driver, opts *dashboard.Options) *bundle {
 func (b *bundle) get(t *testing.T, path string) (int, string) {
 	t.Helper()
 	resp, err := b.client.Get(b.base + path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return resp.StatusCode, string(body)
 }
 
@@ -142,14 +135,10 @@ func (b *bundle) get(t *testing.T, path string) (int, string) {
 func (b *bundle) post(t *testing.T, path string, form url.Values) (*http.Response, string) {
 	t.Helper()
 	resp, err := b.client.PostForm(b.base+path, form)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return resp, string(body)
 }
 
@@ -161,9 +150,8 @@ func (b *bundle) csrf(t *testing.T, path string) string {
 	t.Helper()
 	code, body := b.get(t, path)
 	m := csrfRE.FindStringSubmatch(body)
-	if code != http.StatusOK || m == nil {
-		t.Fatalf("GET %s: %d, no CSRF token in:\n%s", path, code, body)
-	}
+	require.Equal(t, http.StatusOK, code, "GET %s: %d, no CSRF token in:\n%s", path, code, body)
+	require.NotNil(t, m, "GET %s: %d, no CSRF token in:\n%s", path, code, body)
 	return m[1]
 }
 
@@ -173,27 +161,17 @@ func deadLetter(t *testing.T, drv driver.Driver, stream, group, payload, reason 
 	t.Helper()
 	ctx := context.Background()
 	ev, err := drv.Append(ctx, stream, json.RawMessage(payload), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for {
 		leases, err := drv.Fetch(ctx, stream, group, &rheo.FetchOptions{MaxCount: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(leases) == 0 {
-			t.Fatalf("event %s was not fetched", ev.ID)
-		}
+		require.NoError(t, err)
+		require.NotEmpty(t, leases, "event %s was not fetched", ev.ID)
 		for _, l := range leases {
 			if l.Event.ID == ev.ID {
-				if err := drv.Reject(ctx, l.LeaseID, reason); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, drv.Reject(ctx, l.LeaseID, reason))
 				return ev
 			}
-			if err := drv.Ack(ctx, l.LeaseID); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, drv.Ack(ctx, l.LeaseID))
 		}
 	}
 }
@@ -202,13 +180,9 @@ func deadLetter(t *testing.T, drv driver.Driver, stream, group, payload, reason 
 func newStream(t *testing.T, drv driver.Driver, stream string, partitions int, groups ...string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := drv.CreateStream(ctx, stream, partitions); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, drv.CreateStream(ctx, stream, partitions))
 	for _, g := range groups {
-		if err := drv.CreateGroup(ctx, stream, g, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, drv.CreateGroup(ctx, stream, g, nil))
 	}
 }
 
@@ -254,9 +228,7 @@ func newTab(t *testing.T) context.Context {
 		cancel()
 		cancelAlloc()
 	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium (%s): %v", path, err)
-	}
+	require.NoError(t, chromedp.Do(ctx), "start Chromium (%s)", path)
 	return ctx
 }
 
@@ -275,9 +247,8 @@ func browse(t *testing.T, tab context.Context, steps ...chromedp.Action[chromedp
 		if err == nil {
 			return
 		}
-		if !strings.Contains(err.Error(), "No node with given id found") || ctx.Err() != nil {
-			t.Fatal(err)
-		}
+		require.ErrorContains(t, err, "No node with given id found")
+		require.NoError(t, ctx.Err(), "browse: %v", err)
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -288,9 +259,7 @@ func eval[T any](t *testing.T, tab context.Context, expr string) T {
 	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-	if err != nil {
-		t.Fatalf("evaluate %s: %v", expr, err)
-	}
+	require.NoError(t, err, "evaluate %s", expr)
 	return v
 }
 
@@ -301,9 +270,7 @@ func evalAwait[T any](t *testing.T, tab context.Context, expr string) T {
 	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
 	defer cancel()
 	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
-	if err != nil {
-		t.Fatalf("evaluate %s: %v", expr, err)
-	}
+	require.NoError(t, err, "evaluate %s", expr)
 	return v
 }
 
@@ -335,7 +302,7 @@ func waitFor(t *testing.T, tab context.Context, expr string) {
 			}
 		}
 		text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
-		t.Fatalf("waiting for %s: %v; the page shows:\n%s", expr, err, strings.TrimSpace(text))
+		require.NoError(t, err, "waiting for %s; the page shows:\n%s", expr, strings.TrimSpace(text))
 	}
 }
 

@@ -69,16 +69,18 @@ func newSampler(ops driver.Ops, size int, timeout time.Duration, logger *slog.Lo
 	}
 }
 
-// run samples at once and then every interval until ctx ends.
+// run samples at once and then every interval on the sampler's clock,
+// counted from the end of the previous round, until ctx ends.
 func (s *sampler) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	for {
 		s.round(ctx)
+		due, release := s.clock.At(s.clock.Now().Add(interval))
 		select {
 		case <-ctx.Done():
+			release()
 			return
-		case <-t.C:
+		case <-due:
+			release()
 		}
 	}
 }

@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/sqlite"
 )
 
@@ -21,9 +24,7 @@ func TestRing(t *testing.T) {
 		r.add(sample{Value: int64(i)})
 	}
 	got := r.all()
-	if len(got) != 3 || got[0].Value != 2 || got[2].Value != 4 {
-		t.Errorf("a ring of 3 after 5 samples holds %+v, want 2, 3, 4", got)
-	}
+	assert.Equal(t, []int64{2, 3, 4}, values(got), "a ring of 3 after 5 samples")
 }
 
 func TestSamplerRate(t *testing.T) {
@@ -44,12 +45,11 @@ func TestSamplerRate(t *testing.T) {
 		}
 		s.streams["orders"] = r
 		rate, ok := s.rate("orders", time.Minute)
-		if !ok || rate < 9.9 || rate > 10.1 {
-			t.Errorf("rate over the last minute: %v %v, want 10", rate, ok)
+		if assert.True(t, ok, "no rate over the last minute") {
+			assert.InDelta(t, 10, rate, 0.1, "rate over the last minute")
 		}
-		if _, ok := s.rate("unknown", time.Minute); ok {
-			t.Error("a stream without samples has a rate")
-		}
+		_, ok = s.rate("unknown", time.Minute)
+		assert.False(t, ok, "a stream without samples has a rate")
 	})
 }
 
@@ -57,16 +57,11 @@ func TestHandlerCloseStopsSampling(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	ctx := context.Background()
 	drv, err := sqlite.Open(ctx, ":memory:", &sqlite.Options{Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer drv.Close()
-	if err := drv.CreateStream(ctx, "orders", 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := drv.Append(ctx, "orders", json.RawMessage(`{}`), nil); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, drv.CreateStream(ctx, "orders", 1))
+	_, err = drv.Append(ctx, "orders", json.RawMessage(`{}`), nil)
+	require.NoError(t, err)
 	rounds := func(h *Handler) int {
 		h.samples.mu.Lock()
 		defer h.samples.mu.Unlock()
@@ -74,40 +69,48 @@ func TestHandlerCloseStopsSampling(t *testing.T) {
 	}
 
 	t.Run("Close ends the goroutine", func(t *testing.T) {
-		h, err := New(ctx, drv, &Options{SampleInterval: time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
+		clock := drivertest.NewClock()
+		h, err := New(ctx, drv, &Options{SampleInterval: time.Millisecond, Clock: clock})
+		require.NoError(t, err)
+		// Each round ends by setting the timer of the next one.
+		clock.WaitTimer(t, 10*time.Second)
+		for range 2 {
+			clock.Advance(time.Millisecond)
+			clock.WaitTimer(t, 10*time.Second)
 		}
-		for rounds(h) < 3 {
-			time.Sleep(time.Millisecond)
-		}
-		if err := h.Close(); err != nil {
-			t.Fatal(err)
-		}
+		require.Equal(t, 3, rounds(h), "rounds after two intervals")
+		require.NoError(t, h.Close())
 		after := rounds(h)
-		time.Sleep(20 * time.Millisecond)
-		if rounds(h) != after {
-			t.Error("sampling went on after Close")
+		// A sampler still running would take a round at every step.
+		assert.Never(t, func() bool {
+			clock.Advance(time.Millisecond)
+			return rounds(h) != after
+		}, 50*time.Millisecond, time.Millisecond, "sampling went on after Close")
+		got := h.samples.streamSeries("orders")
+		if assert.NotEmpty(t, got, "samples of orders") {
+			assert.Equal(t, int64(1), got[len(got)-1].Value, "samples of orders: %+v", got)
 		}
-		if got := h.samples.streamSeries("orders"); len(got) == 0 || got[len(got)-1].Value != 1 {
-			t.Errorf("samples of orders: %+v", got)
-		}
-		if err := h.Close(); err != nil {
-			t.Error("a second Close:", err)
-		}
+		assert.NoError(t, h.Close(), "a second Close")
 	})
 
 	t.Run("the context given to New ends it too", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(ctx)
-		h, err := New(ctx, drv, &Options{SampleInterval: time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
+		h, err := New(ctx, drv, &Options{SampleInterval: time.Millisecond, Clock: drivertest.NewClock()})
+		require.NoError(t, err)
 		cancel()
 		select {
 		case <-h.stopped:
 		case <-time.After(10 * time.Second):
-			t.Fatal("sampling did not stop with its context")
+			require.FailNow(t, "sampling did not stop with its context")
 		}
 	})
+}
+
+// values returns the values of samples, in order.
+func values(samples []sample) []int64 {
+	out := make([]int64, len(samples))
+	for i, s := range samples {
+		out[i] = s.Value
+	}
+	return out
 }

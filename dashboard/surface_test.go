@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -10,6 +11,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/dashboard"
@@ -27,14 +31,10 @@ func (b *bundle) getLive(t *testing.T, path string) (int, string) {
 	req, _ := http.NewRequest(http.MethodGet, b.base+path, nil)
 	req.Header.Set("X-Rheo-Live", "1")
 	resp, err := b.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return resp.StatusCode, string(body)
 }
 
@@ -54,9 +54,8 @@ func TestDashboardBoundedPages(t *testing.T) {
 			first = ev
 		}
 	}
-	if _, err := b.drv.Fetch(ctx, "blobs", "billing", nil); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.drv.Fetch(ctx, "blobs", "billing", nil)
+	require.NoError(t, err)
 	bn := setup(t, b.drv, &dashboard.Options{AllowActions: true})
 	// Ten dead letters of half a megabyte, and their reasons, in a page
 	// of about ten previews of a kilobyte each.
@@ -64,44 +63,46 @@ func TestDashboardBoundedPages(t *testing.T) {
 
 	t.Run("the group page shows previews of the dead letters", func(t *testing.T) {
 		code, body := bn.get(t, "/streams/blobs/groups/billing")
-		if code != http.StatusOK || len(body) > bound {
-			t.Fatalf("GET the group page: %d, %d bytes, want 200 and at most %d", code, len(body), bound)
-		}
+		require.Equal(t, http.StatusOK, code, "GET the group page")
+		require.LessOrEqual(t, len(body), bound, "GET the group page: bytes")
 		wantContains(t, "the group page", body, "the whole payload, 524,", `href="/streams/blobs/events/0/1"`)
 	})
 	t.Run("the events page shows a line of each payload", func(t *testing.T) {
 		code, body := bn.get(t, "/streams/blobs/events")
-		if code != http.StatusOK || len(body) > bound {
-			t.Fatalf("GET the events page: %d, %d bytes, want 200 and at most %d", code, len(body), bound)
-		}
+		require.Equal(t, http.StatusOK, code, "GET the events page")
+		require.LessOrEqual(t, len(body), bound, "GET the events page: bytes")
 	})
 	t.Run("the event page shows the beginning, and links to the whole event", func(t *testing.T) {
 		code, body := bn.get(t, "/streams/blobs/events/0/1")
-		if code != http.StatusOK || len(body) > dashboard.DefaultEventBytes+bound {
-			t.Fatalf("GET the event page: %d, %d bytes, want 200 and at most %d", code, len(body), dashboard.DefaultEventBytes+bound)
-		}
+		require.Equal(t, http.StatusOK, code, "GET the event page")
+		require.LessOrEqual(t, len(body), dashboard.DefaultEventBytes+bound, "GET the event page: bytes")
 		wantContains(t, "the event page", body, `id="payload-cut"`, `href="/streams/blobs/events/0/1/json"`)
 		code, raw := bn.get(t, "/streams/blobs/events/0/1/json")
 		var ev rheo.Event
-		if err := json.Unmarshal([]byte(raw), &ev); code != http.StatusOK || err != nil {
-			t.Fatalf("GET the event's JSON: %d, %v", code, err)
-		}
-		var got, want any
-		if json.Unmarshal(ev.Payload, &got) != nil || json.Unmarshal(first.Payload, &want) != nil || ev.ID != first.ID ||
-			got.(map[string]any)["data"] != want.(map[string]any)["data"] {
-			t.Fatalf("the event's JSON is not the event as stored (%d bytes of payload)", len(ev.Payload))
-		}
+		err := json.Unmarshal([]byte(raw), &ev)
+		require.Equal(t, http.StatusOK, code, "GET the event's JSON")
+		require.NoError(t, err, "GET the event's JSON")
+		msg := fmt.Sprintf("the event's JSON is not the event as stored (%d bytes of payload)", len(ev.Payload))
+		var got, want map[string]any
+		require.NoError(t, json.Unmarshal(ev.Payload, &got), msg)
+		require.NoError(t, json.Unmarshal(first.Payload, &want), msg)
+		require.Equal(t, first.ID, ev.ID, msg)
+		require.Equal(t, want["data"], got["data"], msg)
 	})
 	t.Run("a live refresh carries the live parts alone", func(t *testing.T) {
 		code, body := bn.getLive(t, "/streams/blobs/groups/billing")
-		if code != http.StatusOK || !strings.Contains(body, `id="group-state"`) || strings.Contains(body, `id="dead-letters"`) ||
-			strings.Contains(body, "<html") || len(body) > bound {
-			t.Fatalf("a live refresh of the group page: %d, %d bytes:\n%.2000s", code, len(body), body)
-		}
+		msg := fmt.Sprintf("a live refresh of the group page: %d, %d bytes:\n%.2000s", code, len(body), body)
+		require.Equal(t, http.StatusOK, code, msg)
+		// True and False, not Contains: the message cuts the body short.
+		require.True(t, strings.Contains(body, `id="group-state"`), msg)
+		require.False(t, strings.Contains(body, `id="dead-letters"`), msg)
+		require.False(t, strings.Contains(body, "<html"), msg)
+		require.LessOrEqual(t, len(body), bound, msg)
 		for _, path := range []string{"/", "/streams/blobs"} {
-			if code, body := bn.getLive(t, path); code != http.StatusOK || strings.Contains(body, "<html") || !strings.Contains(body, "data-live") {
-				t.Fatalf("a live refresh of %s: %d:\n%s", path, code, body)
-			}
+			code, body := bn.getLive(t, path)
+			require.Equal(t, http.StatusOK, code, "a live refresh of %s: %d:\n%s", path, code, body)
+			require.NotContains(t, body, "<html", "a live refresh of %s: %d:\n%s", path, code, body)
+			require.Contains(t, body, "data-live", "a live refresh of %s: %d:\n%s", path, code, body)
 		}
 	})
 	t.Run("rendering the group page costs about what the driver reads", func(t *testing.T) {
@@ -111,9 +112,8 @@ func TestDashboardBoundedPages(t *testing.T) {
 		runtime.ReadMemStats(&before)
 		bn.get(t, "/streams/blobs/groups/billing")
 		runtime.ReadMemStats(&after)
-		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 3*stored {
-			t.Fatalf("a group page allocated %d bytes for %d stored: the rendering copies the payloads", alloc, stored)
-		}
+		alloc := after.TotalAlloc - before.TotalAlloc
+		require.LessOrEqual(t, alloc, 3*stored, "a group page allocated %d bytes for %d stored: the rendering copies the payloads", alloc, stored)
 	})
 }
 
@@ -134,13 +134,10 @@ func TestDashboardDatabaseDown(t *testing.T) {
 	b := openBackend(t, "sqlite", "sqlite://"+filepath.Join(t.TempDir(), "rheo.db"))
 	bn := setup(t, downDriver{b.drv}, nil)
 	code, body := bn.get(t, "/")
-	if code != http.StatusServiceUnavailable || !strings.Contains(body, "The database does not answer") {
-		t.Fatalf("GET /: %d\n%s", code, body)
-	}
+	require.Equal(t, http.StatusServiceUnavailable, code, "GET /: %d\n%s", code, body)
+	require.Contains(t, body, "The database does not answer", "GET /: %d\n%s", code, body)
 	for _, detail := range []string{"app_owner", "payments", "10.1.2.3", "6543", "db.internal"} {
-		if strings.Contains(body, detail) {
-			t.Errorf("the page shows %q:\n%s", detail, body)
-		}
+		assert.NotContains(t, body, detail, "the page shows %q:\n%s", detail, body)
 	}
 	wantContains(t, "the log", bn.logs.String(), "app_owner", "10.1.2.3:6543")
 }
@@ -161,9 +158,8 @@ func TestDashboardSignInStaysUnderPrefix(t *testing.T) {
 		"https://evil.example/admin/rheo/x": "/admin/rheo/",
 	} {
 		resp, _ := bn.post(t, "/login", url.Values{"token": {"s3cret-token"}, "next": {next}})
-		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
-			t.Errorf("sign-in with next=%s: %d to %q, want 303 to %q", next, resp.StatusCode, resp.Header.Get("Location"), want)
-		}
+		assert.Equal(t, http.StatusSeeOther, resp.StatusCode, "sign-in with next=%s: %d to %q, want 303 to %q", next, resp.StatusCode, resp.Header.Get("Location"), want)
+		assert.Equal(t, want, resp.Header.Get("Location"), "sign-in with next=%s: %d to %q, want 303 to %q", next, resp.StatusCode, resp.Header.Get("Location"), want)
 	}
 }
 
@@ -174,9 +170,8 @@ func TestDashboardCSRFTiedToSession(t *testing.T) {
 	newStream(t, b.drv, "orders", 1, "billing")
 	signIn := func(t *testing.T, bn *bundle) {
 		t.Helper()
-		if resp, _ := bn.post(t, "/login", url.Values{"token": {"s3cret-token"}, "next": {"/"}}); resp.StatusCode != http.StatusSeeOther {
-			t.Fatalf("sign-in: %d", resp.StatusCode)
-		}
+		resp, _ := bn.post(t, "/login", url.Values{"token": {"s3cret-token"}, "next": {"/"}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "sign-in: %d", resp.StatusCode)
 	}
 	opts := &dashboard.Options{Token: "s3cret-token", AllowActions: true}
 	alice := setup(t, b.drv, opts)
@@ -188,9 +183,7 @@ func TestDashboardCSRFTiedToSession(t *testing.T) {
 			aliceCSRF = c
 		}
 	}
-	if aliceCSRF == nil {
-		t.Fatal("no rheo_csrf cookie")
-	}
+	require.NotNil(t, aliceCSRF, "no rheo_csrf cookie")
 
 	// Another visitor, signed in on the same dashboard, given Alice's
 	// CSRF cookie and token (planted by a sibling site, or seen in a log).
@@ -199,12 +192,9 @@ func TestDashboardCSRFTiedToSession(t *testing.T) {
 	signIn(t, mallory)
 	mallory.client.Jar.SetCookies(mustURL(t, alice.base+"/"), []*http.Cookie{{Name: "rheo_csrf", Value: aliceCSRF.Value, Path: "/"}})
 	resp, body := mallory.post(t, "/streams/orders/groups/billing/reopen", url.Values{"event_id": {"x"}, "csrf": {token}})
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("another session with Alice's CSRF cookie and token: %d, want 403\n%s", resp.StatusCode, body)
-	}
-	if resp, body := alice.post(t, "/streams/orders/groups/billing/reopen", url.Values{"event_id": {"x"}, "csrf": {token}}); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("Alice with her token: %d, want 303\n%s", resp.StatusCode, body)
-	}
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "another session with Alice's CSRF cookie and token: %d, want 403\n%s", resp.StatusCode, body)
+	resp, body = alice.post(t, "/streams/orders/groups/billing/reopen", url.Values{"event_id": {"x"}, "csrf": {token}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "Alice with her token: %d, want 303\n%s", resp.StatusCode, body)
 }
 
 // TestDashboardShowsInvisibleCharacters stores ids, types, keys, consumer
@@ -217,34 +207,27 @@ func TestDashboardShowsInvisibleCharacters(t *testing.T) {
 	stream, group := "orders", "billing"
 	newStream(t, b.drv, stream, 1, group)
 	p0 := 0
-	if _, err := b.drv.Append(ctx, stream, json.RawMessage(`{"type": "paid\u2066", "note": "a`+"\u202e"+`b"}`),
-		&rheo.AppendOptions{Key: "k\u200d\x1b[2J", ID: "id\u2067", Partition: &p0}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := b.drv.Append(ctx, stream, json.RawMessage(`{"type": "paid\u2066", "note": "a`+"\u202e"+`b"}`),
+		&rheo.AppendOptions{Key: "k\u200d\x1b[2J", ID: "id\u2067", Partition: &p0})
+	require.NoError(t, err)
 	deadLetter(t, b.drv, stream, group, `{"type": "x`+"\u202e"+`"}`, "bad\u202e\x1b]0;t\x07")
-	if _, err := b.drv.Append(ctx, stream, json.RawMessage(`{"type": "next"}`), nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.drv.Fetch(ctx, stream, group, &rheo.FetchOptions{ConsumerID: "worker\u202e\x1b[2J"}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = b.drv.Append(ctx, stream, json.RawMessage(`{"type": "next"}`), nil)
+	require.NoError(t, err)
+	_, err = b.drv.Fetch(ctx, stream, group, &rheo.FetchOptions{ConsumerID: "worker\u202e\x1b[2J"})
+	require.NoError(t, err)
 	bn := setup(t, b.drv, nil)
 	for _, path := range []string{
 		"/", "/streams/" + url.PathEscape(stream), "/streams/" + url.PathEscape(stream) + "/groups/" + url.PathEscape(group),
 		"/streams/" + url.PathEscape(stream) + "/events", "/streams/" + url.PathEscape(stream) + "/events/0/1",
 	} {
 		code, body := bn.get(t, path)
-		if code != http.StatusOK {
-			t.Fatalf("GET %s: %d\n%s", path, code, body)
-		}
+		require.Equal(t, http.StatusOK, code, "GET %s: %d\n%s", path, code, body)
 		// Attributes keep the stored text exactly (hidden inputs, links'
 		// data); what is read must not hold it.
 		text := stripAttributes(body)
-		if strings.ContainsAny(text, "\u202e\u200b\u200d\u2066\u2067\x1b\x07") {
-			t.Errorf("GET %s shows an invisible or control character as it is:\n%q", path, text)
-		}
-		if (strings.Contains(path, "/groups/") || strings.Contains(path, "/events")) && !strings.Contains(text, `\u202e`) {
-			t.Errorf("GET %s does not show the override as \\u202e:\n%s", path, text)
+		assert.False(t, strings.ContainsAny(text, "\u202e\u200b\u200d\u2066\u2067\x1b\x07"), "GET %s shows an invisible or control character as it is:\n%q", path, text)
+		if strings.Contains(path, "/groups/") || strings.Contains(path, "/events") {
+			assert.Contains(t, text, `\u202e`, "GET %s does not show the override as \\u202e:\n%s", path, text)
 		}
 	}
 }

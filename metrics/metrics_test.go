@@ -240,9 +240,7 @@ func BenchmarkCollect(b *testing.B) {
 		c := metrics.NewCollector(reader, &metrics.Options{CacheFor: -1})
 		b.ResetTimer()
 		for b.Loop() {
-			if n := testutil.CollectAndCount(c); n != 100*(2*2)+1000*(2+4)+2 {
-				b.Fatalf("%d metrics, want %d", n, 100*(2*2)+1000*(2+4)+2)
-			}
+			require.Equal(b, 100*(2*2)+1000*(2+4)+2, testutil.CollectAndCount(c), "metrics")
 		}
 	})
 }

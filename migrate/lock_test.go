@@ -2,13 +2,13 @@ package migrate_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/internal/testdb"
@@ -33,60 +33,43 @@ func TestPostgresReleasesItsLock(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			url := testdb.NewDatabase(t)
 			cfg, err := pgxpool.ParseConfig(url)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			cfg.MaxConns = 1
 			pool, err := pgxpool.NewWithConfig(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			t.Cleanup(pool.Close)
 			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if tt.setup == "" {
-				if err := migrate.Postgres(ctx, conn.Conn(), nil); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, migrate.Postgres(ctx, conn.Conn(), nil))
 				tt.setup = `UPDATE rheo.schema_version SET version = version + 1`
 			}
 			// A hold of the lock that an earlier failed run left on the
 			// session, as tern's did.
-			if _, err := conn.Exec(ctx, tt.setup); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrate.AdvisoryLockKey); err != nil {
-				t.Fatal(err)
-			}
+			_, err = conn.Exec(ctx, tt.setup)
+			require.NoError(t, err)
+			_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrate.AdvisoryLockKey)
+			require.NoError(t, err)
 			err = migrate.Postgres(ctx, conn.Conn(), nil)
-			if !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want failed: …%s…", err, tt.want)
-			}
+			require.ErrorIs(t, err, rheo.ErrFailed, "err = %v, want failed: …%s…", err, tt.want)
+			require.ErrorContains(t, err, tt.want, "err = %v, want failed: …%s…", err, tt.want)
 			conn.Release()
 
 			other := connect(t, url)
 			var held int
-			if err := other.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&held); err != nil {
-				t.Fatal(err)
-			}
-			if held != 0 {
-				t.Fatalf("%d advisory locks held after the failed run", held)
-			}
+			require.NoError(t, other.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&held))
+			require.Zero(t, held, "%d advisory locks held after the failed run", held)
 			// The pooled connection is usable, and the next run takes
 			// the lock at once.
 			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			conn, err = pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer conn.Release()
 			var taken bool
-			if err := other.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, migrate.AdvisoryLockKey).Scan(&taken); err != nil || !taken {
-				t.Fatalf("another session could not take the migration lock: %v %v", taken, err)
-			}
+			err = other.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, migrate.AdvisoryLockKey).Scan(&taken)
+			require.NoError(t, err, "another session could not take the migration lock: %v %v", taken, err)
+			require.True(t, taken, "another session could not take the migration lock: %v %v", taken, err)
 		})
 	}
 }
@@ -101,26 +84,24 @@ func TestPostgresGivesUpBehindALongTransaction(t *testing.T) {
 	fixture := releaseSchema(t, "54ed27f")
 	url := testdb.NewDatabase(t)
 	setup := connect(t, url)
-	if err := pgx.BeginFunc(ctx, setup, func(tx pgx.Tx) error {
+	require.NoError(t, pgx.BeginFunc(ctx, setup, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, string(fixture))
 		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	}))
 	exec(t, setup, `SELECT rheo.create_stream('orders')`)
 
 	long := connect(t, url)
 	tx, err := long.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `LOCK TABLE rheo.groups IN ACCESS SHARE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `LOCK TABLE rheo.groups IN ACCESS SHARE MODE`)
+	require.NoError(t, err)
 
+	// Connected here: connect may stop the test, which only the test's
+	// own goroutine may do.
+	migrator := connect(t, url)
 	done := make(chan error, 1)
 	go func() {
-		done <- migrate.Postgres(ctx, connect(t, url), &migrate.Options{Attempts: 5, LockTimeout: 20 * time.Millisecond})
+		done <- migrate.Postgres(ctx, migrator, &migrate.Options{Attempts: 5, LockTimeout: 20 * time.Millisecond})
 	}()
 	// Meanwhile appends go through, each quickly: the switch's lock
 	// requests give up instead of queueing them.
@@ -132,24 +113,16 @@ func TestPostgresGivesUpBehindALongTransaction(t *testing.T) {
 			running = false
 		default:
 			start := time.Now()
-			if _, err := app.Exec(ctx, `SELECT rheo.append('orders', '{"type": "placed"}')`); err != nil {
-				t.Fatalf("append during the upgrade: %v", err)
-			}
+			_, err := app.Exec(ctx, `SELECT rheo.append('orders', '{"type": "placed"}')`)
+			require.NoError(t, err, "append during the upgrade")
 			slowest = max(slowest, time.Since(start))
 		}
 	}
-	if !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), "gave up after 5 tries") {
-		t.Fatalf("err = %v, want failed: … gave up after 5 tries …", err)
-	}
-	if slowest > time.Second {
-		t.Errorf("an append waited %s behind the upgrade", slowest)
-	}
+	require.ErrorIs(t, err, rheo.ErrFailed, "err = %v, want failed: … gave up after 5 tries …", err)
+	require.ErrorContains(t, err, "gave up after 5 tries", "err = %v, want failed: … gave up after 5 tries …", err)
+	assert.LessOrEqual(t, slowest, time.Second, "an append waited %s behind the upgrade", slowest)
 	t.Logf("the slowest append during the tries took %s", slowest)
 
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate.Postgres(ctx, connect(t, url), nil); err != nil {
-		t.Fatalf("the run after the transaction ended: %v", err)
-	}
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, migrate.Postgres(ctx, connect(t, url), nil), "the run after the transaction ended")
 }

@@ -3,7 +3,6 @@ package migrate_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/mattn/go-sqlite3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/internal/testdb"
@@ -34,74 +35,54 @@ func TestMigratePostgres(t *testing.T) {
 	t.Run("an empty database is at version 0 with no functions", func(t *testing.T) {
 		conn := setup(t)
 		applied, latest, err := migrate.PostgresStatus(ctx, conn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if applied != 0 || latest != migrateSchemaFiles(t) {
-			t.Fatalf("status = %d of %d, want 0 of %d", applied, latest, migrateSchemaFiles(t))
-		}
+		require.NoError(t, err)
+		require.Zero(t, applied, "status = %d of %d, want 0 of %d", applied, latest, migrateSchemaFiles(t))
+		require.Equal(t, migrateSchemaFiles(t), latest, "status = %d of %d, want 0 of %d", applied, latest, migrateSchemaFiles(t))
 		migrateWantFunctionsCurrent(t, conn, false)
 	})
 
 	t.Run("up installs the schema and working functions", func(t *testing.T) {
 		conn := setup(t)
 		var logs migrateLogs
-		if err := migrate.Postgres(ctx, conn, &migrate.Options{Logger: slog.New(&logs)}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, &migrate.Options{Logger: slog.New(&logs)}))
 		migrateWantCurrent(t, conn)
 		for _, name := range []string{"create_stream", "create_group", "append", "append_batch", "read",
 			"fetch", "renew", "ack", "ack_batch", "retry", "reject", "replay", "reset_group", "lag",
 			"list_streams", "list_groups", "dead_letters", "group_info"} {
 			var n int
-			if err := conn.QueryRow(ctx, `
-SELECT count(*) FROM pg_proc WHERE pronamespace = 'rheo'::regnamespace AND proname = $1`, name).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n != 1 {
-				t.Errorf("rheo.%s: %d functions, want 1", name, n)
-			}
+			require.NoError(t, conn.QueryRow(ctx, `
+SELECT count(*) FROM pg_proc WHERE pronamespace = 'rheo'::regnamespace AND proname = $1`, name).Scan(&n))
+			assert.EqualValues(t, 1, n, "rheo.%s: %d functions, want 1", name, n)
 		}
 		// The install works end to end.
-		if _, err := conn.Exec(ctx, `SELECT rheo.create_stream('orders')`); err != nil {
-			t.Fatal(err)
-		}
+		_, err := conn.Exec(ctx, `SELECT rheo.create_stream('orders')`)
+		require.NoError(t, err)
 		var seq int64
-		if err := conn.QueryRow(ctx, `SELECT sequence FROM rheo.append('orders', '{"type": "placed"}')`).Scan(&seq); err != nil {
-			t.Fatal(err)
-		}
-		if seq != 1 {
-			t.Fatalf("first append got sequence %d, want 1", seq)
-		}
+		require.NoError(t, conn.QueryRow(ctx, `SELECT sequence FROM rheo.append('orders', '{"type": "placed"}')`).Scan(&seq))
+		require.EqualValues(t, 1, seq, "first append got sequence %d, want 1", seq)
 		files, err := fs.Glob(rheosql.Schema, "*.sql")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var want []string
 		for i, name := range files {
 			want = append(want, "applying schema migration version="+strconv.Itoa(i+1)+" name="+name)
 		}
-		if got := logs.messages(); len(got) != len(want)+1 || !slices.Equal(got[:len(want)], want) || !strings.HasPrefix(got[len(want)], "installed functions") {
-			t.Fatalf("log records %q, want %q then a record starting %q", got, want, "installed functions")
-		}
+		got := logs.messages()
+		require.Len(t, got, len(want)+1, "log records %q, want %q then a record starting %q", got, want, "installed functions")
+		require.Equal(t, want, got[:len(want)], "log records %q, want %q then a record starting %q", got, want, "installed functions")
+		require.True(t, strings.HasPrefix(got[len(want)], "installed functions"), "log records %q, want %q then a record starting %q", got, want, "installed functions")
 	})
 
 	t.Run("a second up changes nothing", func(t *testing.T) {
 		conn := setup(t)
-		if err := migrate.Postgres(ctx, conn, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, nil))
 		before := migratePostgresState(t, conn)
 		var logs migrateLogs
-		if err := migrate.Postgres(ctx, conn, &migrate.Options{Logger: slog.New(&logs)}); err != nil {
-			t.Fatal(err)
-		}
-		if after := migratePostgresState(t, conn); after != before {
-			t.Fatalf("second run changed the database:\nbefore %+v\nafter  %+v", before, after)
-		}
-		if got := logs.messages(); len(got) != 1 || !strings.HasPrefix(got[0], "functions are current") {
-			t.Fatalf("log records %q, want only \"functions are current\"", got)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, &migrate.Options{Logger: slog.New(&logs)}))
+		after := migratePostgresState(t, conn)
+		require.Equal(t, before, after, "second run changed the database:\nbefore %+v\nafter  %+v", before, after)
+		got := logs.messages()
+		require.Len(t, got, 1, "log records %q, want only \"functions are current\"", got)
+		require.True(t, strings.HasPrefix(got[0], "functions are current"), "log records %q, want only \"functions are current\"", got)
 	})
 
 	t.Run("two concurrent ups both succeed", func(t *testing.T) {
@@ -119,84 +100,61 @@ SELECT count(*) FROM pg_proc WHERE pronamespace = 'rheo'::regnamespace AND prona
 		close(start)
 		wg.Wait()
 		for i, err := range errs {
-			if err != nil {
-				t.Errorf("run %d: %v", i, err)
-			}
+			assert.NoError(t, err, "run %d", i)
 		}
 		migrateWantCurrent(t, conns[0])
 	})
 
 	t.Run("changed functions are reinstalled over the installed ones", func(t *testing.T) {
 		conn := setup(t)
-		if err := migrate.Postgres(ctx, conn, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, nil))
 		before := migratePostgresState(t, conn)
-		if _, err := conn.Exec(ctx, `UPDATE rheo.function_set SET sha256 = 'from an older build'`); err != nil {
-			t.Fatal(err)
-		}
+		_, err := conn.Exec(ctx, `UPDATE rheo.function_set SET sha256 = 'from an older build'`)
+		require.NoError(t, err)
 		migrateWantFunctionsCurrent(t, conn, false)
-		if err := migrate.Postgres(ctx, conn, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, nil))
 		migrateWantCurrent(t, conn)
 		after := migratePostgresState(t, conn)
-		if after.definitions != before.definitions {
-			t.Fatal("reinstalling the same files changed the function definitions")
-		}
-		if after.functionXmins == before.functionXmins || after.installedAt == before.installedAt {
-			t.Fatal("the functions were not reinstalled")
-		}
+		require.Equal(t, before.definitions, after.definitions, "reinstalling the same files changed the function definitions")
+		require.NotEqual(t, before.functionXmins, after.functionXmins, "the functions were not reinstalled")
+		require.NotEqual(t, before.installedAt, after.installedAt, "the functions were not reinstalled")
 	})
 
 	t.Run("a database newer than this build is refused", func(t *testing.T) {
 		conn := setup(t)
-		if err := migrate.Postgres(ctx, conn, nil); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, `UPDATE rheo.schema_version SET version = version + 1`); err != nil {
-			t.Fatal(err)
-		}
-		err := migrate.Postgres(ctx, conn, nil)
-		if !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), "newer than this build") {
-			t.Fatalf("err = %v, want failed: … newer than this build …", err)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, nil))
+		_, err := conn.Exec(ctx, `UPDATE rheo.schema_version SET version = version + 1`)
+		require.NoError(t, err)
+		err = migrate.Postgres(ctx, conn, nil)
+		require.ErrorIs(t, err, rheo.ErrFailed, "err = %v, want failed: … newer than this build …", err)
+		require.ErrorContains(t, err, "newer than this build", "err = %v, want failed: … newer than this build …", err)
 	})
 
 	t.Run("a closed connection is backend_unavailable", func(t *testing.T) {
 		conn := setup(t)
-		if err := conn.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := migrate.Postgres(ctx, conn, nil); !errors.Is(err, rheo.ErrBackendUnavailable) {
-			t.Fatalf("err = %v, want backend_unavailable", err)
-		}
+		require.NoError(t, conn.Close(ctx))
+		err := migrate.Postgres(ctx, conn, nil)
+		require.ErrorIs(t, err, rheo.ErrBackendUnavailable, "err = %v, want backend_unavailable", err)
 	})
 
 	t.Run("the install SQL gives the same database and reruns as a no-op", func(t *testing.T) {
 		viaGo := setup(t)
-		if err := migrate.Postgres(ctx, viaGo, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.Postgres(ctx, viaGo, nil))
 		viaSQL := setup(t)
 		migrateRunScript(t, viaSQL, migrate.PostgresSQL())
 		migrateWantCurrent(t, viaSQL)
 		want, got := migratePostgresState(t, viaGo), migratePostgresState(t, viaSQL)
-		if got.definitions != want.definitions || got.tables != want.tables || got.sha256 != want.sha256 ||
-			got.privileges != want.privileges {
-			t.Fatalf("install SQL differs from migrate.Postgres:\nSQL %+v\nGo  %+v", got, want)
-		}
+		require.Equal(t, want.definitions, got.definitions, "install SQL differs from migrate.Postgres:\nSQL %+v\nGo  %+v", got, want)
+		require.Equal(t, want.tables, got.tables, "install SQL differs from migrate.Postgres:\nSQL %+v\nGo  %+v", got, want)
+		require.Equal(t, want.sha256, got.sha256, "install SQL differs from migrate.Postgres:\nSQL %+v\nGo  %+v", got, want)
+		require.Equal(t, want.privileges, got.privileges, "install SQL differs from migrate.Postgres:\nSQL %+v\nGo  %+v", got, want)
 
 		migrateRunScript(t, viaSQL, migrate.PostgresSQL())
-		if again := migratePostgresState(t, viaSQL); again != got {
-			t.Fatalf("rerunning the install SQL changed the database:\nbefore %+v\nafter  %+v", got, again)
-		}
-		if err := migrate.Postgres(ctx, viaSQL, nil); err != nil {
-			t.Fatal(err)
-		}
-		if again := migratePostgresState(t, viaSQL); again != got {
-			t.Fatalf("migrate.Postgres after the install SQL changed the database:\nbefore %+v\nafter  %+v", got, again)
-		}
+		again := migratePostgresState(t, viaSQL)
+		require.Equal(t, got, again, "rerunning the install SQL changed the database:\nbefore %+v\nafter  %+v", got, again)
+		require.NoError(t, migrate.Postgres(ctx, viaSQL, nil))
+		again = migratePostgresState(t, viaSQL)
+		require.Equal(t, got, again, "migrate.Postgres after the install SQL changed the database:\nbefore %+v\nafter  %+v", got, again)
 	})
 }
 
@@ -215,28 +173,22 @@ func TestMigratePostgresInstallers(t *testing.T) {
 		role = testdb.NewRole(t, attributes)
 		url := testdb.NewDatabase(t)
 		admin = migrateConnect(t, url)
-		if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+
-			" OWNER TO "+pgx.Identifier{role}.Sanitize()); err != nil {
-			t.Fatal(err)
-		}
+		_, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+
+			" OWNER TO "+pgx.Identifier{role}.Sanitize())
+		require.NoError(t, err)
 		return role, migrateConnect(t, testdb.AsRole(t, url, role)), admin
 	}
 
 	t.Run("an installer with CREATEROLE hands Rheo to rheo_owner and keeps no membership", func(t *testing.T) {
 		role, conn, admin := installAs(t, "CREATEROLE")
-		if err := migrate.Postgres(ctx, conn, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, nil))
 		migrateWantOwnedBy(t, admin, migrate.OwnerRole)
 		migrateWantNoMembership(t, admin, role)
 		migrateWantCurrent(t, conn)
 		before := migratePostgresState(t, admin)
-		if err := migrate.Postgres(ctx, conn, nil); err != nil {
-			t.Fatalf("second run: %v", err)
-		}
-		if after := migratePostgresState(t, admin); after != before {
-			t.Fatalf("second run changed the database:\nbefore %+v\nafter  %+v", before, after)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, nil), "second run")
+		after := migratePostgresState(t, admin)
+		require.Equal(t, before, after, "second run changed the database:\nbefore %+v\nafter  %+v", before, after)
 		migrateWantNoMembership(t, admin, role)
 	})
 
@@ -246,48 +198,35 @@ func TestMigratePostgresInstallers(t *testing.T) {
 		migrateWantOwnedBy(t, admin, migrate.OwnerRole)
 		migrateWantNoMembership(t, admin, role)
 		_, viaGo, viaGoAdmin := installAs(t, "CREATEROLE")
-		if err := migrate.Postgres(ctx, viaGo, nil); err != nil {
-			t.Fatal(err)
-		}
-		if got, want := migratePostgresState(t, admin), migratePostgresState(t, viaGoAdmin); got.privileges != want.privileges {
-			t.Fatalf("install SQL privileges differ:\nSQL %s\nGo  %s", got.privileges, want.privileges)
-		}
+		require.NoError(t, migrate.Postgres(ctx, viaGo, nil))
+		got, want := migratePostgresState(t, admin), migratePostgresState(t, viaGoAdmin)
+		require.Equal(t, want.privileges, got.privileges, "install SQL privileges differ:\nSQL %s\nGo  %s", got.privileges, want.privileges)
 	})
 
 	t.Run("an installer that may not create roles installs Rheo as its own and roles hands it over", func(t *testing.T) {
 		role, conn, admin := installAs(t, "")
 		var logs migrateLogs
-		if err := migrate.Postgres(ctx, conn, &migrate.Options{Logger: slog.New(&logs)}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, &migrate.Options{Logger: slog.New(&logs)}))
 		warning := role + " may not act as rheo_owner, so Rheo's functions run as " + role
-		if !slices.ContainsFunc(logs.messages(), func(m string) bool { return strings.HasPrefix(m, warning) }) {
-			t.Fatalf("log records %q, want one starting %q", logs.messages(), warning)
-		}
+		require.True(t, slices.ContainsFunc(logs.messages(), func(m string) bool { return strings.HasPrefix(m, warning) }), "log records %q, want one starting %q", logs.messages(), warning)
 		migrateWantOwnedBy(t, admin, role)
-		if err := migrate.PostgresRoles(ctx, conn, nil); !errors.Is(err, rheo.ErrFailed) ||
-			!strings.Contains(err.Error(), role+" may not create roles") {
-			t.Fatalf("roles as %s: err = %v, want failed: … may not create roles", role, err)
-		}
+		err := migrate.PostgresRoles(ctx, conn, nil)
+		require.ErrorIs(t, err, rheo.ErrFailed, "roles as %s", role)
+		require.ErrorContains(t, err, role+" may not create roles", "roles as %s", role)
 
-		if err := migrate.PostgresRoles(ctx, admin, nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.PostgresRoles(ctx, admin, nil))
 		migrateWantOwnedBy(t, admin, migrate.OwnerRole)
 		migrateWantCurrent(t, admin)
 		state, err := migrate.PostgresRoleState(ctx, admin)
-		if err != nil || !state.Settled() {
-			t.Fatalf("role state = %+v, %v; want settled", state, err)
-		}
+		require.NoError(t, err, "role state")
+		require.True(t, state.Settled(), "role state = %+v, want settled", state)
 		// Rheo now belongs to rheo_owner, which the database owner may not
 		// act as: it is told so instead of failing on a permission.
 		err = migrate.Postgres(ctx, conn, nil)
-		if !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), "Rheo in this database belongs to rheo_owner and "+role+" may not act as it") {
-			t.Fatalf("up as %s after roles: err = %v, want failed: Rheo in this database belongs to rheo_owner …", role, err)
-		}
-		if _, _, err := migrate.PostgresStatus(ctx, conn); err == nil || !strings.Contains(err.Error(), "may not act as it") {
-			t.Fatalf("status as %s after roles: err = %v, want … may not act as it", role, err)
-		}
+		require.ErrorIs(t, err, rheo.ErrFailed, "up as %s after roles: err = %v, want failed: Rheo in this database belongs to rheo_owner …", role, err)
+		require.ErrorContains(t, err, "Rheo in this database belongs to rheo_owner and "+role+" may not act as it", "up as %s after roles: err = %v, want failed: Rheo in this database belongs to rheo_owner …", role, err)
+		_, _, err = migrate.PostgresStatus(ctx, conn)
+		require.ErrorContains(t, err, "may not act as it", "status as %s after roles: err = %v, want … may not act as it", role, err)
 	})
 
 	t.Run("installs into several databases at once share the roles", func(t *testing.T) {
@@ -307,9 +246,7 @@ func TestMigratePostgresInstallers(t *testing.T) {
 		close(start)
 		wg.Wait()
 		for i, err := range errs {
-			if err != nil {
-				t.Errorf("run %d: %v", i, err)
-			}
+			assert.NoError(t, err, "run %d", i)
 			migrateWantOwnedBy(t, conns[i], migrate.OwnerRole)
 		}
 	})
@@ -329,24 +266,16 @@ SELECT ARRAY(
     UNION ALL
     SELECT p.oid::regprocedure::text FROM pg_proc p
      WHERE p.pronamespace = 'rheo'::regnamespace AND p.proowner::regrole::text <> $1)`, owner).Scan(&others)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(others) > 0 {
-		t.Fatalf("not owned by %s: %v", owner, others)
-	}
+	require.NoError(t, err)
+	require.Empty(t, others, "not owned by %s", owner)
 }
 
 // migrateWantNoMembership checks that role is no member of rheo_owner.
 func migrateWantNoMembership(t *testing.T, conn *pgx.Conn, role string) {
 	t.Helper()
 	var member bool
-	if err := conn.QueryRow(context.Background(), `SELECT pg_has_role($1, $2, 'MEMBER')`, role, migrate.OwnerRole).Scan(&member); err != nil {
-		t.Fatal(err)
-	}
-	if member {
-		t.Fatalf("%s is still a member of %s", role, migrate.OwnerRole)
-	}
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT pg_has_role($1, $2, 'MEMBER')`, role, migrate.OwnerRole).Scan(&member))
+	require.False(t, member, "%s is still a member of %s", role, migrate.OwnerRole)
 }
 
 func TestMigrateSQLite(t *testing.T) {
@@ -361,31 +290,21 @@ func TestMigrateSQLite(t *testing.T) {
 	t.Run("an empty database is at version 0", func(t *testing.T) {
 		db, _ := setup(t)
 		applied, latest, err := migrate.SQLiteStatus(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if applied != 0 || latest != migrateSchemaFiles(t) {
-			t.Fatalf("status = %d of %d, want 0 of %d", applied, latest, migrateSchemaFiles(t))
-		}
+		require.NoError(t, err)
+		require.Zero(t, applied, "status = %d of %d, want 0 of %d", applied, latest, migrateSchemaFiles(t))
+		require.Equal(t, migrateSchemaFiles(t), latest, "status = %d of %d, want 0 of %d", applied, latest, migrateSchemaFiles(t))
 	})
 
 	t.Run("migrating twice installs once", func(t *testing.T) {
 		db, _ := setup(t)
-		if err := migrate.SQLite(ctx, db); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.SQLite(ctx, db))
 		migrateWantSQLiteCurrent(t, db)
 		before := migrateSQLiteSchema(t, db)
-		if !strings.Contains(before, "rheo_events") {
-			t.Fatalf("no rheo_events table after migrating; schema:\n%s", before)
-		}
-		if err := migrate.SQLite(ctx, db); err != nil {
-			t.Fatal(err)
-		}
+		require.Contains(t, before, "rheo_events", "no rheo_events table after migrating; schema:\n%s", before)
+		require.NoError(t, migrate.SQLite(ctx, db))
 		migrateWantSQLiteCurrent(t, db)
-		if after := migrateSQLiteSchema(t, db); after != before {
-			t.Fatalf("second run changed the schema:\nbefore %s\nafter  %s", before, after)
-		}
+		after := migrateSQLiteSchema(t, db)
+		require.Equal(t, before, after, "second run changed the schema:\nbefore %s\nafter  %s", before, after)
 	})
 
 	t.Run("concurrent runs on one file all succeed", func(t *testing.T) {
@@ -403,50 +322,34 @@ func TestMigrateSQLite(t *testing.T) {
 		close(start)
 		wg.Wait()
 		for i, err := range errs {
-			if err != nil {
-				t.Errorf("run %d: %v", i, err)
-			}
+			assert.NoError(t, err, "run %d", i)
 		}
 		migrateWantSQLiteCurrent(t, db)
 	})
 
 	t.Run("the install SQL gives the same schema", func(t *testing.T) {
 		viaGo, _ := setup(t)
-		if err := migrate.SQLite(ctx, viaGo); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, migrate.SQLite(ctx, viaGo))
 		viaSQL, _ := setup(t)
 		tx, err := viaSQL.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, migrate.SQLiteSQL()); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		_, err = tx.ExecContext(ctx, migrate.SQLiteSQL())
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
 		migrateWantSQLiteCurrent(t, viaSQL)
-		if got, want := migrateSQLiteSchema(t, viaSQL), migrateSQLiteSchema(t, viaGo); got != want {
-			t.Fatalf("install SQL schema differs:\nSQL %s\nGo  %s", got, want)
-		}
-		if err := migrate.SQLite(ctx, viaSQL); err != nil {
-			t.Fatalf("migrate after the install SQL: %v", err)
-		}
+		got, want := migrateSQLiteSchema(t, viaSQL), migrateSQLiteSchema(t, viaGo)
+		require.Equal(t, want, got, "install SQL schema differs:\nSQL %s\nGo  %s", got, want)
+		require.NoError(t, migrate.SQLite(ctx, viaSQL), "migrate after the install SQL")
 	})
 
 	t.Run("a database newer than this build is refused", func(t *testing.T) {
 		db, _ := setup(t)
-		if err := migrate.SQLite(ctx, db); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.ExecContext(ctx, `UPDATE rheo_schema_version SET version = version + 1`); err != nil {
-			t.Fatal(err)
-		}
-		err := migrate.SQLite(ctx, db)
-		if !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), "newer than this build") {
-			t.Fatalf("err = %v, want failed: … newer than this build …", err)
-		}
+		require.NoError(t, migrate.SQLite(ctx, db))
+		_, err := db.ExecContext(ctx, `UPDATE rheo_schema_version SET version = version + 1`)
+		require.NoError(t, err)
+		err = migrate.SQLite(ctx, db)
+		require.ErrorIs(t, err, rheo.ErrFailed, "err = %v, want failed: … newer than this build …", err)
+		require.ErrorContains(t, err, "newer than this build", "err = %v, want failed: … newer than this build …", err)
 	})
 }
 
@@ -455,20 +358,12 @@ func TestMigrateSQLite(t *testing.T) {
 func migrateSchemaFiles(t *testing.T) int32 {
 	t.Helper()
 	pg, err := fs.Glob(rheosql.Schema, "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lite, err := fs.Glob(rheosql.SQLite, "*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pg) != len(lite) {
-		t.Fatalf("%d PostgreSQL migrations but %d SQLite ones", len(pg), len(lite))
-	}
+	require.NoError(t, err)
+	require.Len(t, pg, len(lite), "%d PostgreSQL migrations but %d SQLite ones", len(pg), len(lite))
 	for i := range pg {
-		if strings.SplitN(pg[i], "_", 2)[0] != strings.SplitN(lite[i], "_", 2)[0] {
-			t.Fatalf("migration versions differ: %s and %s", pg[i], lite[i])
-		}
+		require.Equal(t, strings.SplitN(lite[i], "_", 2)[0], strings.SplitN(pg[i], "_", 2)[0], "migration versions differ: %s and %s", pg[i], lite[i])
 	}
 	return int32(len(pg))
 }
@@ -476,24 +371,17 @@ func migrateSchemaFiles(t *testing.T) int32 {
 func migrateWantCurrent(t *testing.T, conn *pgx.Conn) {
 	t.Helper()
 	applied, latest, err := migrate.PostgresStatus(context.Background(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if applied != latest || latest != migrateSchemaFiles(t) {
-		t.Fatalf("status = %d of %d, want %d of %d", applied, latest, migrateSchemaFiles(t), migrateSchemaFiles(t))
-	}
+	require.NoError(t, err)
+	require.Equal(t, latest, applied, "status = %d of %d, want %d of %d", applied, latest, migrateSchemaFiles(t), migrateSchemaFiles(t))
+	require.Equal(t, migrateSchemaFiles(t), latest, "status = %d of %d, want %d of %d", applied, latest, migrateSchemaFiles(t), migrateSchemaFiles(t))
 	migrateWantFunctionsCurrent(t, conn, true)
 }
 
 func migrateWantFunctionsCurrent(t *testing.T, conn *pgx.Conn, want bool) {
 	t.Helper()
 	current, err := migrate.PostgresFunctionsCurrent(context.Background(), conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if current != want {
-		t.Fatalf("functions current = %v, want %v", current, want)
-	}
+	require.NoError(t, err)
+	require.Equal(t, want, current, "functions current = %v, want %v", current, want)
 }
 
 // migratePostgresState is what an install leaves behind. functionXmins
@@ -534,9 +422,7 @@ SELECT (SELECT version FROM rheo.schema_version),
                  || ' ' || coalesce(p.proacl::text, '')
           FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace) l)
 FROM rheo.function_set f`).Scan(&s.version, &s.sha256, &s.installedAt, &s.definitions, &s.functionXmins, &s.tables, &s.privileges)
-	if err != nil {
-		t.Fatalf("read install state: %v", err)
-	}
+	require.NoError(t, err, "read install state")
 	return s
 }
 
@@ -549,16 +435,15 @@ func migrateRunScript(t *testing.T, conn *pgx.Conn, script string) {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("run install SQL: %s", testdb.DescribeError(err, script))
+		// DescribeError needs the error: the message is built only then.
+		require.FailNow(t, "run install SQL", testdb.DescribeError(err, script))
 	}
 }
 
 func migrateOpenSQLite(t *testing.T, path string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_busy_timeout=5000")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	return db
 }
@@ -566,12 +451,9 @@ func migrateOpenSQLite(t *testing.T, path string) *sql.DB {
 func migrateWantSQLiteCurrent(t *testing.T, db *sql.DB) {
 	t.Helper()
 	applied, latest, err := migrate.SQLiteStatus(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if applied != latest || latest != migrateSchemaFiles(t) {
-		t.Fatalf("status = %d of %d, want %d of %d", applied, latest, migrateSchemaFiles(t), migrateSchemaFiles(t))
-	}
+	require.NoError(t, err)
+	require.Equal(t, latest, applied, "status = %d of %d, want %d of %d", applied, latest, migrateSchemaFiles(t), migrateSchemaFiles(t))
+	require.Equal(t, migrateSchemaFiles(t), latest, "status = %d of %d, want %d of %d", applied, latest, migrateSchemaFiles(t), migrateSchemaFiles(t))
 }
 
 // migrateSQLiteSchema returns the definitions of everything in db.
@@ -581,9 +463,7 @@ func migrateSQLiteSchema(t *testing.T, db *sql.DB) string {
 	err := db.QueryRow(`
 SELECT group_concat(type || ' ' || name || ': ' || coalesce(sql, ''), char(10))
 FROM (SELECT type, name, sql FROM sqlite_master ORDER BY type, name)`).Scan(&schema)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return schema
 }
 
@@ -620,9 +500,7 @@ func (l *migrateLogs) messages() []string {
 func migrateConnect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
+	require.NoError(t, err, "connect")
 	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
 	return conn
 }

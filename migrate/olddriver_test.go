@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/internal/testskip"
@@ -61,34 +64,26 @@ func TestOldDriver(t *testing.T) {
 		return
 	}
 	archive := osexec.Command("sh", "-c", `git -C .. archive "$0" | tar -x -C "$1"`, previousRelease, src)
-	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("git archive %s: %v\n%s", previousRelease, err, out)
-	}
+	archived, err := archive.CombinedOutput()
+	require.NoError(t, err, "git archive %s\n%s", previousRelease, archived)
 
 	// The program's module: the old module in place of this one, its
 	// go.sum for the dependencies.
 	prog := t.TempDir()
 	program, err := os.ReadFile("testdata/olddriver/main.go")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	sum, err := os.ReadFile(filepath.Join(src, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	gomod := "module olddriver\n\ngo 1.26.0\n\nrequire github.com/rheo-go/rheo v0.0.0\n\nreplace github.com/rheo-go/rheo => " + src + "\n"
 	for name, body := range map[string][]byte{"main.go": program, "go.sum": sum, "go.mod": []byte(gomod)} {
-		if err := os.WriteFile(filepath.Join(prog, name), body, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(filepath.Join(prog, name), body, 0o644))
 	}
 	bin := filepath.Join(prog, "olddriver")
 	build := osexec.Command("go", "build", "-o", bin, ".")
 	build.Dir = prog
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-mod=mod", "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the program against release %s: %v\n%s", previousRelease, err, out)
-	}
+	built, err := build.CombinedOutput()
+	require.NoError(t, err, "build the program against release %s\n%s", previousRelease, built)
 
 	// The database as that release installed it: a superuser installs,
 	// the application's role owns the database and holds rheo_admin.
@@ -97,12 +92,10 @@ func TestOldDriver(t *testing.T) {
 	adminURL := testdb.NewDatabase(t)
 	admin := connect(t, adminURL)
 	exec(t, admin, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+" OWNER TO "+pgx.Identifier{app}.Sanitize())
-	if err := pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
+	require.NoError(t, pgx.BeginFunc(ctx, admin, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, string(fixture))
 		return err
-	}); err != nil {
-		t.Fatalf("install release %s: %v", previousRelease, err)
-	}
+	}), "install release %s", previousRelease)
 	exec(t, admin, "GRANT rheo_admin TO "+pgx.Identifier{app}.Sanitize())
 
 	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -112,16 +105,10 @@ func TestOldDriver(t *testing.T) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	lines := bufio.NewScanner(stdout)
 	var last string
 	for lines.Scan() {
@@ -131,51 +118,44 @@ func TestOldDriver(t *testing.T) {
 	}
 	if last != "ready" {
 		_ = cmd.Wait()
-		t.Fatalf("the program stopped before its workload ran: %s\n%s", last, stderr.String())
+		require.FailNow(t, "the program stopped before its workload ran", "%s\n%s", last, stderr.String())
 	}
 
 	// The upgrade, while the old driver appends, fetches and acks.
 	migrator := connect(t, adminURL)
-	if err := migrate.Postgres(ctx, migrator, nil); err != nil {
-		t.Errorf("upgrade: %v", err)
-	}
-	if _, err := stdin.Write([]byte("upgraded\n")); err != nil {
-		t.Fatal(err)
-	}
+	assert.NoError(t, migrate.Postgres(ctx, migrator, nil), "upgrade")
+	_, err = stdin.Write([]byte("upgraded\n"))
+	require.NoError(t, err)
 	var r oldReport
 	var out []byte
 	if lines.Scan() {
 		out = lines.Bytes()
 	}
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("the program's report %q: %v\n%s", out, err, stderr.String())
-	}
-	if err := cmd.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-		t.Errorf("the program: %v\n%s", err, stderr.String())
+	require.NoError(t, json.Unmarshal(out, &r), "the program's report %q\n%s", out, stderr.String())
+	if err := cmd.Wait(); !errors.Is(err, context.Canceled) {
+		assert.NoError(t, err, "the program\n%s", stderr.String())
 	}
 	t.Logf("release %s's driver: %d events appended before the upgrade ended, %d in all; %d handled by the workers, %d acked through ack_batch, %d replayed",
 		previousRelease, r.AppendedBefore, r.Appended, r.Handled, r.AuditAcked, r.Replayed)
 
-	for _, e := range r.Errors {
-		t.Errorf("release %s's driver: %s", previousRelease, e)
-	}
+	assert.Empty(t, r.Errors, "release %s's driver", previousRelease)
 	var events, effects, distinct int64
-	if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM rheo.events), (SELECT count(*) FROM effects),
-       (SELECT count(DISTINCT e.event_id) FROM effects e JOIN rheo.events v ON v.id::text = e.event_id)`).Scan(&events, &effects, &distinct); err != nil {
-		t.Fatal(err)
-	}
-	if r.AppendedBefore == 0 || r.Appended <= r.AppendedBefore {
-		t.Errorf("the workload did not span the upgrade: %d events appended before its end, %d in all", r.AppendedBefore, r.Appended)
-	}
-	if events != r.Appended || r.Handled != events || effects != events || distinct != events {
-		t.Errorf("%d events appended, %d in the log, %d handled, %d effects (%d of the log's events); want all equal",
-			r.Appended, events, r.Handled, effects, distinct)
-	}
-	if !r.Reappended {
-		t.Error("re-appending an event of before the upgrade did not return the stored event")
-	}
-	if r.AuditAcked != events || r.Replayed != 10 || r.ReplayAcked != 10 || r.Lag != 0 {
-		t.Errorf("second group acked %d of %d events, replay made %d due and %d were acked again (want 10); lag %d",
-			r.AuditAcked, events, r.Replayed, r.ReplayAcked, r.Lag)
-	}
+	require.NoError(t, admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM rheo.events), (SELECT count(*) FROM effects),
+       (SELECT count(DISTINCT e.event_id) FROM effects e JOIN rheo.events v ON v.id::text = e.event_id)`).Scan(&events, &effects, &distinct))
+	spanned := fmt.Sprintf("the workload did not span the upgrade: %d events appended before its end, %d in all", r.AppendedBefore, r.Appended)
+	assert.NotZero(t, r.AppendedBefore, spanned)
+	assert.Greater(t, r.Appended, r.AppendedBefore, spanned)
+	counts := fmt.Sprintf("%d events appended, %d in the log, %d handled, %d effects (%d of the log's events); want all equal",
+		r.Appended, events, r.Handled, effects, distinct)
+	assert.Equal(t, r.Appended, events, counts)
+	assert.Equal(t, events, r.Handled, counts)
+	assert.Equal(t, events, effects, counts)
+	assert.Equal(t, events, distinct, counts)
+	assert.True(t, r.Reappended, "re-appending an event of before the upgrade did not return the stored event")
+	second := fmt.Sprintf("second group acked %d of %d events, replay made %d due and %d were acked again (want 10); lag %d",
+		r.AuditAcked, events, r.Replayed, r.ReplayAcked, r.Lag)
+	assert.Equal(t, events, r.AuditAcked, second)
+	assert.EqualValues(t, 10, r.Replayed, second)
+	assert.EqualValues(t, 10, r.ReplayAcked, second)
+	assert.Zero(t, r.Lag, second)
 }

@@ -1,7 +1,8 @@
 package migrate
 
 import (
-	"strings"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"testing"
 )
 
@@ -18,9 +19,8 @@ func TestDollarQuote(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := dollarQuote(tt.body, "q"); got != tt.want {
-				t.Fatalf("dollarQuote(%q) = %q, want %q", tt.body, got, tt.want)
-			}
+			got := dollarQuote(tt.body, "q")
+			require.Equal(t, tt.want, got, "dollarQuote(%q) = %q, want %q", tt.body, got, tt.want)
 		})
 	}
 }
@@ -37,29 +37,21 @@ CREATE INDEX CONCURRENTLY b ON a ((1));
 -- rheo:step batch
 SELECT n FROM f() AS n WHERE n > 0;
 `)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := []step{
 		{stepTx, "-- the first step\nCREATE TABLE a ();"},
 		{stepConcurrently, "-- the second step's comment\nCREATE INDEX CONCURRENTLY b ON a ((1));"},
 		{stepBatch, "-- only a comment\nSELECT n FROM f() AS n WHERE n > 0;"},
 	}
-	if len(steps) != len(want) {
-		t.Fatalf("steps %q, want %q", steps, want)
-	}
+	require.Len(t, steps, len(want), "steps %q, want %q", steps, want)
 	for i := range want {
-		if steps[i] != want[i] {
-			t.Errorf("step %d = %q, want %q", i, steps[i], want[i])
-		}
+		assert.Equal(t, want[i], steps[i], "step %d = %q, want %q", i, steps[i], want[i])
 	}
-	if _, err := parseSteps("-- rheo:step sometimes\nSELECT 1;"); err == nil {
-		t.Error("an unknown kind of step was accepted")
-	}
+	_, err = parseSteps("-- rheo:step sometimes\nSELECT 1;")
+	assert.Error(t, err, "an unknown kind of step was accepted")
 }
 
 func TestHandOverRelations(t *testing.T) {
-	if handOverRelationsSQL == handOverSQL || strings.Contains(handOverRelationsSQL, "ROUTINE") {
-		t.Fatalf("handOverRelationsSQL still hands the routines over:\n%s", handOverRelationsSQL)
-	}
+	require.NotEqual(t, handOverSQL, handOverRelationsSQL, "handOverRelationsSQL still hands the routines over:\n%s", handOverRelationsSQL)
+	require.NotContains(t, handOverRelationsSQL, "ROUTINE", "handOverRelationsSQL still hands the routines over:\n%s", handOverRelationsSQL)
 }

@@ -2,12 +2,13 @@ package migrate_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/internal/testdb"
@@ -24,34 +25,26 @@ func TestRolePrefixIsolatesDatabases(t *testing.T) {
 	ctx := context.Background()
 	prefix := testdb.NewRolePrefix(t)
 	namesB, err := migrate.RoleNamesFor(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	login := map[string]string{} // role of an install -> a login role granted it
 	for _, role := range []string{migrate.ConsumerRole, migrate.AdminRole, namesB.Consumer, namesB.Admin} {
 		login[role] = testdb.NewRole(t, "")
 	}
 	urlA, urlB := testdb.NewDatabase(t), testdb.NewDatabase(t)
 	adminA, adminB := migrateConnect(t, urlA), migrateConnect(t, urlB)
-	if err := migrate.Postgres(ctx, adminA, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate.Postgres(ctx, adminB, &migrate.Options{RolePrefix: prefix}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, migrate.Postgres(ctx, adminA, nil))
+	require.NoError(t, migrate.Postgres(ctx, adminB, &migrate.Options{RolePrefix: prefix}))
 	migrateWantOwnedBy(t, adminB, namesB.Owner)
 	for role, app := range login {
-		if _, err := adminA.Exec(ctx, "GRANT "+pgx.Identifier{role}.Sanitize()+" TO "+pgx.Identifier{app}.Sanitize()); err != nil {
-			t.Fatal(err)
-		}
+		_, err := adminA.Exec(ctx, "GRANT "+pgx.Identifier{role}.Sanitize()+" TO "+pgx.Identifier{app}.Sanitize())
+		require.NoError(t, err)
 	}
 	for _, conn := range []*pgx.Conn{adminA, adminB} {
-		if _, err := conn.Exec(ctx, `
+		_, err := conn.Exec(ctx, `
 SELECT rheo.create_stream('orders', 2);
 SELECT rheo.create_group('orders', 'billing');
-SELECT rheo.append('orders', '{"n": 1}'::jsonb);`); err != nil {
-			t.Fatal(err)
-		}
+SELECT rheo.append('orders', '{"n": 1}'::jsonb);`)
+		require.NoError(t, err)
 	}
 
 	// as runs sql in database url as the login role granted role, and
@@ -81,37 +74,34 @@ SELECT rheo.append('orders', '{"n": 1}'::jsonb);`); err != nil {
 		db := map[string]string{urlA: "A", urlB: "B"}[c.url]
 		err := as(c.url, c.role, c.sql)
 		var pgErr *pgconn.PgError
-		switch {
-		case c.allowed && err != nil:
-			t.Errorf("%s in %s: %s: %v, want it done", c.role, db, c.sql, err)
-		case !c.allowed && !(errors.As(err, &pgErr) && pgErr.Code == "42501"):
-			t.Errorf("%s in %s: %s: err = %v, want permission denied (42501)", c.role, db, c.sql, err)
+		if c.allowed {
+			assert.NoError(t, err, "%s in %s: %s: want it done", c.role, db, c.sql)
+		} else if assert.ErrorAs(t, err, &pgErr, "%s in %s: %s: want permission denied (42501)", c.role, db, c.sql) {
+			assert.Equal(t, "42501", pgErr.Code, "%s in %s: %s: err = %v, want permission denied (42501)", c.role, db, c.sql, err)
 		}
 	}
 
 	// B grants nothing to a role that is not B's.
 	var foreign []string
-	if err := adminB.QueryRow(ctx, `
+	require.NoError(t, adminB.QueryRow(ctx, `
 SELECT ARRAY(SELECT DISTINCT a.grantee::regrole::text
   FROM (SELECT n.nspacl AS acl FROM pg_namespace n WHERE n.nspname = 'rheo'
         UNION ALL SELECT c.relacl FROM pg_class c WHERE c.relnamespace = 'rheo'::regnamespace
         UNION ALL SELECT p.proacl FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace) AS o,
        aclexplode(o.acl) AS a
- WHERE a.grantee <> 0 AND NOT a.grantee::regrole::text = ANY ($1))`, namesB.All()).Scan(&foreign); err != nil {
-		t.Fatal(err)
-	}
-	if len(foreign) > 0 {
-		t.Errorf("B grants privileges to roles of no prefix %s: %v", prefix, foreign)
-	}
+ WHERE a.grantee <> 0 AND NOT a.grantee::regrole::text = ANY ($1))`, namesB.All()).Scan(&foreign))
+	assert.Empty(t, foreign, "B grants privileges to roles of no prefix %s", prefix)
 
 	state, err := migrate.PostgresRoleState(ctx, adminB)
-	if err != nil || !state.Settled() || state.Prefix != prefix || state.Names != namesB {
-		t.Errorf("role state of B = %+v, %v; want settled with prefix %s", state, err, prefix)
-	}
+	assert.NoError(t, err, "role state of B = %+v, %v; want settled with prefix %s", state, err, prefix)
+	assert.True(t, state.Settled(), "role state of B = %+v, %v; want settled with prefix %s", state, err, prefix)
+	assert.Equal(t, prefix, state.Prefix, "role state of B = %+v, %v; want settled with prefix %s", state, err, prefix)
+	assert.Equal(t, namesB, state.Names, "role state of B = %+v, %v; want settled with prefix %s", state, err, prefix)
 	state, err = migrate.PostgresRoleState(ctx, adminA)
-	if err != nil || !state.Settled() || state.Prefix != "" || state.Names.Owner != migrate.OwnerRole {
-		t.Errorf("role state of A = %+v, %v; want settled with the default names", state, err)
-	}
+	assert.NoError(t, err, "role state of A = %+v, %v; want settled with the default names", state, err)
+	assert.True(t, state.Settled(), "role state of A = %+v, %v; want settled with the default names", state, err)
+	assert.Equal(t, "", state.Prefix, "role state of A = %+v, %v; want settled with the default names", state, err)
+	assert.Equal(t, migrate.OwnerRole, state.Names.Owner, "role state of A = %+v, %v; want settled with the default names", state, err)
 }
 
 // TestRolePrefixIsKept checks that an install keeps its role prefix: a
@@ -123,21 +113,14 @@ func TestRolePrefixIsKept(t *testing.T) {
 	ctx := context.Background()
 	prefix, other := testdb.NewRolePrefix(t), testdb.NewRolePrefix(t)
 	names, err := migrate.RoleNamesFor(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	conn := migrateConnect(t, testdb.NewDatabase(t))
 	opts := &migrate.Options{RolePrefix: prefix}
-	if err := migrate.Postgres(ctx, conn, opts); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, migrate.Postgres(ctx, conn, opts))
 	before := migratePostgresState(t, conn)
-	if err := migrate.Postgres(ctx, conn, opts); err != nil {
-		t.Fatalf("second run: %v", err)
-	}
-	if after := migratePostgresState(t, conn); after != before {
-		t.Fatalf("second run changed the database:\nbefore %+v\nafter  %+v", before, after)
-	}
+	require.NoError(t, migrate.Postgres(ctx, conn, opts), "second run")
+	after := migratePostgresState(t, conn)
+	require.Equal(t, before, after, "second run changed the database:\nbefore %+v\nafter  %+v", before, after)
 
 	for _, c := range []struct {
 		opts *migrate.Options
@@ -146,66 +129,52 @@ func TestRolePrefixIsKept(t *testing.T) {
 		{nil, "installed with role prefix " + prefix + ", not the default ones"},
 		{&migrate.Options{RolePrefix: other}, "installed with role prefix " + prefix + ", not role prefix " + other},
 	} {
-		if err := migrate.Postgres(ctx, conn, c.opts); !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), c.want) ||
-			!strings.Contains(err.Error(), "--role-prefix "+prefix) {
-			t.Errorf("up with %+v: err = %v, want failed: … %s … --role-prefix %s", c.opts, err, c.want, prefix)
-		}
-		if err := migrate.PostgresRoles(ctx, conn, c.opts); !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("roles with %+v: err = %v, want failed: … %s", c.opts, err, c.want)
-		}
+		err := migrate.Postgres(ctx, conn, c.opts)
+		assert.ErrorIs(t, err, rheo.ErrFailed, "up with %+v", c.opts)
+		assert.ErrorContains(t, err, c.want, "up with %+v", c.opts)
+		assert.ErrorContains(t, err, "--role-prefix "+prefix, "up with %+v", c.opts)
+		err = migrate.PostgresRoles(ctx, conn, c.opts)
+		assert.ErrorIs(t, err, rheo.ErrFailed, "roles with %+v", c.opts)
+		assert.ErrorContains(t, err, c.want, "roles with %+v", c.opts)
 	}
 	script, err := migrate.PostgresSQLFor(&migrate.Options{RolePrefix: other})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { _, err := tx.Exec(ctx, script); return err })
-	if err == nil || !strings.Contains(err.Error(), "installed with role prefix "+prefix) {
-		t.Errorf("install SQL for prefix %s: err = %v, want … installed with role prefix %s", other, err, prefix)
-	}
+	assert.ErrorContains(t, err, "installed with role prefix "+prefix, "install SQL for prefix %s", other)
 	var created bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_roles WHERE starts_with(rolname, $1))`, other).Scan(&created); err != nil || created {
-		t.Errorf("refused runs left roles of prefix %s: %v, %v", other, created, err)
-	}
-	if after := migratePostgresState(t, conn); after != before {
-		t.Fatalf("refused runs changed the database:\nbefore %+v\nafter  %+v", before, after)
-	}
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_roles WHERE starts_with(rolname, $1))`, other).Scan(&created)
+	assert.NoError(t, err, "refused runs left roles of prefix %s: %v, %v", other, created, err)
+	assert.False(t, created, "refused runs left roles of prefix %s: %v, %v", other, created, err)
+	after = migratePostgresState(t, conn)
+	require.Equal(t, before, after, "refused runs changed the database:\nbefore %+v\nafter  %+v", before, after)
 
 	// A default install is refused a prefix.
 	plain := migrateConnect(t, testdb.NewDatabase(t))
-	if err := migrate.Postgres(ctx, plain, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := migrate.Postgres(ctx, plain, opts); !errors.Is(err, rheo.ErrFailed) ||
-		!strings.Contains(err.Error(), "installed with the default role names, not role prefix "+prefix+", and an install keeps its role names: run rheo-migrate with no --role-prefix") {
-		t.Errorf("up with a prefix on a default install: err = %v", err)
-	}
+	require.NoError(t, migrate.Postgres(ctx, plain, nil))
+	err = migrate.Postgres(ctx, plain, opts)
+	assert.ErrorIs(t, err, rheo.ErrFailed, "up with a prefix on a default install")
+	assert.ErrorContains(t, err, "installed with the default role names, not role prefix "+prefix+", and an install keeps its role names: run rheo-migrate with no --role-prefix",
+		"up with a prefix on a default install")
 
 	script, err = migrate.PostgresSQLFor(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	viaSQL := migrateConnect(t, testdb.NewDatabase(t))
 	migrateRunScript(t, viaSQL, script)
 	migrateWantOwnedBy(t, viaSQL, names.Owner)
-	if got, want := migratePostgresState(t, viaSQL), before; got.privileges != want.privileges {
-		t.Errorf("install SQL privileges differ:\nSQL %s\nGo  %s", got.privileges, want.privileges)
-	}
-	if err := migrate.Postgres(ctx, viaSQL, opts); err != nil {
-		t.Errorf("up with the prefix after the install SQL: %v", err)
-	}
+	got, want := migratePostgresState(t, viaSQL), before
+	assert.Equal(t, want.privileges, got.privileges, "install SQL privileges differ:\nSQL %s\nGo  %s", got.privileges, want.privileges)
+	assert.NoError(t, migrate.Postgres(ctx, viaSQL, opts), "up with the prefix after the install SQL")
 
 	for _, bad := range []string{"Acme_", "1acme_", "acme-", `a"b`, strings.Repeat("a", migrate.MaxRolePrefix+1)} {
 		empty := migrateConnect(t, testdb.NewDatabase(t))
-		if err := migrate.Postgres(ctx, empty, &migrate.Options{RolePrefix: bad}); !errors.Is(err, rheo.ErrInvalidArgument) {
-			t.Errorf("up with prefix %q: err = %v, want invalid_argument", bad, err)
-		}
-		if _, err := migrate.PostgresSQLFor(&migrate.Options{RolePrefix: bad}); !errors.Is(err, rheo.ErrInvalidArgument) {
-			t.Errorf("install SQL with prefix %q: err = %v, want invalid_argument", bad, err)
-		}
+		err := migrate.Postgres(ctx, empty, &migrate.Options{RolePrefix: bad})
+		assert.ErrorIs(t, err, rheo.ErrInvalidArgument, "up with prefix %q: err = %v, want invalid_argument", bad, err)
+		_, err = migrate.PostgresSQLFor(&migrate.Options{RolePrefix: bad})
+		assert.ErrorIs(t, err, rheo.ErrInvalidArgument, "install SQL with prefix %q: err = %v, want invalid_argument", bad, err)
 		var schema bool
-		if err := empty.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = 'rheo')`).Scan(&schema); err != nil || schema {
-			t.Errorf("up with prefix %q created schema rheo (%v)", bad, err)
-		}
+		err = empty.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = 'rheo')`).Scan(&schema)
+		assert.NoError(t, err, "up with prefix %q created schema rheo (%v)", bad, err)
+		assert.False(t, schema, "up with prefix %q created schema rheo (%v)", bad, err)
 	}
 }
 
@@ -218,30 +187,24 @@ func TestRolePrefixCreateRole(t *testing.T) {
 	ctx := context.Background()
 	role, prefix := testdb.NewRole(t, "CREATEROLE"), testdb.NewRolePrefix(t)
 	names, err := migrate.RoleNamesFor(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	url := testdb.NewDatabase(t)
 	admin := migrateConnect(t, url)
-	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+
-		" OWNER TO "+pgx.Identifier{role}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	_, err = admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+
+		" OWNER TO "+pgx.Identifier{role}.Sanitize())
+	require.NoError(t, err)
 	conn := migrateConnect(t, testdb.AsRole(t, url, role))
 	opts := &migrate.Options{RolePrefix: prefix}
 	for run := range 2 {
-		if err := migrate.Postgres(ctx, conn, opts); err != nil {
-			t.Fatalf("run %d: %v", run+1, err)
-		}
+		require.NoError(t, migrate.Postgres(ctx, conn, opts), "run %d", run+1)
 		migrateWantOwnedBy(t, admin, names.Owner)
 		var member bool
-		if err := admin.QueryRow(ctx, `SELECT pg_has_role($1, $2, 'MEMBER')`, role, names.Owner).Scan(&member); err != nil || member {
-			t.Fatalf("run %d: %s is a member of %s: %v, %v", run+1, role, names.Owner, member, err)
-		}
+		err := admin.QueryRow(ctx, `SELECT pg_has_role($1, $2, 'MEMBER')`, role, names.Owner).Scan(&member)
+		require.NoError(t, err, "run %d: %s is a member of %s: %v, %v", run+1, role, names.Owner, member, err)
+		require.False(t, member, "run %d: %s is a member of %s: %v, %v", run+1, role, names.Owner, member, err)
 	}
 	migrateWantCurrent(t, conn)
 	err = migrate.Postgres(ctx, conn, nil)
-	if want := "installed with role prefix " + prefix + ", not the default ones"; !errors.Is(err, rheo.ErrFailed) || !strings.Contains(err.Error(), want) {
-		t.Errorf("up without the prefix as %s: err = %v, want failed: … %s", role, err, want)
-	}
+	assert.ErrorIs(t, err, rheo.ErrFailed, "up without the prefix as %s", role)
+	assert.ErrorContains(t, err, "installed with role prefix "+prefix+", not the default ones", "up without the prefix as %s", role)
 }

@@ -157,8 +157,20 @@ BEGIN
             NULL;  -- granted by a concurrent install
         END;
     END LOOP;
+    -- On a Citus cluster the owner role logs in: a call running as it
+    -- opens the connections between the nodes under its name. It has no
+    -- password; the cluster lets it in between its nodes as it lets the
+    -- application's roles (docs/citus.md).
+    v_role := v_prefix || 'rheo_owner';
+    IF ` + citusSQL + ` AND NOT (SELECT r.rolcanlogin FROM pg_roles r WHERE r.rolname = v_role) THEN
+        EXECUTE format('ALTER ROLE %I LOGIN', v_role);
+    END IF;
 END
 $rheo_roles$`
+
+// citusSQL is true in a database with the citus extension: Rheo there
+// is installed distributed (docs/citus.md).
+const citusSQL = `EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus')`
 
 // handOverSQL gives the schema rheo and everything in it to the run's
 // owner role, when that role exists and the current role may act as it
@@ -245,7 +257,7 @@ BEGIN
             v_name, v_me.rolname, v_me.rolname, v_name;
         RETURN;
     END IF;
-    IF v_owner.rolsuper OR v_owner.rolcanlogin THEN
+    IF v_owner.rolsuper OR (v_owner.rolcanlogin AND NOT ` + citusSQL + `) THEN
         RAISE EXCEPTION 'role % must not own Rheo''s functions, which run with its privileges, while it %: ALTER ROLE % NOSUPERUSER NOLOGIN',
             v_name, CASE WHEN v_owner.rolsuper THEN 'is a superuser' ELSE 'can log in' END, v_name;
     END IF;
@@ -284,7 +296,7 @@ const installedPrefixSQL = `    IF EXISTS (SELECT FROM pg_class c WHERE c.relnam
     IF v_installed IS NULL THEN
         v_installed := (SELECT left(o.rolname, -length('rheo_owner'))
                           FROM pg_namespace n JOIN pg_roles o ON o.oid = n.nspowner
-                         WHERE n.nspname = 'rheo' AND o.rolname LIKE '%rheo\_owner' AND NOT o.rolcanlogin);
+                         WHERE n.nspname = 'rheo' AND o.rolname LIKE '%rheo\_owner' AND (NOT o.rolcanlogin OR ` + citusSQL + `));
     END IF;
 `
 
@@ -410,7 +422,7 @@ SELECT p.oid IS NOT NULL,
        coalesce(has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(p.oid, 'SELECT'), false),
        EXISTS (SELECT FROM pg_class c WHERE c.relnamespace = n.oid AND c.relname = 'schema_version'),
        (SELECT left(o.rolname, -length('rheo_owner')) FROM pg_roles o
-         WHERE o.oid = n.nspowner AND o.rolname LIKE '%rheo\_owner' AND NOT o.rolcanlogin)
+         WHERE o.oid = n.nspowner AND o.rolname LIKE '%rheo\_owner' AND (NOT o.rolcanlogin OR `+citusSQL+`))
   FROM (SELECT) AS one
   LEFT JOIN pg_namespace n ON n.nspname = 'rheo'
   LEFT JOIN pg_class p ON p.relnamespace = n.oid AND p.relname = 'role_prefix'`).Scan(&table, &readable, &version, &ownerPrefix); err != nil {

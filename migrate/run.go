@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	rheosql "github.com/rheo-go/rheo/sql"
 )
 
 // Postgres brings the database behind conn up to date while the
@@ -209,7 +211,15 @@ func (r *runner) run() error {
 	if err := r.switchTx(set, pending, latest, current > 0); err != nil {
 		return err
 	}
-	return r.followUps()
+	if err := r.followUps(); err != nil {
+		return err
+	}
+	// On a Citus cluster, as the role the run started as: Citus moves
+	// the tables' rows as their owner would not be allowed to.
+	return r.tx("distribute on Citus", true, func(tx pgx.Tx) error {
+		_, err := tx.Exec(r.ctx, rheosql.Citus)
+		return err
+	})
 }
 
 // tx runs fn in a transaction of its own, with the run's role prefix

@@ -16,6 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/migrate"
@@ -32,18 +34,12 @@ var releases = []string{"54ed27f", "d3e0cd0"}
 func releaseSchema(t *testing.T, release string) []byte {
 	t.Helper()
 	f, err := os.Open("testdata/releases/" + release + ".sql.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer f.Close()
 	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatalf("%s: %v", f.Name(), err)
-	}
+	require.NoError(t, err, "%s", f.Name())
 	script, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatalf("%s: %v", f.Name(), err)
-	}
+	require.NoError(t, err, "%s", f.Name())
 	return script
 }
 
@@ -53,9 +49,7 @@ func releaseSchema(t *testing.T, release string) []byte {
 func upgradeEvents(t *testing.T) int {
 	if s := os.Getenv("RHEO_TEST_UPGRADE_EVENTS"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil {
-			t.Fatalf("RHEO_TEST_UPGRADE_EVENTS: %v", err)
-		}
+		require.NoError(t, err, "RHEO_TEST_UPGRADE_EVENTS")
 		return n
 	}
 	if testing.Short() {
@@ -71,9 +65,7 @@ func upgradeEvents(t *testing.T) int {
 func upgradeStallBound(t *testing.T) time.Duration {
 	if s := os.Getenv("RHEO_TEST_UPGRADE_STALL"); s != "" {
 		d, err := time.ParseDuration(s)
-		if err != nil {
-			t.Fatalf("RHEO_TEST_UPGRADE_STALL: %v", err)
-		}
+		require.NoError(t, err, "RHEO_TEST_UPGRADE_STALL")
 		return d
 	}
 	return time.Second
@@ -111,26 +103,21 @@ func upgradeUnderLoad(t *testing.T, release string) {
 	if release == "54ed27f" {
 		installer = connect(t, appURL)
 	}
-	if err := pgx.BeginFunc(ctx, installer, func(tx pgx.Tx) error {
+	require.NoError(t, pgx.BeginFunc(ctx, installer, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, string(fixture))
 		return err
-	}); err != nil {
-		t.Fatalf("install release %s: %v", release, err)
-	}
+	}), "install release %s", release)
 	if release != "54ed27f" {
 		exec(t, admin, "GRANT rheo_admin TO "+pgx.Identifier{app}.Sanitize())
 	}
 
 	pool, err := pgxpool.New(ctx, appURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	appExec := func(sql string, args ...any) {
 		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err, "%s", sql)
 	}
 	appExec(`CREATE TABLE effects (event_id text PRIMARY KEY)`)
 	appExec(`SELECT rheo.create_stream(stream => 'orders', partition_count => 4)`)
@@ -157,9 +144,7 @@ func upgradeUnderLoad(t *testing.T, release string) {
 		if err == nil {
 			leases, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		appExec(`SELECT count(*) FROM rheo.ack_batch(lease_ids => $1::uuid[])`, leases)
 		handled += len(leases)
 	}
@@ -191,9 +176,7 @@ func upgradeUnderLoad(t *testing.T, release string) {
 	if logs.debug != nil {
 		trace = startTrace(t, adminURL, migrator.PgConn().PID())
 	}
-	if err := migrate.Postgres(ctx, migrator, &migrate.Options{Logger: slog.New(&logs)}); err != nil {
-		t.Errorf("upgrade: %v", err)
-	}
+	assert.NoError(t, migrate.Postgres(ctx, migrator, &migrate.Options{Logger: slog.New(&logs)}), "upgrade")
 	upgradeTook := time.Since(upgradeStart)
 	if trace != nil {
 		trace.report(t, w.slowCalls())
@@ -209,45 +192,32 @@ func upgradeUnderLoad(t *testing.T, release string) {
 		release, n, upgradeTook.Round(time.Millisecond), w.appended.Load(),
 		time.Duration(w.stall[0].Load()), time.Duration(w.stall[1].Load()), time.Duration(w.stall[2].Load()),
 		baselineWindow(n), baseline[0], baseline[1], baseline[2])
-	for _, err := range w.errs() {
-		t.Errorf("workload: %v", err)
-	}
-	for _, msg := range logs.list() {
-		t.Errorf("upgrade logged: %s", msg)
-	}
-	if bound := upgradeStallBound(t); time.Duration(w.maxStall()) > bound {
-		t.Errorf("a call of the workload waited %s during the upgrade, more than %s", time.Duration(w.maxStall()), bound)
-	}
+	assert.Empty(t, w.errs(), "workload")
+	assert.Empty(t, logs.list(), "upgrade logged")
+	bound := upgradeStallBound(t)
+	assert.LessOrEqual(t, time.Duration(w.maxStall()), bound, "a call of the workload waited %s during the upgrade, more than %s", time.Duration(w.maxStall()), bound)
 
 	// Every event handled once: the events the workers were left with,
 	// and those appended during the test.
 	var events, effects int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.stream_info('orders')`).Scan(new(int64)); err != nil {
-		t.Errorf("the application cannot call stream_info after the upgrade: %v", err)
-	}
-	if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM rheo.events), (SELECT count(*) FROM effects)`).Scan(&events, &effects); err != nil {
-		t.Fatal(err)
-	}
-	if events != total || effects != total-int64(n)+unhandled {
-		t.Errorf("events %d, effects %d; want %d events and %d effects", events, effects, total, total-int64(n)+unhandled)
-	}
+	assert.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rheo.stream_info('orders')`).Scan(new(int64)), "the application cannot call stream_info after the upgrade")
+	require.NoError(t, admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM rheo.events), (SELECT count(*) FROM effects)`).Scan(&events, &effects))
+	assert.Equal(t, total, events, "events %d, effects %d; want %d events and %d effects", events, effects, total, total-int64(n)+unhandled)
+	assert.Equal(t, total-int64(n)+unhandled, effects, "events %d, effects %d; want %d events and %d effects", events, effects, total, total-int64(n)+unhandled)
 
 	// This build's calls work for the application.
 	appExec(`SELECT rheo.create_group(stream => 'orders', group_name => 'keyed', ordering => 'key')`)
 	var ordering string
-	if err := pool.QueryRow(ctx, `SELECT g.ordering FROM rheo.list_groups('orders') AS g WHERE g.group_name = 'keyed'`).Scan(&ordering); err != nil || ordering != "key" {
-		t.Errorf("list_groups after the upgrade: ordering %q, %v", ordering, err)
-	}
+	err = pool.QueryRow(ctx, `SELECT g.ordering FROM rheo.list_groups('orders') AS g WHERE g.group_name = 'keyed'`).Scan(&ordering)
+	assert.NoError(t, err, "list_groups after the upgrade: ordering %q, %v", ordering, err)
+	assert.Equal(t, "key", ordering, "list_groups after the upgrade: ordering %q, %v", ordering, err)
 
 	checkTimeMarks(t, admin)
 	checkAccess(t, admin, app)
 	fresh := connect(t, testdb.NewDatabase(t))
-	if err := migrate.Postgres(ctx, fresh, nil); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := schemaOf(t, admin), schemaOf(t, fresh); got != want {
-		t.Errorf("the upgraded schema differs from a fresh install's:\nupgraded:\n%s\nfresh:\n%s", got, want)
-	}
+	require.NoError(t, migrate.Postgres(ctx, fresh, nil))
+	got, want := schemaOf(t, admin), schemaOf(t, fresh)
+	assert.Equal(t, want, got, "the upgraded schema differs from a fresh install's:\nupgraded:\n%s\nfresh:\n%s", got, want)
 }
 
 // baselineWindow is how long the workload runs before the upgrade, its
@@ -473,15 +443,13 @@ func (w *workload) drain(t *testing.T, total int64) {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		var pending, inflight int64
-		if err := w.pool.QueryRow(context.Background(), `SELECT g.lag, g.inflight FROM rheo.group_info(stream => 'orders', group_name => 'workers') AS g`).Scan(&pending, &inflight); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT g.lag, g.inflight FROM rheo.group_info(stream => 'orders', group_name => 'workers') AS g`).Scan(&pending, &inflight))
 		if pending == 0 && inflight == 0 {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Errorf("the workers did not handle the %d events within a minute", total)
+	assert.Fail(t, "the workers did not handle the events within a minute", "%d events", total)
 }
 
 // checkTimeMarks compares the time marks and the partitions' running
@@ -489,7 +457,7 @@ func (w *workload) drain(t *testing.T, total int64) {
 func checkTimeMarks(t *testing.T, conn *pgx.Conn) {
 	t.Helper()
 	var wrongMarks, wrongTails int
-	if err := conn.QueryRow(context.Background(), `
+	err := conn.QueryRow(context.Background(), `
 WITH want AS (
     SELECT r.stream, r."partition", r.sequence, r.max_ts, r.min_ts
       FROM (SELECT e.stream, e."partition", e.sequence,
@@ -503,12 +471,10 @@ SELECT (SELECT count(*) FROM ((SELECT * FROM want EXCEPT SELECT * FROM got) UNIO
          WHERE pt.max_ts IS DISTINCT FROM (SELECT max(e.ts) FROM rheo.events e WHERE e.stream = pt.stream AND e."partition" = pt."partition")
             OR pt.tail_min_ts IS DISTINCT FROM (SELECT min(e.ts) FROM rheo.events e
                                                  WHERE e.stream = pt.stream AND e."partition" = pt."partition"
-                                                   AND e.sequence > pt.high_watermark / 1024 * 1024))`).Scan(&wrongMarks, &wrongTails); err != nil {
-		t.Fatal(err)
-	}
-	if wrongMarks != 0 || wrongTails != 0 {
-		t.Errorf("%d time marks and %d partitions' tails differ from the log", wrongMarks, wrongTails)
-	}
+                                                   AND e.sequence > pt.high_watermark / 1024 * 1024))`).Scan(&wrongMarks, &wrongTails)
+	require.NoError(t, err)
+	assert.Zero(t, wrongMarks, "%d time marks and %d partitions' tails differ from the log", wrongMarks, wrongTails)
+	assert.Zero(t, wrongTails, "%d time marks and %d partitions' tails differ from the log", wrongMarks, wrongTails)
 }
 
 // checkAccess checks that the application's role reaches Rheo through
@@ -516,17 +482,16 @@ SELECT (SELECT count(*) FROM ((SELECT * FROM want EXCEPT SELECT * FROM got) UNIO
 func checkAccess(t *testing.T, conn *pgx.Conn, app string) {
 	t.Helper()
 	var admin, direct, followUps bool
-	if err := conn.QueryRow(context.Background(), `
+	require.NoError(t, conn.QueryRow(context.Background(), `
 SELECT pg_has_role($1, 'rheo_admin', 'MEMBER'),
        EXISTS (SELECT FROM pg_class c, aclexplode(c.relacl) a
                 WHERE c.relnamespace = 'rheo'::regnamespace AND a.grantee = $1::regrole),
-       to_regclass('rheo.upgrade_follow_ups') IS NOT NULL`, app).Scan(&admin, &direct, &followUps); err != nil {
-		t.Fatal(err)
-	}
-	if !admin || direct || followUps {
-		t.Errorf("after the upgrade: %s member of rheo_admin %v, holds privileges on Rheo's tables %v; follow-ups left %v",
-			app, admin, direct, followUps)
-	}
+       to_regclass('rheo.upgrade_follow_ups') IS NOT NULL`, app).Scan(&admin, &direct, &followUps))
+	state := fmt.Sprintf("after the upgrade: %s member of rheo_admin %v, holds privileges on Rheo's tables %v; follow-ups left %v",
+		app, admin, direct, followUps)
+	assert.True(t, admin, state)
+	assert.False(t, direct, state)
+	assert.False(t, followUps, state)
 }
 
 // schemaOf describes what a migration makes: tables and their columns,
@@ -534,7 +499,7 @@ SELECT pg_has_role($1, 'rheo_admin', 'MEMBER'),
 func schemaOf(t *testing.T, conn *pgx.Conn) string {
 	t.Helper()
 	var s string
-	if err := conn.QueryRow(context.Background(), `
+	err := conn.QueryRow(context.Background(), `
 SELECT string_agg(line, E'\n' ORDER BY line) FROM (
     SELECT 'column ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
            || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
@@ -566,27 +531,23 @@ SELECT string_agg(line, E'\n' ORDER BY line) FROM (
       FROM pg_namespace n WHERE n.nspname = 'rheo'
     UNION ALL
     SELECT 'version ' || v.version FROM rheo.schema_version v
-) l`).Scan(&s); err != nil {
-		t.Fatal(err)
-	}
+) l`).Scan(&s)
+	require.NoError(t, err)
 	return s
 }
 
 func connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
+	require.NoError(t, err, "connect")
 	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
 	return conn
 }
 
 func exec(t *testing.T, conn *pgx.Conn, sql string) {
 	t.Helper()
-	if _, err := conn.Exec(context.Background(), sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
+	_, err := conn.Exec(context.Background(), sql)
+	require.NoError(t, err, "%s", sql)
 }
 
 // warnings is a slog handler that keeps the records at Warn and above.

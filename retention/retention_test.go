@@ -57,6 +57,25 @@ func (h *blockingHook) Pruned(ctx context.Context, _ retention.PruneInfo) {
 	<-h.release
 }
 
+// quietWindow is how long, in real time, none watches after each step of
+// the clock for a call of the hook.
+const quietWindow = 50 * time.Millisecond
+
+// none checks that the hook is not called while it moves clock on by step,
+// steps times: an absence over a window of the clock, watched for
+// quietWindow after each step, not at one instant.
+func (r *recorder) none(t *testing.T, clock *rheotest.Clock, what string, step time.Duration, steps int) {
+	t.Helper()
+	for range steps {
+		clock.Advance(step)
+		select {
+		case info := <-r.infos:
+			require.FailNow(t, fmt.Sprintf("%s: %+v", what, info))
+		case <-time.After(quietWindow):
+		}
+	}
+}
+
 // next waits for the hook's next call.
 func (r *recorder) next(t *testing.T) retention.PruneInfo {
 	t.Helper()
@@ -64,7 +83,7 @@ func (r *recorder) next(t *testing.T) retention.PruneInfo {
 	case info := <-r.infos:
 		return info
 	case <-time.After(waitTimeout):
-		t.Fatal("the hook was not called")
+		require.FailNow(t, "the hook was not called")
 		return retention.PruneInfo{}
 	}
 }
@@ -302,12 +321,7 @@ func TestStartStop(t *testing.T) {
 			b.clock.WaitTimer(t, waitTimeout)
 
 			b.appendN(s, 3)
-			b.clock.Advance(9 * time.Minute)
-			select {
-			case info := <-rec.infos:
-				t.Fatalf("a pass before the interval: %+v", info)
-			default:
-			}
+			rec.none(t, b.clock, "a pass before the interval", time.Minute, 9)
 			b.clock.Advance(maxAge) // the interval is up, and the new events are aged
 			info := rec.next(t)
 			require.Equal(t, int64(3), info.Deleted, "the second pass")
@@ -345,7 +359,7 @@ func TestStartStop(t *testing.T) {
 			select {
 			case <-counted.calls:
 			case <-time.After(waitTimeout):
-				t.Fatal("no batch")
+				require.FailNow(t, "no batch")
 			}
 			stopCtx, cancel := context.WithTimeout(b.ctx, waitTimeout)
 			defer cancel()
@@ -395,7 +409,7 @@ func TestStartStop(t *testing.T) {
 			select {
 			case passCtx = <-h.ctxs:
 			case <-time.After(waitTimeout):
-				t.Fatal("the hook was not called")
+				require.FailNow(t, "the hook was not called")
 			}
 
 			at := b.clock.Now().Add(timeout)

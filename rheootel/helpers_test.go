@@ -225,9 +225,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
+		require.False(t, time.Now().After(deadline), "timed out waiting until %s", what)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -239,7 +237,7 @@ func receive[T any](t testing.TB, what string, ch <-chan T) T {
 	case v := <-ch:
 		return v
 	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
+		require.FailNow(t, fmt.Sprintf("timed out waiting for %s", what))
 		panic("unreachable")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/rheotest"
@@ -23,6 +25,8 @@ type exampleT struct {
 
 func (*exampleT) Helper()                        {}
 func (*exampleT) Fatalf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+func (*exampleT) Errorf(format string, a ...any) { panic(fmt.Sprintf(format, a...)) }
+func (*exampleT) FailNow()                       { panic("the example failed") }
 func (t *exampleT) Cleanup(f func())             { t.cleanups = append(t.cleanups, f) }
 func (t *exampleT) finish() {
 	for i := len(t.cleanups) - 1; i >= 0; i-- {
@@ -57,16 +61,11 @@ func Example() {
 	clock := rheotest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	drv := rheotest.OpenClock(t, clock)
 	for _, s := range []string{"orders", "invoices"} {
-		if err := drv.CreateStream(ctx, s, 1); err != nil {
-			t.Fatalf("create stream: %v", err)
-		}
+		require.NoError(t, drv.CreateStream(ctx, s, 1), "create stream")
 	}
-	if err := drv.CreateGroup(ctx, "orders", "billing", nil); err != nil {
-		t.Fatalf("create group: %v", err)
-	}
-	if _, err := driver.AppendJSON(ctx, drv, "orders", OrderPlaced{Customer: "ana", Total: 42}, nil); err != nil {
-		t.Fatalf("append: %v", err)
-	}
+	require.NoError(t, drv.CreateGroup(ctx, "orders", "billing", nil), "create group")
+	_, err := driver.AppendJSON(ctx, drv, "orders", OrderPlaced{Customer: "ana", Total: 42}, nil)
+	require.NoError(t, err, "append")
 
 	down := true // the payment service, on the first attempt
 	bill := worker.Typed(func(ctx context.Context, lease rheo.Lease, o OrderPlaced) error {

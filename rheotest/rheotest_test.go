@@ -134,7 +134,7 @@ func TestClock(t *testing.T) {
 	assert.Equal(t, start.Add(30*time.Second), clock.Advance(30*time.Second))
 	select {
 	case <-fired:
-		t.Fatal("the timer fired early")
+		require.FailNow(t, "the timer fired early")
 	default:
 	}
 	clock.Advance(30 * time.Second)

@@ -1,5 +1,6 @@
 // Package rheosql embeds Rheo's SQL: the PostgreSQL schema migrations, the
-// PostgreSQL functions, and the SQLite schema migrations. Package migrate
+// PostgreSQL functions, the distribution on a Citus cluster, and the
+// SQLite schema migrations. Package migrate
 // applies them; hosts with their own migration tool can read them here.
 package rheosql
 
@@ -16,6 +17,16 @@ var functions embed.FS
 
 //go:embed sqlite/*.sql
 var sqlite embed.FS
+
+// Citus distributes an installed Rheo on a Citus cluster: run after the
+// schema migrations and the functions in a database with the citus
+// extension, it makes the per-stream tables distributed by the stream,
+// the small global ones reference tables, and the functions that take a
+// stream first distributed by it. It changes nothing where that is done
+// already, or without citus.
+//
+//go:embed citus/distribute.sql
+var Citus string
 
 // Schema holds the PostgreSQL migrations, NNN_name.sql, applied once each
 // in version order.

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func take(t *testing.T, c *worker.Consumer) *worker.Lease {
 		require.NoError(t, err)
 		return l
 	}
-	t.Fatal("the iteration ended without a lease")
+	require.FailNow(t, "the iteration ended without a lease")
 	return nil
 }
 
@@ -184,7 +185,7 @@ func TestConsumer(t *testing.T) {
 			require.NoError(t, l.Ack(ctx), "a settle after the stop still reaches the database")
 			assert.Equal(t, int64(0), bd.info(t).Lag)
 			for l, err := range c.Leases(ctx) {
-				t.Fatalf("a stopped consumer yielded %v, %v", l, err)
+				require.FailNow(t, fmt.Sprintf("a stopped consumer yielded %v, %v", l, err))
 			}
 		})
 

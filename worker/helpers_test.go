@@ -18,6 +18,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/rheotest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -105,9 +106,7 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
+		require.False(t, time.Now().After(deadline), "timed out waiting until %s", what)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -127,10 +126,34 @@ func progressing(t testing.TB, what string, step func() (progress int, done bool
 		if progress != last {
 			last, deadline = progress, time.Now().Add(waitTimeout)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s: no progress for %s", what, waitTimeout)
-		}
+		require.False(t, time.Now().After(deadline), "timed out waiting until %s: no progress for %s", what, waitTimeout)
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// quietWindow is how long, in real time, never watches after each step of
+// the fake clock for what must not happen.
+const quietWindow = 50 * time.Millisecond
+
+// never checks an absence over a window of the fake clock rather than at
+// one instant: it moves clock on by step, steps times, and after each step
+// watches for quietWindow that happened stays false. It fails as soon as
+// happened is true.
+func never(t testing.TB, clock *rheotest.Clock, what string, step time.Duration, steps int, happened func() bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for i := range steps {
+		clock.Advance(step)
+		quiet := time.After(quietWindow)
+		for watching := true; watching; {
+			require.False(t, happened(), "%s: broken %s into the window", what, time.Duration(i+1)*step)
+			select {
+			case <-tick.C:
+			case <-quiet:
+				watching = false
+			}
+		}
 	}
 }
 
@@ -141,7 +164,7 @@ func receive[T any](t testing.TB, what string, ch <-chan T) T {
 	case v := <-ch:
 		return v
 	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
+		require.FailNow(t, fmt.Sprintf("timed out waiting for %s", what))
 		panic("unreachable")
 	}
 }
@@ -153,7 +176,7 @@ func receiveOK[T any](t testing.TB, what string, ch <-chan T) (v T, ok bool) {
 	case v, ok = <-ch:
 		return v, ok
 	case <-time.After(waitTimeout):
-		t.Fatalf("timed out waiting for %s", what)
+		require.FailNow(t, fmt.Sprintf("timed out waiting for %s", what))
 		panic("unreachable")
 	}
 }

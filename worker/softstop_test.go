@@ -4,6 +4,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"os/signal"
 	"syscall"
 	"testing"
@@ -27,8 +28,20 @@ func notClosed(t *testing.T, what string, ch <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-ch:
-		t.Fatalf("%s is closed", what)
+		require.FailNow(t, fmt.Sprintf("%s is closed", what))
 	default:
+	}
+}
+
+// closed reports whether ch is closed.
+func closed(ch <-chan struct{}) func() bool {
+	return func() bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
 	}
 }
 
@@ -101,7 +114,7 @@ func TestSoftStop(t *testing.T) {
 			at := bd.clock.Now().Add(softStopTimeout)
 			cancel()
 			armed(t, bd, at)
-			notClosed(t, "Done, before the timeout,", w.Done())
+			never(t, bd.clock, "Done stays open before the timeout", softStopTimeout/10, 9, closed(w.Done()))
 			bd.clock.Advance(softStopTimeout)
 			assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
 			receive(t, "the end of the worker", w.Done())
@@ -156,7 +169,7 @@ func TestSoftStop(t *testing.T) {
 			at := bd.clock.Now().Add(softStopTimeout)
 			cancel()
 			armed(t, bd, at)
-			notClosed(t, "Done, before the timeout,", c.Done())
+			never(t, bd.clock, "Done stays open before the timeout", softStopTimeout/10, 9, closed(c.Done()))
 			bd.clock.Advance(softStopTimeout)
 			receive(t, "the end of the consumer", c.Done())
 			assert.ErrorIs(t, context.Cause(l.Context()), worker.ErrStopped)

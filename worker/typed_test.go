@@ -70,9 +70,7 @@ func TestTypedHandlers(t *testing.T) {
 			bad := appendRaw(t, bd, `{"n": [7]}`)
 			cfg := bd.config(nil)
 			cfg.TxHandler = worker.TypedTx(func(ctx context.Context, tx driver.Tx, l rheo.Lease, c counted) error {
-				if c.N != 7 {
-					t.Errorf("decoded %d, want 7", c.N)
-				}
+				assert.Equal(t, 7, c.N, "decoded %d, want 7", c.N)
 				return execTx(ctx, tx, "INSERT INTO side (event_id) VALUES ("+b.Placeholder+")", l.Event.ID)
 			})
 			startWorker(t, bd.drv, cfg)

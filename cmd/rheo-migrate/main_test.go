@@ -20,6 +20,8 @@ import (
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/migrate"
 	rheosql "github.com/rheo-go/rheo/sql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // runResult is what one command line did.
@@ -39,10 +41,7 @@ func runCmd(t *testing.T, args ...string) runResult {
 // one line on stderr.
 func (r runResult) wantFailure(t *testing.T, want string) {
 	t.Helper()
-	if r.code != 1 || r.stdout != "" || r.stderr != want+"\n" {
-		t.Fatalf("got status %d, stdout %q, stderr %q; want status 1, no stdout, stderr %q",
-			r.code, r.stdout, r.stderr, want+"\n")
-	}
+	require.Equal(t, runResult{code: 1, stderr: want + "\n"}, r, "want status 1, no stdout, stderr %q", want+"\n")
 }
 
 func (r runResult) wantOutput(t *testing.T, want ...string) {
@@ -59,10 +58,8 @@ func (r runResult) wantPending(t *testing.T, want ...string) {
 
 func (r runResult) wantStatus(t *testing.T, code int, want ...string) {
 	t.Helper()
-	if r.code != code || r.stderr != "" || r.stdout != strings.Join(want, "\n")+"\n" {
-		t.Fatalf("got status %d, stdout %q, stderr %q; want status %d and stdout %q",
-			r.code, r.stdout, r.stderr, code, strings.Join(want, "\n")+"\n")
-	}
+	require.Equal(t, runResult{code: code, stdout: strings.Join(want, "\n") + "\n"}, r,
+		"want status %d and stdout %q", code, strings.Join(want, "\n")+"\n")
 }
 
 func TestUsage(t *testing.T) {
@@ -95,28 +92,23 @@ func TestUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := runCmd(t, tt.args...)
-			if r.code != exitUsage || r.stdout != "" {
-				t.Fatalf("got status %d, stdout %q; want status %d and no stdout", r.code, r.stdout, exitUsage)
-			}
-			if first, _, _ := strings.Cut(r.stderr, "\n"); first != tt.want || !strings.Contains(r.stderr, "Usage:") {
-				t.Fatalf("stderr %q, want %q then the usage", r.stderr, tt.want)
-			}
-			if strings.Contains(r.stderr, "secret") {
-				t.Fatalf("stderr repeats the password: %q", r.stderr)
-			}
+			require.Equal(t, exitUsage, r.code, "status; stdout %q", r.stdout)
+			require.Empty(t, r.stdout, "want no stdout")
+			first, _, _ := strings.Cut(r.stderr, "\n")
+			require.Equal(t, tt.want, first, "stderr %q, want %q then the usage", r.stderr, tt.want)
+			require.Contains(t, r.stderr, "Usage:", "stderr %q, want %q then the usage", r.stderr, tt.want)
+			require.NotContains(t, r.stderr, "secret", "stderr repeats the password")
 		})
 	}
 
 	t.Run("help prints the usage on stdout, with the exit statuses", func(t *testing.T) {
 		r := runCmd(t, "help")
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "Usage:") || r.stderr != "" {
-			t.Fatalf("got %+v, want status 0 and the usage on stdout", r)
-		}
+		require.Zero(t, r.code, "got %+v, want status 0 and the usage on stdout", r)
+		require.True(t, strings.HasPrefix(r.stdout, "Usage:"), "got %+v, want status 0 and the usage on stdout", r)
+		require.Empty(t, r.stderr, "got %+v, want status 0 and the usage on stdout", r)
 		for _, want := range []string{"\n  1  failed", "\n  2  bad command line", "\n  3  status only: a migration is pending",
 			"\n  4  status only: the database is newer than this build"} {
-			if !strings.Contains(r.stdout, want) {
-				t.Errorf("the usage does not document %q:\n%s", want, r.stdout)
-			}
+			assert.Contains(t, r.stdout, want, "the usage does not document %q", want)
 		}
 	})
 }
@@ -124,13 +116,9 @@ func TestUsage(t *testing.T) {
 func TestFailures(t *testing.T) {
 	// A port nothing listens on: take a free one and give it back.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	closedAddr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
 	missing := filepath.Join(t.TempDir(), "missing.db")
 
 	tests := []struct {
@@ -153,9 +141,8 @@ func TestFailures(t *testing.T) {
 		})
 	}
 
-	if _, err := os.Stat(missing); !os.IsNotExist(err) {
-		t.Fatalf("status created %s (stat: %v)", missing, err)
-	}
+	_, err = os.Stat(missing)
+	require.ErrorIs(t, err, fs.ErrNotExist, "status created %s", missing)
 }
 
 func TestPostgres(t *testing.T) {
@@ -196,9 +183,8 @@ func TestPostgres(t *testing.T) {
 		newer := testdb.NewDatabase(t)
 		runCmd(t, "up", "--database-url", newer).wantStatus(t, exitOK,
 			fmt.Sprintf("schema: version 0 -> %d", latest), "functions: installed", settledRoles)
-		if _, err := pgxConnect(t, newer).Exec(context.Background(), "UPDATE rheo.schema_version SET version = version + 1"); err != nil {
-			t.Fatal(err)
-		}
+		_, err := pgxConnect(t, newer).Exec(context.Background(), "UPDATE rheo.schema_version SET version = version + 1")
+		require.NoError(t, err)
 		runCmd(t, "status", "--database-url", newer).wantStatus(t, exitNewer,
 			fmt.Sprintf("schema: version %d of %d", latest+1, latest),
 			"functions: current",
@@ -211,11 +197,10 @@ func TestPostgres(t *testing.T) {
 		left := testdb.NewDatabase(t)
 		runCmd(t, "up", "--database-url", left).wantStatus(t, exitOK,
 			fmt.Sprintf("schema: version 0 -> %d", latest), "functions: installed", settledRoles)
-		if _, err := pgxConnect(t, left).Exec(context.Background(), `
+		_, err := pgxConnect(t, left).Exec(context.Background(), `
 CREATE TABLE rheo.upgrade_follow_ups (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, after timestamptz NOT NULL, sql text NOT NULL);
-INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (now(), 'SELECT 1')`); err != nil {
-			t.Fatal(err)
-		}
+INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (now(), 'SELECT 1')`)
+		require.NoError(t, err)
 		runCmd(t, "status", "--database-url", left).wantPending(t,
 			fmt.Sprintf("schema: version %d of %d", latest, latest),
 			"functions: current",
@@ -234,9 +219,8 @@ INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (now(), 'SELECT 1')`); e
 		installer := testdb.NewRole(t, "")
 		fresh := testdb.NewDatabase(t)
 		conn := pgxConnect(t, fresh)
-		if _, err := conn.Exec(context.Background(), "ALTER DATABASE "+dbName(t, fresh)+" OWNER TO "+installer); err != nil {
-			t.Fatal(err)
-		}
+		_, err := conn.Exec(context.Background(), "ALTER DATABASE "+dbName(t, fresh)+" OWNER TO "+installer)
+		require.NoError(t, err)
 		runCmd(t, "up", "--database-url", testdb.AsRole(t, fresh, installer)).wantOutput(t,
 			fmt.Sprintf("schema: version 0 -> %d", latest),
 			"functions: installed",
@@ -251,9 +235,7 @@ INSERT INTO rheo.upgrade_follow_ups (after, sql) VALUES (now(), 'SELECT 1')`); e
 	})
 	t.Run("a database the server does not have", func(t *testing.T) {
 		cfg, err := pgx.ParseConfig(url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 		runCmd(t, "up", "--database-url", testdb.WithDatabase(t, url, "rheo_no_such_db")).wantFailure(t,
 			"rheo-migrate: cannot connect to the database at "+addr+`: database "rheo_no_such_db" does not exist`)
@@ -284,9 +266,8 @@ func TestRolePrefix(t *testing.T) {
 	t.Run("roles of an install owned by its installer hands it over to the prefix's owner", func(t *testing.T) {
 		installer, other := testdb.NewRole(t, ""), testdb.NewRolePrefix(t)
 		fresh := testdb.NewDatabase(t)
-		if _, err := pgxConnect(t, fresh).Exec(context.Background(), "ALTER DATABASE "+dbName(t, fresh)+" OWNER TO "+installer); err != nil {
-			t.Fatal(err)
-		}
+		_, err := pgxConnect(t, fresh).Exec(context.Background(), "ALTER DATABASE "+dbName(t, fresh)+" OWNER TO "+installer)
+		require.NoError(t, err)
 		runCmd(t, "up", "--database-url", testdb.AsRole(t, fresh, installer), "--role-prefix", other).wantOutput(t,
 			fmt.Sprintf("schema: version 0 -> %d", latest),
 			"functions: installed",
@@ -297,14 +278,12 @@ func TestRolePrefix(t *testing.T) {
 
 	t.Run("sql prints the install for the prefix", func(t *testing.T) {
 		want, err := migrate.PostgresSQLFor(&migrate.Options{RolePrefix: prefix})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NotEqual(t, migrate.PostgresSQL(), want, "migrate.PostgresSQLFor(%s) is the install without a prefix", prefix)
 		r := runCmd(t, "sql", "--role-prefix", prefix)
-		if r.code != 0 || r.stderr != "" || r.stdout != want || want == migrate.PostgresSQL() {
-			t.Fatalf("got status %d, stderr %q and %d bytes; want the %d bytes of migrate.PostgresSQLFor(%s)",
-				r.code, r.stderr, len(r.stdout), len(want), prefix)
-		}
+		require.Zero(t, r.code, "status; stderr %q", r.stderr)
+		require.Empty(t, r.stderr)
+		require.Equal(t, want, r.stdout, "want the %d bytes of migrate.PostgresSQLFor(%s)", len(want), prefix)
 	})
 }
 
@@ -315,18 +294,14 @@ const settledRoles = "roles: rheo_owner owns Rheo; grant rheo_reader, rheo_produ
 func dbName(t *testing.T, url string) string {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return cfg.Database
 }
 
 func pgxConnect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
 	return conn
 }
@@ -344,9 +319,7 @@ func TestSQLite(t *testing.T) {
 	})
 	t.Run("status of an empty file exits 3, and 0 once installed", func(t *testing.T) {
 		empty := filepath.Join(t.TempDir(), "empty.db")
-		if err := os.WriteFile(empty, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(empty, nil, 0o644))
 		runCmd(t, "status", "--database-url", "sqlite://"+empty).wantPending(t,
 			fmt.Sprintf("schema: version 0 of %d", latest), "status: pending, run rheo-migrate up")
 		runCmd(t, "status", "--database-url", url).wantOutput(t,
@@ -356,12 +329,9 @@ func TestSQLite(t *testing.T) {
 		newer := filepath.Join(t.TempDir(), "newer.db")
 		runCmd(t, "up", "--database-url", "sqlite://"+newer).wantOutput(t, fmt.Sprintf("schema: version 0 -> %d", latest))
 		db, err := sql.Open(sqlite.DefaultDriverName(), newer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := db.Exec("UPDATE rheo_schema_version SET version = version + 1"); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		_, err = db.Exec("UPDATE rheo_schema_version SET version = version + 1")
+		require.NoError(t, err)
 		_ = db.Close()
 		runCmd(t, "status", "--database-url", "sqlite://"+newer).wantStatus(t, exitNewer,
 			fmt.Sprintf("schema: version %d of %d", latest+1, latest),
@@ -371,9 +341,8 @@ func TestSQLite(t *testing.T) {
 		dir := t.TempDir()
 		t.Chdir(dir)
 		runCmd(t, "up", "--database-url", "sqlite:relative.db").wantOutput(t, fmt.Sprintf("schema: version 0 -> %d", latest))
-		if _, err := os.Stat(filepath.Join(dir, "relative.db")); err != nil {
-			t.Fatal(err)
-		}
+		_, err := os.Stat(filepath.Join(dir, "relative.db"))
+		require.NoError(t, err)
 	})
 	t.Run("an in-memory database", func(t *testing.T) {
 		runCmd(t, "up", "--database-url", "sqlite::memory:").wantOutput(t, fmt.Sprintf("schema: version 0 -> %d", latest))
@@ -383,17 +352,15 @@ func TestSQLite(t *testing.T) {
 func TestSQL(t *testing.T) {
 	t.Run("prints the PostgreSQL install", func(t *testing.T) {
 		r := runCmd(t, "sql")
-		if r.code != 0 || r.stderr != "" || r.stdout != migrate.PostgresSQL() {
-			t.Fatalf("got status %d, stderr %q and %d bytes; want the %d bytes of migrate.PostgresSQL()",
-				r.code, r.stderr, len(r.stdout), len(migrate.PostgresSQL()))
-		}
+		require.Zero(t, r.code, "status; stderr %q", r.stderr)
+		require.Empty(t, r.stderr)
+		require.Equal(t, migrate.PostgresSQL(), r.stdout, "want the %d bytes of migrate.PostgresSQL()", len(migrate.PostgresSQL()))
 	})
 	t.Run("prints the SQLite install with --sqlite", func(t *testing.T) {
 		r := runCmd(t, "sql", "--sqlite")
-		if r.code != 0 || r.stderr != "" || r.stdout != migrate.SQLiteSQL() {
-			t.Fatalf("got status %d, stderr %q and %d bytes; want the %d bytes of migrate.SQLiteSQL()",
-				r.code, r.stderr, len(r.stdout), len(migrate.SQLiteSQL()))
-		}
+		require.Zero(t, r.code, "status; stderr %q", r.stderr)
+		require.Empty(t, r.stderr)
+		require.Equal(t, migrate.SQLiteSQL(), r.stdout, "want the %d bytes of migrate.SQLiteSQL()", len(migrate.SQLiteSQL()))
 	})
 }
 
@@ -401,8 +368,7 @@ func TestSQL(t *testing.T) {
 func schemaVersions(t *testing.T) int {
 	t.Helper()
 	names, err := fs.Glob(rheosql.Schema, "*.sql")
-	if err != nil || len(names) == 0 {
-		t.Fatalf("no schema migrations: %v", err)
-	}
+	require.NoError(t, err, "no schema migrations")
+	require.NotEmpty(t, names, "no schema migrations")
 	return len(names)
 }

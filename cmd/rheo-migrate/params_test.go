@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/stretchr/testify/require"
 )
 
 // TestDriverParameters checks that the URL parameters of driver/postgres,
@@ -14,9 +15,7 @@ import (
 func TestDriverParameters(t *testing.T) {
 	direct := testdb.NewDatabase(t)
 	u, err := url.Parse(direct)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	q := u.Query()
 	q.Set("rheo_poll_only", "true")
 	q.Set("rheo_listen_url", direct)

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/rheo-go/rheo"
 )
 
@@ -39,43 +41,35 @@ func FuzzCheckTime(f *testing.F) {
 		at := time.Unix(sec, nsec).UTC()
 		inRange := at.Year() >= 1 && at.Year() <= 9999
 		err := CheckTime("clock", at)
-		if inRange != (err == nil) {
-			t.Fatalf("CheckTime(%s) = %v; the year is %d", at, err, at.Year())
+		require.Equal(t, inRange, err == nil, "CheckTime(%s) = %v; the year is %d", at, err, at.Year())
+		if err != nil {
+			require.ErrorIs(t, err, rheo.ErrInvalidArgument, "CheckTime(%s) = %v, not invalid_argument naming the clock", at, err)
+			require.Contains(t, err.Error(), "clock", "CheckTime(%s) = %v, not invalid_argument naming the clock", at, err)
 		}
-		if err != nil && (!errors.Is(err, rheo.ErrInvalidArgument) || !strings.Contains(err.Error(), "clock")) {
-			t.Fatalf("CheckTime(%s) = %v, not invalid_argument naming the clock", at, err)
+		inf := Infinite(at)
+		require.Equal(t, !inRange, inf != 0, "Infinite(%s) = %d", at, inf)
+		if inf < 0 {
+			require.True(t, at.Before(MinTime), "Infinite(%s) = %d", at, inf)
 		}
-		switch inf := Infinite(at); {
-		case inRange && inf != 0, !inRange && inf == 0,
-			inf < 0 && !at.Before(MinTime), inf > 0 && at.Before(EndTime):
-			t.Fatalf("Infinite(%s) = %d", at, inf)
+		if inf > 0 {
+			require.False(t, at.Before(EndTime), "Infinite(%s) = %d", at, inf)
 		}
 
 		filter, err := rheo.Query{From: &at}.Filter()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var bounds struct{ From string }
-		if err := json.Unmarshal(filter, &bounds); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(filter, &bounds))
 		switch Infinite(at) {
 		case -1:
-			if bounds.From != "-infinity" {
-				t.Fatalf("Filter renders %s as %q", at, bounds.From)
-			}
+			require.Equal(t, "-infinity", bounds.From, "Filter renders %s as %q", at, bounds.From)
 		case 1:
-			if bounds.From != "infinity" {
-				t.Fatalf("Filter renders %s as %q", at, bounds.From)
-			}
+			require.Equal(t, "infinity", bounds.From, "Filter renders %s as %q", at, bounds.From)
 		default:
 			parsed, err := time.Parse(time.RFC3339Nano, bounds.From)
-			if err != nil || !parsed.Equal(at.Truncate(time.Microsecond)) {
-				t.Fatalf("Filter renders %s as %q (%v)", at, bounds.From, err)
-			}
-			if back := time.UnixMicro(at.UnixMicro()); !back.Equal(at.Truncate(time.Microsecond)) {
-				t.Fatalf("%s is %s after a round trip through microseconds", at, back)
-			}
+			require.NoError(t, err, "Filter renders %s as %q", at, bounds.From)
+			require.True(t, parsed.Equal(at.Truncate(time.Microsecond)), "Filter renders %s as %q (%v)", at, bounds.From, err)
+			back := time.UnixMicro(at.UnixMicro())
+			require.True(t, back.Equal(at.Truncate(time.Microsecond)), "%s is %s after a round trip through microseconds", at, back)
 		}
 	})
 }
@@ -88,14 +82,13 @@ func FuzzCheckSequence(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, n int64) {
 		err := CheckSequence("start_after", n)
-		if (n >= 0 && n <= math.MaxInt64-1) != (err == nil) {
-			t.Fatalf("CheckSequence(%d) = %v", n, err)
+		require.Equal(t, n >= 0 && n <= math.MaxInt64-1, err == nil, "CheckSequence(%d) = %v", n, err)
+		if err == nil {
+			require.Greater(t, n+1, n, "the cursor after %d overflows", n)
 		}
-		if err == nil && n+1 <= n {
-			t.Fatalf("the cursor after %d overflows", n)
-		}
-		if err != nil && (!errors.Is(err, rheo.ErrInvalidArgument) || !strings.Contains(err.Error(), "start_after")) {
-			t.Fatalf("CheckSequence(%d) = %v, not invalid_argument naming start_after", n, err)
+		if err != nil {
+			require.ErrorIs(t, err, rheo.ErrInvalidArgument, "CheckSequence(%d) = %v, not invalid_argument naming start_after", n, err)
+			require.Contains(t, err.Error(), "start_after", "CheckSequence(%d) = %v, not invalid_argument naming start_after", n, err)
 		}
 	})
 }
@@ -109,11 +102,10 @@ func FuzzCheckLength(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		err := CheckLength("event id", s)
-		if (len([]byte(s)) <= 1024) != (err == nil) {
-			t.Fatalf("CheckLength of %d bytes = %v", len(s), err)
-		}
-		if err != nil && (!errors.Is(err, rheo.ErrInvalidArgument) || !strings.Contains(err.Error(), "event id")) {
-			t.Fatalf("CheckLength = %v, not invalid_argument naming the id", err)
+		require.Equal(t, len([]byte(s)) <= 1024, err == nil, "CheckLength of %d bytes = %v", len(s), err)
+		if err != nil {
+			require.ErrorIs(t, err, rheo.ErrInvalidArgument, "CheckLength = %v, not invalid_argument naming the id", err)
+			require.Contains(t, err.Error(), "event id", "CheckLength = %v, not invalid_argument naming the id", err)
 		}
 	})
 }
@@ -137,45 +129,33 @@ func FuzzCheckJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v []byte) {
 		err := CheckJSON("payload", v)
 		if !json.Valid(v) {
-			if err == nil {
-				t.Fatalf("CheckJSON accepts %q, which is not JSON", v)
-			}
+			require.Error(t, err, "CheckJSON accepts %q, which is not JSON", v)
 			return
 		}
 		tokens, err := decodeTokens(v)
-		if err != nil {
-			t.Fatalf("decode %q: %v", v, err)
-		}
-		if got, want := jsonDeeperThan(v, MaxJSONDepth), tokens.depth > MaxJSONDepth; got != want {
-			t.Fatalf("jsonDeeperThan(%q) = %v, the decoder finds depth %d", v, got, tokens.depth)
-		}
-		if got := hasNULEscape(v); got != tokens.nul {
-			t.Fatalf("hasNULEscape(%q) = %v, the decoder finds a NUL: %v", v, got, tokens.nul)
-		}
+		require.NoError(t, err, "decode %q", v)
+		deeper := jsonDeeperThan(v, MaxJSONDepth)
+		require.Equal(t, tokens.depth > MaxJSONDepth, deeper, "jsonDeeperThan(%q) = %v, the decoder finds depth %d", v, deeper, tokens.depth)
+		nul := hasNULEscape(v)
+		require.Equal(t, tokens.nul, nul, "hasNULEscape(%q) = %v, the decoder finds a NUL: %v", v, nul, tokens.nul)
 		for _, n := range tokens.numbers {
-			if got, want := numericFits(n), referenceNumericFits(n); got != want {
-				t.Fatalf("numericFits(%s) = %v, want %v", n, got, want)
-			}
+			got, want := numericFits(n), referenceNumericFits(n)
+			require.Equal(t, want, got, "numericFits(%s) = %v, want %v", n, got, want)
 		}
 		var indented bytes.Buffer
-		if err := json.Indent(&indented, v, "", "  "); err != nil {
-			t.Fatal(err)
-		}
-		if got, again := jsonbProblem(v), jsonbProblem(indented.Bytes()); got != again {
-			t.Fatalf("jsonbProblem(%q) = %q, indented %q", v, got, again)
-		}
+		require.NoError(t, json.Indent(&indented, v, "", "  "))
+		problem, again := jsonbProblem(v), jsonbProblem(indented.Bytes())
+		require.Equal(t, again, problem, "jsonbProblem(%q) = %q, indented %q", v, problem, again)
 		if !slices.ContainsFunc(tokens.numbers, func(n string) bool { return !referenceNumericFits(n) }) {
 			// encoding/json writes valid UTF-8, never a surrogate escape,
 			// and json.Number as it was read.
 			dec := json.NewDecoder(bytes.NewReader(v))
 			dec.UseNumber()
 			var decoded any
-			if err := dec.Decode(&decoded); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, dec.Decode(&decoded))
 			written, err := json.Marshal(decoded)
-			if err == nil && jsonbProblem(written) != "" {
-				t.Fatalf("jsonbProblem(%q) = %q for what encoding/json wrote", written, jsonbProblem(written))
+			if err == nil {
+				require.Empty(t, jsonbProblem(written), "jsonbProblem(%q) = %q for what encoding/json wrote", written, jsonbProblem(written))
 			}
 		}
 	})

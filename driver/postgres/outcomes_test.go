@@ -106,7 +106,7 @@ func waitFired(t *testing.T, tr *faultproxy.Trigger) {
 	select {
 	case <-tr.Fired():
 	case <-time.After(10 * time.Second):
-		t.Fatal("the fault did not fire")
+		require.FailNow(t, "the fault did not fire")
 	}
 }
 

@@ -268,7 +268,7 @@ func receive(t *testing.T, ch <-chan driver.Wakeup) driver.Wakeup {
 		require.True(t, ok, "the channel is open")
 		return w
 	case <-time.After(10 * time.Second):
-		t.Fatal("no wakeup within 10s")
+		require.FailNow(t, "no wakeup within 10s")
 		return driver.Wakeup{}
 	}
 }
@@ -282,7 +282,7 @@ func requireClosed(t *testing.T, ch <-chan driver.Wakeup) {
 				return
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatal("the channel is still open")
+			require.FailNow(t, "the channel is still open")
 		}
 	}
 }

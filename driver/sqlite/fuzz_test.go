@@ -5,13 +5,14 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"math"
 	"math/big"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver/driverutil"
@@ -54,55 +55,39 @@ func FuzzPayloadKey(f *testing.F) {
 		}
 		if utf8.ValidString(key) {
 			payload, err := json.Marshal(map[string]any{"key": key, "n": 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := payloadKey(payload); got != key {
-				t.Fatalf("payloadKey(%s) = %q, want %q", payload, got, key)
-			}
-			if got, want := rheo.PartitionForKey(payloadKey(payload), count), sqlRoute(key, count); got != want {
-				t.Fatalf("key %q routes to %d of %d, the SQL to %d", key, got, count, want)
-			}
+			require.NoError(t, err)
+			got := payloadKey(payload)
+			require.Equal(t, key, got, "payloadKey(%s) = %q, want %q", payload, got, key)
+			route, want := rheo.PartitionForKey(payloadKey(payload), count), sqlRoute(key, count)
+			require.Equal(t, want, route, "key %q routes to %d of %d, the SQL to %d", key, route, count, want)
 			meta, err := json.Marshal(map[string]string{rheo.MetaCausationID: key})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := checkLineage(meta); (len(key) > driverutil.MaxTextBytes) != (err != nil) {
-				t.Fatalf("checkLineage of a causation_id of %d bytes = %v", len(key), err)
-			}
+			require.NoError(t, err)
+			err = checkLineage(meta)
+			require.Equal(t, len(key) > driverutil.MaxTextBytes, err != nil, "checkLineage of a causation_id of %d bytes = %v", len(key), err)
 		}
 
 		if !json.Valid(raw) || !isObject(raw) {
 			return
 		}
 		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &fields); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(raw, &fields))
 		got := payloadKey(raw)
 		value, ok := fields["key"]
 		var s string
 		switch {
 		case !ok || string(value) == "null":
-			if got != "" {
-				t.Fatalf("payloadKey(%s) = %q without a key", raw, got)
-			}
+			require.Empty(t, got, "payloadKey(%s) = %q without a key", raw, got)
 		case json.Unmarshal(value, &s) == nil:
-			if got != s {
-				t.Fatalf("payloadKey(%s) = %q, want %q", raw, got, s)
-			}
+			require.Equal(t, s, got, "payloadKey(%s) = %q, want %q", raw, got, s)
 		default:
-			if !json.Valid([]byte(got)) || !jsonEqual([]byte(got), value) {
-				t.Fatalf("payloadKey(%s) = %q, not the JSON of %s", raw, got, value)
-			}
+			require.True(t, json.Valid([]byte(got)) && jsonEqual([]byte(got), value), "payloadKey(%s) = %q, not the JSON of %s", raw, got, value)
 		}
 		tooLong := false
 		for _, k := range lineageKeys {
 			tooLong = tooLong || len(fieldText(fields[k])) > driverutil.MaxTextBytes
 		}
-		if err := checkLineage(raw); tooLong != (err != nil) {
-			t.Fatalf("checkLineage(%s) = %v", raw, err)
-		}
+		err := checkLineage(raw)
+		require.Equal(t, tooLong, err != nil, "checkLineage(%s) = %v", raw, err)
 	})
 }
 
@@ -130,29 +115,20 @@ func FuzzJSONEqual(f *testing.F) {
 		if !json.Valid(a) {
 			return // jsonEqual is for valid JSON, which the drivers check first
 		}
-		if !jsonEqual(a, a) {
-			t.Fatalf("jsonEqual(%q, itself) is false", a)
-		}
+		require.True(t, jsonEqual(a, a), "jsonEqual(%q, itself) is false", a)
 		var indented bytes.Buffer
-		if err := json.Indent(&indented, a, "", "\t"); err != nil {
-			t.Fatal(err)
-		}
-		if !jsonEqual(a, indented.Bytes()) {
-			t.Fatalf("jsonEqual(%q, %q) is false", a, indented.Bytes())
-		}
+		require.NoError(t, json.Indent(&indented, a, "", "\t"))
+		require.True(t, jsonEqual(a, indented.Bytes()), "jsonEqual(%q, %q) is false", a, indented.Bytes())
 		if !json.Valid(b) {
 			return
 		}
 		got := jsonEqual(a, b)
-		if got != jsonEqual(b, a) {
-			t.Fatalf("jsonEqual(%q, %q) is not symmetric", a, b)
-		}
+		require.Equal(t, jsonEqual(b, a), got, "jsonEqual(%q, %q) is not symmetric", a, b)
 		ra, okA := referenceJSON(a)
 		rb, okB := referenceJSON(b)
 		if okA && okB {
-			if want := referenceEqual(ra, rb); got != want {
-				t.Fatalf("jsonEqual(%q, %q) = %v, want %v", a, b, got, want)
-			}
+			want := referenceEqual(ra, rb)
+			require.Equal(t, want, got, "jsonEqual(%q, %q) = %v, want %v", a, b, got, want)
 		}
 	})
 }
@@ -258,18 +234,13 @@ func FuzzQueryAdvance(f *testing.F) {
 		positions := []int64{pos, pos}
 		advance(positions, []int64{hwm, hwm}, eq, page)
 		for _, p := range positions {
-			if p < 0 {
-				t.Fatalf("advance left a negative position %d (after %d, until %d, hwm %d, pos %d)", p, after, until, hwm, pos)
-			}
+			require.GreaterOrEqual(t, p, int64(0), "advance left a negative position %d (after %d, until %d, hwm %d, pos %d)", p, after, until, hwm, pos)
 		}
 		cursor := encodeQueryCursor("0123456789abcdef", positions)
 		back, err := decodeQueryCursor(cursor, "0123456789abcdef", 2)
-		if err != nil || back[0] != positions[0] || back[1] != positions[1] {
-			t.Fatalf("cursor %q of %v decodes to %v, %v", cursor, positions, back, err)
-		}
+		require.NoError(t, err, "cursor %q of %v", cursor, positions)
+		require.Equal(t, positions, back[:2], "cursor %q of %v decodes to %v", cursor, positions, back)
 		_, err = decodeQueryCursor(cursor, "fedcba9876543210", 2)
-		if !errors.Is(err, rheo.ErrCursorNotFound) {
-			t.Fatalf("a cursor of another query: %v", err)
-		}
+		require.ErrorIs(t, err, rheo.ErrCursorNotFound, "a cursor of another query: %v", err)
 	})
 }

@@ -417,7 +417,7 @@ func TestTransactions(t *testing.T) {
 		case w := <-wakeups:
 			require.Equal(t, driver.Wakeup{Stream: "s", Partition: 0, Sequence: 1}, w)
 		default:
-			t.Fatal("no wakeup after the commit")
+			require.FailNow(t, "no wakeup after the commit")
 		}
 	})
 
@@ -437,7 +437,7 @@ func TestTransactions(t *testing.T) {
 		require.ErrorIs(t, err, errRollback)
 		select {
 		case w := <-wakeups:
-			t.Fatalf("woken by a rolled-back append: %+v", w)
+			require.FailNow(t, fmt.Sprintf("woken by a rolled-back append: %+v", w))
 		default:
 		}
 	})

@@ -1,8 +1,9 @@
 package dburl
 
 import (
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestParse(t *testing.T) {
@@ -31,12 +32,8 @@ func TestParse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Parse(tt.url)
-			if err != nil {
-				t.Fatalf("Parse(%q): %v", tt.url, err)
-			}
-			if got != tt.want {
-				t.Fatalf("Parse(%q) = %+v, want %+v", tt.url, got, tt.want)
-			}
+			require.NoError(t, err, "Parse(%q)", tt.url)
+			require.Equal(t, tt.want, got, "Parse(%q) = %+v, want %+v", tt.url, got, tt.want)
 		})
 	}
 }
@@ -62,18 +59,12 @@ func TestParseRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Parse(tt.url)
-			if err == nil {
-				t.Fatalf("Parse(%q) = %+v, want an error", tt.url, got)
-			}
+			require.Error(t, err, "Parse(%q) = %+v, want an error", tt.url, got)
 			msg := err.Error()
-			if !strings.Contains(msg, tt.want) {
-				t.Fatalf("Parse(%q) error %q does not contain %q", tt.url, msg, tt.want)
-			}
-			if strings.Contains(msg, "secret") {
-				t.Fatalf("Parse(%q) error %q repeats the password", tt.url, msg)
-			}
-			if tt.forms && !strings.Contains(msg, Forms) {
-				t.Fatalf("Parse(%q) error %q does not name the accepted forms", tt.url, msg)
+			require.Contains(t, msg, tt.want, "Parse(%q) error %q does not contain %q", tt.url, msg, tt.want)
+			require.NotContains(t, msg, "secret", "Parse(%q) error %q repeats the password", tt.url, msg)
+			if tt.forms {
+				require.Contains(t, msg, Forms, "Parse(%q) error %q does not name the accepted forms", tt.url, msg)
 			}
 		})
 	}
@@ -97,26 +88,20 @@ func TestSQLiteDSN(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.target.SQLiteDSN(); got != tt.want {
-				t.Fatalf("SQLiteDSN() = %q, want %q", got, tt.want)
-			}
+			got := tt.target.SQLiteDSN()
+			require.Equal(t, tt.want, got, "SQLiteDSN() = %q, want %q", got, tt.want)
 		})
 	}
 }
 
 func TestRedacted(t *testing.T) {
 	target, err := Parse("postgres://app:secret@db:5432/app")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := target.Redacted(); strings.Contains(got, "secret") || !strings.Contains(got, "db:5432") {
-		t.Fatalf("Redacted() = %q, want the URL without its password", got)
-	}
+	require.NoError(t, err)
+	got := target.Redacted()
+	require.NotContains(t, got, "secret", "Redacted() = %q, want the URL without its password", got)
+	require.Contains(t, got, "db:5432", "Redacted() = %q, want the URL without its password", got)
 	file, err := Parse("sqlite:///tmp/rheo.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := file.Redacted(); got != "/tmp/rheo.db" {
-		t.Fatalf("Redacted() = %q, want the path", got)
-	}
+	require.NoError(t, err)
+	got = file.Redacted()
+	require.Equal(t, "/tmp/rheo.db", got, "Redacted() = %q, want the path", got)
 }

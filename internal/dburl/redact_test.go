@@ -2,8 +2,9 @@ package dburl
 
 import (
 	"net/url"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestRedactedListenURL(t *testing.T) {
@@ -13,13 +14,11 @@ func TestRedactedListenURL(t *testing.T) {
 		"host=db user=app password=listen-secret",
 	} {
 		target, err := Parse("postgres://app:secret@pooler:6432/app?" + listenURLParam + "=" + url.QueryEscape(listen))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got := target.Redacted()
-		if strings.Contains(got, "secret") || !strings.Contains(got, "pooler:6432") || !strings.Contains(got, listenURLParam) {
-			t.Fatalf("Redacted() = %q, want the URL without either password", got)
-		}
+		require.NotContains(t, got, "secret", "Redacted() = %q, want the URL without either password", got)
+		require.Contains(t, got, "pooler:6432", "Redacted() = %q, want the URL without either password", got)
+		require.Contains(t, got, listenURLParam, "Redacted() = %q, want the URL without either password", got)
 	}
 }
 
@@ -48,9 +47,8 @@ func TestRedact(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Redact(tt.url); got != tt.want {
-				t.Fatalf("Redact(%q) = %q, want %q", tt.url, got, tt.want)
-			}
+			got := Redact(tt.url)
+			require.Equal(t, tt.want, got, "Redact(%q) = %q, want %q", tt.url, got, tt.want)
 		})
 	}
 }
@@ -69,14 +67,11 @@ func TestParseSplitsUserinfoAsLibpq(t *testing.T) {
 		"postgres://app:sec ret@db:port/app",
 	} {
 		_, err := Parse(raw)
-		if err == nil {
-			t.Fatalf("Parse(%q) accepted the URL", raw)
-		}
-		if msg := err.Error(); strings.Contains(msg, "sec") || strings.Contains(msg, "ret") {
-			t.Fatalf("Parse(%q) error %q repeats a piece of the password", raw, msg)
-		}
+		require.Error(t, err, "Parse(%q) accepted the URL", raw)
+		msg := err.Error()
+		require.NotContains(t, msg, "sec", "Parse(%q) error %q repeats a piece of the password", raw, msg)
+		require.NotContains(t, msg, "ret", "Parse(%q) error %q repeats a piece of the password", raw, msg)
 	}
-	if _, err := Parse("postgres://app:sec%40ret@db/app"); err != nil {
-		t.Fatalf("Parse of a percent-encoded @: %v", err)
-	}
+	_, err := Parse("postgres://app:sec%40ret@db/app")
+	require.NoError(t, err, "Parse of a percent-encoded @")
 }

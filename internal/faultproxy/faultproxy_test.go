@@ -48,7 +48,7 @@ func fired(t *testing.T, tr *faultproxy.Trigger) {
 	select {
 	case <-tr.Fired():
 	case <-time.After(10 * time.Second):
-		t.Fatal("the fault did not fire")
+		require.FailNow(t, "the fault did not fire")
 	}
 }
 
@@ -56,7 +56,7 @@ func notFired(t *testing.T, tr *faultproxy.Trigger) {
 	t.Helper()
 	select {
 	case <-tr.Fired():
-		t.Fatal("the fault fired")
+		require.FailNow(t, "the fault fired")
 	default:
 	}
 }

@@ -24,7 +24,7 @@ func TestBound(t *testing.T) {
 		select {
 		case <-ctx.Done():
 		case <-time.After(10 * time.Second):
-			t.Fatal("the bound did not end")
+			require.FailNow(t, "the bound did not end")
 		}
 		assert.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
 	})
@@ -47,7 +47,7 @@ func TestBound(t *testing.T) {
 		case bound := <-stopped:
 			require.NotNil(t, bound)
 		case <-time.After(10 * time.Second):
-			t.Fatal("the stop did not run")
+			require.FailNow(t, "the stop did not run")
 		}
 	})
 }

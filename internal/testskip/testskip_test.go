@@ -87,7 +87,7 @@ func TestSlow(t *testing.T) {
 	select {
 	case line = <-out:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Slow wrote nothing")
+		require.FailNow(t, "Slow wrote nothing")
 	}
 	assert.Regexp(t, `^rheo tests: \./internal/testskip still running after \d+s \(go test -v \./internal/testskip shows each test as it runs\)\n$`, line)
 	// stop returns once the writer has ended, which a full channel would

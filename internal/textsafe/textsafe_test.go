@@ -1,6 +1,10 @@
 package textsafe
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
 
 func TestVisible(t *testing.T) {
 	tests := []struct {
@@ -20,9 +24,8 @@ func TestVisible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := Visible(tt.in); got != tt.want {
-				t.Fatalf("Visible(%q) = %q, want %q", tt.in, got, tt.want)
-			}
+			got := Visible(tt.in)
+			require.Equal(t, tt.want, got, "Visible(%q) = %q, want %q", tt.in, got, tt.want)
 		})
 	}
 }
@@ -30,7 +33,6 @@ func TestVisible(t *testing.T) {
 func TestVisibleLines(t *testing.T) {
 	in := "{\n\t\"k\": \"a\u202eb\x1b[2J\"\n}"
 	want := "{\n\t\"k\": \"a\\u202eb\\x1b[2J\"\n}"
-	if got := VisibleLines(in); got != want {
-		t.Fatalf("VisibleLines(%q) = %q, want %q", in, got, want)
-	}
+	got := VisibleLines(in)
+	require.Equal(t, want, got, "VisibleLines(%q) = %q, want %q", in, got, want)
 }

@@ -19,6 +19,7 @@ AS $$
 DECLARE
     p_lease_id ALIAS FOR $1;
     p_clock    ALIAS FOR $2;
+    v_stream    text;
     v_group_id  int;
     v_partition int;
     v_key       text;
@@ -32,13 +33,15 @@ BEGIN
         PERFORM rheo._check_time('clock', p_clock);
     END IF;
     DELETE FROM rheo.deliveries AS d WHERE d.lease_id = p_lease_id AND d.state = 'leased'
-    RETURNING d.group_id, d."partition", d.key, d.has_waiters INTO v_group_id, v_partition, v_key, v_waiters;
+    RETURNING d.stream, d.group_id, d."partition", d.key, d.has_waiters
+         INTO v_stream, v_group_id, v_partition, v_key, v_waiters;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'stale_lease' USING ERRCODE = 'RH004',
             DETAIL = format('lease %s is no longer held', p_lease_id);
     END IF;
     IF v_waiters THEN
-        INSERT INTO rheo.key_wakeups (group_id, "partition", key) VALUES (v_group_id, v_partition, v_key);
+        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+        VALUES (v_stream, v_group_id, v_partition, v_key);
     END IF;
 END
 $$;

@@ -49,10 +49,10 @@ BEGIN
     WITH settled AS (
         DELETE FROM rheo.deliveries AS d
          WHERE d.ctid = ANY (v_tids)
-        RETURNING d.lease_id, d.group_id, d."partition", d.key, d.has_waiters
+        RETURNING d.lease_id, d.stream, d.group_id, d."partition", d.key, d.has_waiters
     ), woken AS (
-        INSERT INTO rheo.key_wakeups (group_id, "partition", key)
-        SELECT s.group_id, s."partition", s.key FROM settled s WHERE s.has_waiters
+        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+        SELECT s.stream, s.group_id, s."partition", s.key FROM settled s WHERE s.has_waiters
     )
     SELECT u.id,
            s.lease_id IS NOT NULL AND row_number() OVER (PARTITION BY u.id ORDER BY u.ord) = 1

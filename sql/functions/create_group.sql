@@ -60,8 +60,8 @@ BEGIN
     END IF;
     -- Every partition from its first retained event; the start options
     -- then place the listed ones.
-    INSERT INTO rheo.cursors (group_id, "partition", next_sequence)
-    SELECT v_group_id, pt."partition", pt.low_watermark
+    INSERT INTO rheo.cursors (stream, group_id, "partition", next_sequence)
+    SELECT p_stream, v_group_id, pt."partition", pt.low_watermark
       FROM rheo.partitions pt WHERE pt.stream = p_stream;
     IF p_start_after IS NOT NULL OR p_start_at IS NOT NULL THEN
         PERFORM rheo._place_cursors(v_group_id, p_stream, v_scope, p_start_after, p_start_at);

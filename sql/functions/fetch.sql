@@ -174,11 +174,11 @@ BEGIN
          WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
         RETURNING d."partition", d.sequence, d.attempt, d.key, d.has_waiters
     ), woken AS (
-        INSERT INTO rheo.key_wakeups (group_id, "partition", key)
-        SELECT v_group.group_id, x."partition", x.key FROM expired x WHERE x.has_waiters
+        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+        SELECT p_stream, v_group.group_id, x."partition", x.key FROM expired x WHERE x.has_waiters
     )
-    INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-    SELECT v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
+    INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+    SELECT p_stream, v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
       FROM expired x;
 
     IF v_key THEN
@@ -221,8 +221,8 @@ BEGIN
             UPDATE rheo.deliveries AS d SET has_waiters = true
              WHERE d.ctid = ANY (ARRAY(SELECT m.tid FROM marking m))
         ), kept AS (
-            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
-            SELECT v_group.group_id, f.part, f.key FROM earliest f
+            INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+            SELECT p_stream, v_group.group_id, f.part, f.key FROM earliest f
              WHERE f.state <> 'blocked' AND NOT f.has_waiters
                AND f.tid <> ALL (ARRAY(SELECT m.tid FROM marking m))
         ), released AS (
@@ -403,9 +403,9 @@ BEGIN
              WHERE c.group_id = v_group.group_id AND c."partition" = n.part
         ), inserted AS (
             INSERT INTO rheo.deliveries
-                   (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts,
-                    key, has_waiters)
-            SELECT v_group.group_id, f.part, f.sequence,
+                   (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at,
+                    ts, key, has_waiters)
+            SELECT p_stream, v_group.group_id, f.part, f.sequence,
                    CASE WHEN f.blocked THEN 'blocked' ELSE 'leased' END,
                    CASE WHEN f.blocked THEN NULL ELSE f.lease_id END,
                    CASE WHEN f.blocked THEN NULL ELSE v_consumer END,
@@ -415,8 +415,8 @@ BEGIN
                    f.ts, f.key, f.has_waiters
               FROM fresh f
         ), woken AS (
-            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
-            SELECT DISTINCT v_group.group_id, w.part, w.key
+            INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+            SELECT DISTINCT p_stream, v_group.group_id, w.part, w.key
               FROM (SELECT f.part, f.key FROM fresh f WHERE f.wake
                     UNION ALL
                     SELECT a.part, a.key FROM ahead a WHERE a.state <> 'blocked' AND NOT a.has_waiters) AS w
@@ -481,8 +481,8 @@ BEGIN
         -- the deliveries in progress when a group turns to 'key'), and
         -- without it the delivery skips deliveries_key_idx.
         INSERT INTO rheo.deliveries
-               (group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
-        SELECT v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts
+               (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
+        SELECT p_stream, v_group.group_id, f.part, f.sequence, 'leased', f.lease_id, v_consumer, 1, v_now, v_expires, f.ts
           FROM fresh f
     ), advanced AS (
         -- Sequences are contiguous and visible in order, so the events

@@ -150,8 +150,8 @@ BEGIN
                    AND d.sequence <= v_end
                 RETURNING d.group_id, d.key, d.has_waiters
             )
-            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
-            SELECT x.group_id, v_p, x.key FROM gone x WHERE x.has_waiters;
+            INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+            SELECT p_stream, x.group_id, v_p, x.key FROM gone x WHERE x.has_waiters;
             UPDATE rheo.cursors AS c SET next_sequence = v_end + 1
               FROM rheo.groups g
              WHERE g.group_id = c.group_id AND g.stream = p_stream AND c."partition" = v_p

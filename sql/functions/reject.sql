@@ -22,13 +22,13 @@ BEGIN
     WITH gone AS (
         DELETE FROM rheo.deliveries AS d
          WHERE d.lease_id = p_lease_id AND d.state = 'leased'
-        RETURNING d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters
+        RETURNING d.stream, d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters
     ), woken AS (
-        INSERT INTO rheo.key_wakeups (group_id, "partition", key)
-        SELECT g.group_id, g."partition", g.key FROM gone g WHERE g.has_waiters
+        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+        SELECT g.stream, g.group_id, g."partition", g.key FROM gone g WHERE g.has_waiters
     )
-    INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-    SELECT g.group_id, g."partition", g.sequence, g.attempt, coalesce(p_reason, 'rejected'), coalesce(p_clock, now())
+    INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+    SELECT g.stream, g.group_id, g."partition", g.sequence, g.attempt, coalesce(p_reason, 'rejected'), coalesce(p_clock, now())
       FROM gone g;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'stale_lease' USING ERRCODE = 'RH004',

@@ -68,8 +68,8 @@ BEGIN
              WHERE dl.group_id = v_group.group_id AND dl."partition" = t."partition" AND dl.sequence = t.sequence
         )
         -- attempt 0: the next lease is attempt 1.
-        INSERT INTO rheo.deliveries (group_id, "partition", sequence, state, attempt, expires_at, ts, key)
-        SELECT v_group.group_id, t."partition", t.sequence, 'pending', 0, coalesce(p_clock, now()), t.ts, t.key
+        INSERT INTO rheo.deliveries (stream, group_id, "partition", sequence, state, attempt, expires_at, ts, key)
+        SELECT p_stream, v_group.group_id, t."partition", t.sequence, 'pending', 0, coalesce(p_clock, now()), t.ts, t.key
           FROM target t;
         GET DIAGNOSTICS v_total = ROW_COUNT;
         RETURN v_total;

@@ -28,7 +28,7 @@ BEGIN
     IF p_clock IS NOT NULL THEN
         PERFORM rheo._check_time('clock', p_clock);
     END IF;
-    SELECT d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters, g.max_attempts INTO v_row
+    SELECT d.stream, d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters, g.max_attempts INTO v_row
       FROM rheo.deliveries d
       JOIN rheo.groups g ON g.group_id = d.group_id
      WHERE d.lease_id = p_lease_id AND d.state = 'leased'
@@ -41,12 +41,12 @@ BEGIN
     IF v_row.attempt >= v_row.max_attempts THEN
         DELETE FROM rheo.deliveries AS d
          WHERE d.group_id = v_row.group_id AND d."partition" = v_row."partition" AND d.sequence = v_row.sequence;
-        INSERT INTO rheo.dead_letters (group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-        VALUES (v_row.group_id, v_row."partition", v_row.sequence, v_row.attempt,
+        INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+        VALUES (v_row.stream, v_row.group_id, v_row."partition", v_row.sequence, v_row.attempt,
                 coalesce(p_reason, 'max_attempts'), v_now);
         IF v_row.has_waiters THEN
-            INSERT INTO rheo.key_wakeups (group_id, "partition", key)
-            VALUES (v_row.group_id, v_row."partition", v_row.key);
+            INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+            VALUES (v_row.stream, v_row.group_id, v_row."partition", v_row.key);
         END IF;
         RETURN 'dead_lettered';
     END IF;

@@ -53,9 +53,9 @@ func TestAPI(t *testing.T) {
 			diff = append(diff, "+ "+l)
 		}
 	}
-	t.Fatalf("the exported API differs from api.txt (- removed, + added):\n%s\n\n"+
+	require.FailNow(t, fmt.Sprintf("the exported API differs from api.txt (- removed, + added):\n%s\n\n"+
 		"If the change is deliberate, regenerate the file and commit it:\n\t%s",
-		strings.Join(diff, "\n"), regenerateAPI)
+		strings.Join(diff, "\n"), regenerateAPI))
 }
 
 // exportedAPI lists the exported API of the module's public packages.

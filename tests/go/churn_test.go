@@ -14,6 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestChurn runs every operation that changes a group's progress or the
@@ -196,9 +198,7 @@ func TestChurn(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		t.Fatalf("the churn did not end in time: %v", ctx.Err())
-	}
+	require.NoError(t, ctx.Err(), "the churn did not end in time: %v", ctx.Err())
 
 	var summary []string
 	for k, n := range outcomes {
@@ -206,9 +206,7 @@ func TestChurn(t *testing.T) {
 	}
 	sort.Strings(summary)
 	t.Logf("outcomes:\n%s", strings.Join(summary, "\n"))
-	for _, p := range problems {
-		t.Error(p)
-	}
+	assert.Empty(t, problems)
 
 	for _, inv := range []struct{ what, sql string }{
 		{"deliveries of missing events", `SELECT d.group_id, d."partition", d.sequence FROM rheo.deliveries d
@@ -235,25 +233,15 @@ func TestChurn(t *testing.T) {
 	} {
 		rows, _ := pool.Query(ctx, inv.sql)
 		bad, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([]any, error) { return row.Values() })
-		if err != nil {
-			t.Fatalf("%s: %v", inv.what, err)
-		}
-		if len(bad) > 0 {
-			t.Errorf("%s: %v", inv.what, bad)
-		}
+		require.NoError(t, err, "%s", inv.what)
+		assert.Empty(t, bad, "%s: %v", inv.what, bad)
 	}
 	var pruned, leased int64
-	if err := pool.QueryRow(ctx, `SELECT sum(low_watermark - 1) FROM rheo.partitions WHERE stream = 'churn'`).Scan(&pruned); err != nil {
-		t.Fatal(err)
-	}
-	if pruned == 0 {
-		t.Error("the churn pruned nothing")
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(low_watermark - 1) FROM rheo.partitions WHERE stream = 'churn'`).Scan(&pruned))
+	assert.NotZero(t, pruned, "the churn pruned nothing")
 	for _, g := range groups[:3] {
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.fetch('churn', $1, max_count => 100, clock => $2)`,
-			g, clock().Add(time.Hour)).Scan(&leased); err != nil {
-			t.Errorf("fetch of group %s after the churn: %v", g, err)
-		}
+		assert.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rheo.fetch('churn', $1, max_count => 100, clock => $2)`,
+			g, clock().Add(time.Hour)).Scan(&leased), "fetch of group %s after the churn", g)
 	}
 }
 

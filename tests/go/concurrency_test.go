@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 )
@@ -161,50 +163,32 @@ func TestConcurrentFetchAck(t *testing.T) {
 	concRun(cancel, t, consumers, func(i int) error {
 		return consume(fmt.Sprintf("consumer-%d", i), i%2 == 0)
 	})
-	for _, p := range problems {
-		t.Error(p)
-	}
+	assert.Empty(t, problems)
 	if t.Failed() {
 		return
 	}
 
-	if len(acked) != events {
-		t.Errorf("%d distinct events acked, want %d", len(acked), events)
-	}
+	assert.Len(t, acked, events, "%d distinct events acked, want %d", len(acked), events)
 	for e, n := range acked {
-		if n != 1 {
-			t.Errorf("%v acked %d times", e, n)
-		}
+		assert.Equal(t, 1, n, "%v acked %d times", e, n)
 	}
 
 	rows, _ := pool.Query(ctx, `SELECT "partition", frontier, high_watermark, lag FROM rheo.lag('work', 'g')`)
 	lags, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLag])
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var total, multiples int64
 	for _, l := range lags {
 		total += l.HighWatermark
 		multiples += l.HighWatermark / retryEvery
-		if l.Frontier != l.HighWatermark || l.Lag != 0 {
-			t.Errorf("partition %d: frontier %d, high watermark %d, lag %d; want the frontier at the high watermark",
-				l.Partition, l.Frontier, l.HighWatermark, l.Lag)
-		}
+		assert.True(t, l.Frontier == l.HighWatermark && l.Lag == 0, "partition %d: frontier %d, high watermark %d, lag %d; want the frontier at the high watermark",
+			l.Partition, l.Frontier, l.HighWatermark, l.Lag)
 	}
-	if len(lags) != partitions || total != events {
-		t.Errorf("lag reports %d partitions holding %d events, want %d holding %d", len(lags), total, partitions, events)
-	}
-	if int64(len(retried)) != multiples {
-		t.Errorf("%d events retried, want one per multiple of %d in each partition: %d", len(retried), retryEvery, multiples)
-	}
+	assert.True(t, len(lags) == partitions && total == events, "lag reports %d partitions holding %d events, want %d holding %d", len(lags), total, partitions, events)
+	assert.Equal(t, multiples, int64(len(retried)), "%d events retried, want one per multiple of %d in each partition: %d", len(retried), retryEvery, multiples)
 	var inflight, pending, dead int64
-	if err := pool.QueryRow(ctx, `SELECT inflight, pending_retry, dead_letters FROM rheo.group_info('work', 'g')`).
-		Scan(&inflight, &pending, &dead); err != nil {
-		t.Fatal(err)
-	}
-	if inflight != 0 || pending != 0 || dead != 0 {
-		t.Errorf("group_info: inflight %d, pending_retry %d, dead_letters %d; want all 0", inflight, pending, dead)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT inflight, pending_retry, dead_letters FROM rheo.group_info('work', 'g')`).
+		Scan(&inflight, &pending, &dead))
+	assert.True(t, inflight == 0 && pending == 0 && dead == 0, "group_info: inflight %d, pending_retry %d, dead_letters %d; want all 0", inflight, pending, dead)
 }
 
 // TestConcurrentExpiringLeases runs competing consumers whose leases
@@ -330,34 +314,20 @@ func TestConcurrentExpiringLeases(t *testing.T) {
 
 	rows, _ := pool.Query(ctx, `SELECT "partition", sequence FROM rheo.dead_letters('exp', 'g', max_count => $1)`, events)
 	dead, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concEvent])
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for e, n := range acked {
-		if n != 1 {
-			t.Errorf("%v acked %d times", e, n)
-		}
+		assert.Equal(t, 1, n, "%v acked %d times", e, n)
 	}
 	for _, e := range dead {
-		if acked[e] != 0 {
-			t.Errorf("%v is both acked and dead-lettered", e)
-		}
+		assert.Equal(t, 0, acked[e], "%v is both acked and dead-lettered", e)
 	}
-	if len(acked)+len(dead) != events {
-		t.Errorf("%d events acked and %d dead-lettered, want %d in all", len(acked), len(dead), events)
-	}
-	if len(dead) == 0 {
-		t.Errorf("no event was dead-lettered: the test did not exercise expiry at the attempt limit")
-	}
+	assert.Equal(t, events, len(acked)+len(dead), "%d events acked and %d dead-lettered, want %d in all", len(acked), len(dead), events)
+	assert.NotEmpty(t, dead, "no event was dead-lettered: the test did not exercise expiry at the attempt limit")
 	rows, _ = pool.Query(ctx, `SELECT "partition", frontier, high_watermark, lag FROM rheo.lag('exp', 'g')`)
 	lags, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLag])
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, l := range lags {
-		if l.Frontier != l.HighWatermark {
-			t.Errorf("partition %d: frontier %d, high watermark %d", l.Partition, l.Frontier, l.HighWatermark)
-		}
+		assert.Equal(t, l.HighWatermark, l.Frontier, "partition %d: frontier %d, high watermark %d", l.Partition, l.Frontier, l.HighWatermark)
 	}
 }
 
@@ -389,23 +359,15 @@ func TestConcurrentFetchInTransaction(t *testing.T) {
 			const fetch = `SELECT lease_id::text, "partition", sequence, attempt FROM rheo.fetch($1, 'g', max_count => $2)`
 
 			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer tx.Rollback(context.WithoutCancel(ctx))
 			rows, _ := tx.Query(ctx, fetch, stream, 2)
 			mine, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(mine) != 2 || mine[0].Sequence != 1 || mine[1].Sequence != 2 {
-				t.Fatalf("the first fetch got %v, want sequences 1 and 2", mine)
-			}
+			require.NoError(t, err)
+			require.True(t, len(mine) == 2 && mine[0].Sequence == 1 && mine[1].Sequence == 2, "the first fetch got %v, want sequences 1 and 2", mine)
 
 			other, err := pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer other.Release()
 			var theirs []concLease
 			done := make(chan error, 1)
@@ -422,28 +384,19 @@ func TestConcurrentFetchInTransaction(t *testing.T) {
 			} else {
 				err = tx.Rollback(ctx)
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; err != nil {
-				t.Fatalf("the other fetch: %v", err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, <-done, "the other fetch")
 			var got []concEvent
 			for _, l := range theirs {
 				got = append(got, l.event())
-				if l.Attempt != 1 {
-					t.Errorf("the other fetch got %v at attempt %d, want 1", l.event(), l.Attempt)
-				}
+				assert.Equal(t, 1, l.Attempt, "the other fetch got %v at attempt %d, want 1", l.event(), l.Attempt)
 			}
-			if fmt.Sprint(got) != fmt.Sprint(tc.wantOther) {
-				t.Errorf("the other fetch got %v, want %v", got, tc.wantOther)
-			}
+			assert.Equal(t, fmt.Sprint(tc.wantOther), fmt.Sprint(got), "the other fetch got %v, want %v", got, tc.wantOther)
 			_, err = pool.Exec(ctx, `SELECT rheo.ack($1)`, mine[0].LeaseID)
-			switch {
-			case tc.commit && err != nil:
-				t.Errorf("ack of a committed claim: %v", err)
-			case !tc.commit && !concIsStale(err):
-				t.Errorf("ack of a rolled-back claim: %v, want stale_lease (RH004)", err)
+			if tc.commit {
+				assert.NoError(t, err, "ack of a committed claim")
+			} else {
+				assert.True(t, concIsStale(err), "ack of a rolled-back claim: %v, want stale_lease (RH004)", err)
 			}
 		})
 	}
@@ -489,20 +442,14 @@ func TestConcurrentLateCommit(t *testing.T) {
 
 	// A appends and stays open.
 	txA, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer txA.Rollback(context.WithoutCancel(ctx))
 	var seqA int64
-	if err := txA.QueryRow(ctx, `SELECT sequence FROM rheo.append('late', '{"writer": "A"}')`).Scan(&seqA); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, txA.QueryRow(ctx, `SELECT sequence FROM rheo.append('late', '{"writer": "A"}')`).Scan(&seqA))
 
 	// B appends to the same partition and must wait for A.
 	connB, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer connB.Release()
 	pidB := connB.Conn().PgConn().PID()
 	var seqB int64
@@ -513,26 +460,16 @@ func TestConcurrentLateCommit(t *testing.T) {
 	concWaitForLock(ctx, t, pool, pidB)
 	select {
 	case err := <-doneB:
-		t.Fatalf("B's append returned (%v) while A's transaction was open", err)
+		require.FailNow(t, fmt.Sprintf("B's append returned (%v) while A's transaction was open", err))
 	default:
 	}
 
-	if err := txA.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-doneB; err != nil {
-		t.Fatalf("B's append: %v", err)
-	}
-	if err := <-readerDone; err != nil {
-		t.Fatalf("reader: %v", err)
-	}
-	if seqA != 1 || seqB != 2 {
-		t.Errorf("A got sequence %d and B %d, want 1 and 2", seqA, seqB)
-	}
+	require.NoError(t, txA.Commit(ctx))
+	require.NoError(t, <-doneB, "B's append")
+	require.NoError(t, <-readerDone, "reader")
+	assert.Equal(t, []int64{1, 2}, []int64{seqA, seqB}, "A got sequence %d and B %d, want 1 and 2", seqA, seqB)
 	want := []seenEvent{{1, "A"}, {2, "B"}}
-	if fmt.Sprint(seen) != fmt.Sprint(want) {
-		t.Errorf("the reader saw %v, want %v", seen, want)
-	}
+	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(seen), "the reader saw %v, want %v", seen, want)
 }
 
 // TestConcurrentAppendSameID appends one id from two transactions at once:
@@ -574,19 +511,13 @@ func TestConcurrentAppendSameID(t *testing.T) {
 			stream := fmt.Sprintf("ids-%d", i)
 			concExec(ctx, t, pool, `SELECT rheo.create_stream($1, 2)`, stream)
 			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer tx.Rollback(context.WithoutCancel(ctx))
 			var first concEvent
-			if err := tx.QueryRow(ctx, winner, stream).Scan(&first.Partition, &first.Sequence); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tx.QueryRow(ctx, winner, stream).Scan(&first.Partition, &first.Sequence))
 
 			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer conn.Release()
 			var second concEvent
 			done := make(chan error, 1)
@@ -594,36 +525,24 @@ func TestConcurrentAppendSameID(t *testing.T) {
 				done <- conn.QueryRow(ctx, tc.loser, stream).Scan(&second.Partition, &second.Sequence)
 			}()
 			concWaitForLock(ctx, t, pool, conn.Conn().PgConn().PID())
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tx.Commit(ctx))
 			err = <-done
 
 			var pgErr *pgconn.PgError
-			switch {
-			case tc.wantRepeat && err != nil:
-				t.Fatalf("the loser's append: %v, want the stored event", err)
-			case tc.wantRepeat && second != first:
-				t.Errorf("the loser's append returned %v, want the stored %v", second, first)
-			case !tc.wantRepeat && !(errors.As(err, &pgErr) && pgErr.Code == rheo.ErrAlreadyExists.Code):
-				t.Errorf("the loser's append: %v, want already_exists (RH003)", err)
+			if tc.wantRepeat {
+				require.NoError(t, err, "the loser's append: want the stored event")
+				assert.Equal(t, first, second, "the loser's append returned %v, want the stored %v", second, first)
+			} else {
+				assert.True(t, errors.As(err, &pgErr) && pgErr.Code == rheo.ErrAlreadyExists.Code, "the loser's append: %v, want already_exists (RH003)", err)
 			}
 
 			var stored int64
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.events WHERE stream = $1`, stream).Scan(&stored); err != nil {
-				t.Fatal(err)
-			}
-			if stored != 1 {
-				t.Errorf("%d events stored, want 1", stored)
-			}
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rheo.events WHERE stream = $1`, stream).Scan(&stored))
+			assert.Equal(t, int64(1), stored, "%d events stored, want 1", stored)
 			for p, want := range []int64{2, 1} {
 				var seq int64
-				if err := pool.QueryRow(ctx, `SELECT sequence FROM rheo.append($1, '{}', "partition" => $2)`, stream, p).Scan(&seq); err != nil {
-					t.Fatal(err)
-				}
-				if seq != want {
-					t.Errorf("the next append to partition %d got sequence %d, want %d: the loser allocated a sequence", p, seq, want)
-				}
+				require.NoError(t, pool.QueryRow(ctx, `SELECT sequence FROM rheo.append($1, '{}', "partition" => $2)`, stream, p).Scan(&seq))
+				assert.Equal(t, want, seq, "the next append to partition %d got sequence %d, want %d: the loser allocated a sequence", p, seq, want)
 			}
 		})
 	}
@@ -652,18 +571,12 @@ func TestConcurrentAppendBatchOfHeldIDs(t *testing.T) {
 	var producers []producer
 	for i := range 3 {
 		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer tx.Rollback(context.WithoutCancel(ctx))
 		p := producer{tx: tx}
-		if err := tx.QueryRow(ctx, `SELECT "partition", sequence FROM rheo.append('held', '{"v": 1}', "partition" => $1, id => $2)`,
-			i, fmt.Sprint("id-", i)).Scan(&p.ev.Partition, &p.ev.Sequence); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.QueryRow(ctx, `SELECT txid_current()`).Scan(&p.xid); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tx.QueryRow(ctx, `SELECT "partition", sequence FROM rheo.append('held', '{"v": 1}', "partition" => $1, id => $2)`,
+			i, fmt.Sprint("id-", i)).Scan(&p.ev.Partition, &p.ev.Sequence))
+		require.NoError(t, tx.QueryRow(ctx, `SELECT txid_current()`).Scan(&p.xid))
 		producers = append(producers, p)
 	}
 
@@ -679,24 +592,14 @@ func TestConcurrentAppendBatchOfHeldIDs(t *testing.T) {
 	})
 	for _, p := range producers {
 		concWaitForXact(ctx, t, pool, batch.pid, p.xid)
-		if err := p.tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.tx.Commit(ctx))
 	}
-	if err := batch.wait(); err != nil {
-		t.Fatalf("the batch: %v, want the three stored events", err)
-	}
+	require.NoError(t, batch.wait(), "the batch: want the three stored events")
 	want := []concEvent{producers[0].ev, producers[1].ev, producers[2].ev}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("the batch returned %v, want the stored %v", got, want)
-	}
+	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "the batch returned %v, want the stored %v", got, want)
 	var next int64
-	if err := pool.QueryRow(ctx, `SELECT sequence FROM rheo.append('held', '{}', "partition" => 3)`).Scan(&next); err != nil {
-		t.Fatal(err)
-	}
-	if next != 1 {
-		t.Errorf("the next append to partition 3 got sequence %d, want 1: the batch allocated", next)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sequence FROM rheo.append('held', '{}', "partition" => 3)`).Scan(&next))
+	assert.Equal(t, int64(1), next, "the next append to partition 3 got sequence %d, want 1: the batch allocated", next)
 }
 
 // TestConcurrentAppendSameIDRepeatableRead appends, in a repeatable read
@@ -730,40 +633,25 @@ func TestConcurrentAppendSameIDRepeatableRead(t *testing.T) {
 			const appendX = `SELECT sequence FROM rheo.append($1, '{"v": 1}', "partition" => 0, id => 'x')`
 
 			tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer tx.Rollback(context.WithoutCancel(ctx))
-			if _, err := tx.Exec(ctx, `SELECT count(*) FROM rheo.events`); err != nil { // takes the snapshot
-				t.Fatal(err)
-			}
+			_, err = tx.Exec(ctx, `SELECT count(*) FROM rheo.events`) // takes the snapshot
+			require.NoError(t, err)
 			var stored int64
-			if err := pool.QueryRow(ctx, tc.twin, stream).Scan(&stored); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, pool.QueryRow(ctx, tc.twin, stream).Scan(&stored))
 
 			var seq int64
 			err = tx.QueryRow(ctx, appendX, stream).Scan(&seq)
 			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || pgErr.Code != "40001" || pgErr.Message != tc.message {
-				t.Fatalf("the repeatable read append: %v, want 40001 %s", err, tc.message)
-			}
+			require.True(t, errors.As(err, &pgErr) && pgErr.Code == "40001" && pgErr.Message == tc.message, "the repeatable read append: %v, want 40001 %s", err, tc.message)
 			_ = tx.Rollback(ctx)
 
 			retry, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer retry.Rollback(context.WithoutCancel(ctx))
-			if err := retry.QueryRow(ctx, appendX, stream).Scan(&seq); err != nil {
-				t.Fatalf("the retried append: %v", err)
-			}
-			if seq != stored {
-				t.Errorf("the retried append returned sequence %d, want the stored %d", seq, stored)
-			}
-			if err := retry.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, retry.QueryRow(ctx, appendX, stream).Scan(&seq), "the retried append")
+			assert.Equal(t, stored, seq, "the retried append returned sequence %d, want the stored %d", seq, stored)
+			require.NoError(t, retry.Commit(ctx))
 		})
 	}
 }
@@ -785,12 +673,8 @@ func TestConcurrentAckSameLease(t *testing.T) {
 	concExec(ctx, t, pool, `SELECT rheo.create_group('dup', 'g')`)
 	rows, _ := pool.Query(ctx, `SELECT lease_id::text FROM rheo.fetch('dup', 'g', max_count => $1, lease_ms => 600000)`, races+2)
 	leases, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(leases) != races+2 {
-		t.Fatalf("fetched %d leases, want %d", len(leases), races+2)
-	}
+	require.NoError(t, err)
+	require.Len(t, leases, races+2, "fetched %d leases, want %d", len(leases), races+2)
 
 	t.Run("racing acks", func(t *testing.T) {
 		for _, id := range leases[:races] {
@@ -819,18 +703,13 @@ func TestConcurrentAckSameLease(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer tx.Rollback(context.WithoutCancel(ctx))
-			if _, err := tx.Exec(ctx, `SELECT rheo.ack($1)`, tc.lease); err != nil {
-				t.Fatalf("first ack: %v", err)
-			}
+			_, err = tx.Exec(ctx, `SELECT rheo.ack($1)`, tc.lease)
+			require.NoError(t, err, "first ack")
 
 			second, err := pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer second.Release()
 			done := make(chan error, 1)
 			go func() {
@@ -844,26 +723,19 @@ func TestConcurrentAckSameLease(t *testing.T) {
 			} else {
 				err = tx.Rollback(ctx)
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			err = <-done
-			switch {
-			case tc.wantStale && !concIsStale(err):
-				t.Errorf("second ack after the first committed: got %v, want stale_lease (RH004)", err)
-			case !tc.wantStale && err != nil:
-				t.Errorf("second ack after the first rolled back: %v, want success", err)
+			if tc.wantStale {
+				assert.True(t, concIsStale(err), "second ack after the first committed: got %v, want stale_lease (RH004)", err)
+			} else {
+				assert.NoError(t, err, "second ack after the first rolled back: want success")
 			}
 		})
 	}
 
 	var frontier int64
-	if err := pool.QueryRow(ctx, `SELECT frontier FROM rheo.lag('dup', 'g')`).Scan(&frontier); err != nil {
-		t.Fatal(err)
-	}
-	if frontier != races+2 {
-		t.Errorf("frontier %d after acking every lease, want %d", frontier, races+2)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT frontier FROM rheo.lag('dup', 'g')`).Scan(&frontier))
+	assert.Equal(t, int64(races+2), frontier, "frontier %d after acking every lease, want %d", frontier, races+2)
 }
 
 // TestConcurrentFetchDuringReplay interleaves a fetch with a replay or
@@ -907,13 +779,10 @@ func TestConcurrentFetchDuringReplay(t *testing.T) {
 
 			// 1. The replaying transaction holds partition 0's cursor.
 			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer tx.Rollback(context.WithoutCancel(ctx))
-			if _, err := tx.Exec(ctx, tc.first, stream); err != nil {
-				t.Fatal(err)
-			}
+			_, err = tx.Exec(ctx, tc.first, stream)
+			require.NoError(t, err)
 
 			// 2. A fetch covers both partitions: partition 0 is held, and
 			// partition 1 has only the expired lease.
@@ -925,15 +794,10 @@ func TestConcurrentFetchDuringReplay(t *testing.T) {
 			concFinishedOrWaiting(ctx, t, pool, fetch)
 
 			// 3. The replaying transaction goes on to partition 1, then commits.
-			if _, err := tx.Exec(ctx, tc.second, stream); err != nil {
-				t.Fatalf("%s of partition 1 while a fetch runs: %v", tc.name, err)
-			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := fetch.wait(); err != nil {
-				t.Fatalf("fetch: %v", err)
-			}
+			_, err = tx.Exec(ctx, tc.second, stream)
+			require.NoError(t, err, "%s of partition 1 while a fetch runs", tc.name)
+			require.NoError(t, tx.Commit(ctx))
+			require.NoError(t, fetch.wait(), "fetch")
 		})
 	}
 }
@@ -962,9 +826,7 @@ func TestConcurrentAckBatchDuringReplay(t *testing.T) {
 	fetch := func(max int) []string {
 		rows, _ := pool.Query(ctx, `SELECT lease_id::text FROM rheo.fetch('churn', 'g', max_count => $1, lease_ms => 3600000)`, max)
 		leases, err := pgx.CollectRows(rows, pgx.RowTo[string]) // in sequence order
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return leases
 	}
 	first := fetch(50)
@@ -974,24 +836,17 @@ func TestConcurrentAckBatchDuringReplay(t *testing.T) {
 	again := fetch(25) // sequences 1-25, their rows rewritten
 	picked := []string{again[0], first[26], first[27]}
 	var inTableOrder bool
-	if err := pool.QueryRow(ctx, `
+	require.NoError(t, pool.QueryRow(ctx, `
 		SELECT (SELECT ctid FROM rheo.deliveries WHERE lease_id = $2) < (SELECT ctid FROM rheo.deliveries WHERE lease_id = $3)
 		   AND (SELECT ctid FROM rheo.deliveries WHERE lease_id = $3) < (SELECT ctid FROM rheo.deliveries WHERE lease_id = $1)`,
-		picked[0], picked[1], picked[2]).Scan(&inTableOrder); err != nil {
-		t.Fatal(err)
-	}
-	if !inTableOrder {
-		t.Fatal("the setup did not place x's delivery row after y's and h's")
-	}
+		picked[0], picked[1], picked[2]).Scan(&inTableOrder))
+	require.True(t, inTableOrder, "the setup did not place x's delivery row after y's and h's")
 
 	holder, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer holder.Rollback(context.WithoutCancel(ctx))
-	if _, err := holder.Exec(ctx, `SELECT 1 FROM rheo.deliveries WHERE lease_id = $1 FOR UPDATE`, picked[2]); err != nil {
-		t.Fatal(err)
-	}
+	_, err = holder.Exec(ctx, `SELECT 1 FROM rheo.deliveries WHERE lease_id = $1 FOR UPDATE`, picked[2])
+	require.NoError(t, err)
 
 	var oks []bool
 	ack := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
@@ -1007,18 +862,10 @@ func TestConcurrentAckBatchDuringReplay(t *testing.T) {
 	})
 	concWaitForLock(ctx, t, pool, replay.pid)
 
-	if err := holder.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := ack.wait(); err != nil {
-		t.Errorf("ack_batch: %v", err)
-	}
-	if err := replay.wait(); err != nil {
-		t.Errorf("replay: %v", err)
-	}
-	if !slices.Equal(oks, []bool{true, true, true}) {
-		t.Errorf("ack_batch reported %v, want all three settled: it held the first before the replay could", oks)
-	}
+	require.NoError(t, holder.Commit(ctx))
+	assert.NoError(t, ack.wait(), "ack_batch")
+	assert.NoError(t, replay.wait(), "replay")
+	assert.Equal(t, []bool{true, true, true}, oks, "ack_batch reported %v, want all three settled: it held the first before the replay could", oks)
 }
 
 // TestConcurrentDropStreamDuringAppends drops a stream while a
@@ -1038,13 +885,10 @@ func TestConcurrentDropStreamDuringAppends(t *testing.T) {
 	concExec(ctx, t, pool, `SELECT rheo.append('doomed', '{}')`)
 
 	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, `SELECT rheo.append('doomed', '{"in": "progress"}')`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = tx.Exec(ctx, `SELECT rheo.append('doomed', '{"in": "progress"}')`)
+	require.NoError(t, err)
 
 	var deleted int64
 	drop := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
@@ -1055,40 +899,25 @@ func TestConcurrentDropStreamDuringAppends(t *testing.T) {
 		_, err := conn.Exec(ctx, `SELECT rheo.append('doomed', '{"late": true}')`)
 		return err
 	})
-	if _, err := tx.Exec(ctx, `SELECT rheo.append('doomed', '{"in": "progress", "again": true}')`); err != nil {
-		t.Fatalf("the second append of the transaction the drop waits for: %v", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := drop.wait(); err != nil {
-		t.Fatalf("drop_stream: %v", err)
-	}
+	_, err = tx.Exec(ctx, `SELECT rheo.append('doomed', '{"in": "progress", "again": true}')`)
+	require.NoError(t, err, "the second append of the transaction the drop waits for")
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, drop.wait(), "drop_stream")
 	err = late.wait()
 	var pgErr *pgconn.PgError
-	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == rheo.ErrStreamNotFound.Code) {
-		t.Errorf("the append that met the drop: %v, want success before it or stream_not_found", err)
-	}
+	assert.False(t, err != nil && !(errors.As(err, &pgErr) && pgErr.Code == rheo.ErrStreamNotFound.Code), "the append that met the drop: %v, want success before it or stream_not_found", err)
 	// The late append waits for the partition's row like the drop does; it
 	// may take it first, and then its event is dropped with the others.
 	want := int64(3)
 	if err == nil {
 		want = 4
 	}
-	if deleted != want {
-		t.Errorf("drop_stream deleted %d events, want %d: the two in progress too (late append error: %v)", deleted, want, err)
-	}
+	assert.Equal(t, want, deleted, "drop_stream deleted %d events, want %d: the two in progress too (late append error: %v)", deleted, want, err)
 	var left int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.events WHERE stream = 'doomed'`).Scan(&left); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rheo.events WHERE stream = 'doomed'`).Scan(&left))
 	var exists bool
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM rheo.streams WHERE stream = 'doomed')`).Scan(&exists); err != nil {
-		t.Fatal(err)
-	}
-	if left != 0 && !exists {
-		t.Errorf("%d events outlive their dropped stream", left)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM rheo.streams WHERE stream = 'doomed')`).Scan(&exists))
+	assert.True(t, left == 0 || exists, "%d events outlive their dropped stream", left)
 }
 
 // TestConcurrentFetchDuringPrune fetches from a partition while a prune
@@ -1105,25 +934,16 @@ func TestConcurrentFetchDuringPrune(t *testing.T) {
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
 	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Release()
 	// A fetch that waited for the prune would fail here, not hang.
-	if _, err := conn.Exec(ctx, `SET lock_timeout = '10s'`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = conn.Exec(ctx, `SET lock_timeout = '10s'`)
+	require.NoError(t, err)
 	rows, _ := conn.Query(ctx, `SELECT sequence FROM rheo.fetch('pruned_while_read', 'g', max_count => 10)`)
 	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatalf("fetch during the prune: %v", err)
-	}
-	if !slices.Equal(got, []int64{7, 8, 9, 10}) {
-		t.Errorf("fetch during the prune returned %v, want [7 8 9 10]", got)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "fetch during the prune")
+	assert.Equal(t, []int64{7, 8, 9, 10}, got, "fetch during the prune returned %v, want [7 8 9 10]", got)
+	require.NoError(t, tx.Commit(ctx))
 }
 
 // TestConcurrentReplayDuringPrune replays a group while a prune of its
@@ -1144,29 +964,17 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 		return conn.QueryRow(ctx, `SELECT rheo.replay('aging', 'g', from_sequence => 0)`).Scan(&reopened)
 	})
 	concWaitForLock(ctx, t, pool, replay.pid)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := replay.wait(); err != nil {
-		t.Fatalf("replay: %v", err)
-	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, replay.wait(), "replay")
 	var next int64
-	if err := pool.QueryRow(ctx, `SELECT c.next_sequence FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
-		WHERE g.group_name = 'g'`).Scan(&next); err != nil {
-		t.Fatal(err)
-	}
-	if next != 11 || reopened != 0 {
-		t.Errorf("after the replay the cursor is at %d and %d events were reopened, want 11 and 0: it went below the low watermark", next, reopened)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT c.next_sequence FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
+		WHERE g.group_name = 'g'`).Scan(&next))
+	assert.True(t, next == 11 && reopened == 0, "after the replay the cursor is at %d and %d events were reopened, want 11 and 0: it went below the low watermark", next, reopened)
 	concExec(ctx, t, pool, `SELECT rheo.append('aging', '{}')`)
 	rows, _ := pool.Query(ctx, `SELECT sequence FROM rheo.fetch('aging', 'g')`)
 	got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(got, []int64{11}) {
-		t.Errorf("fetch after the prune and replay returned %v, want [11]", got)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, []int64{11}, got, "fetch after the prune and replay returned %v, want [11]", got)
 }
 
 // TestConcurrentPruneDuringAppendTransaction prunes a stream while a
@@ -1188,43 +996,27 @@ func TestConcurrentPruneDuringAppendTransaction(t *testing.T) {
 		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
 
 	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, `SELECT rheo.append('outbox', '{"n": 11}', clock => '2030-01-01 02:00Z')`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = tx.Exec(ctx, `SELECT rheo.append('outbox', '{"n": 11}', clock => '2030-01-01 02:00Z')`)
+	require.NoError(t, err)
 	var pruned int64
 	prune := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
 		return conn.QueryRow(ctx, `SELECT rheo.prune('outbox', clock => '2030-01-01 02:00Z')`).Scan(&pruned)
 	})
 	concWaitForLock(ctx, t, pool, prune.pid)
-	if _, err := tx.Exec(ctx, `SELECT rheo.append('outbox', '{"n": 12}', clock => '2030-01-01 02:00Z')`); err != nil {
-		t.Fatalf("the second append of the transaction the prune waits for: %v", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := prune.wait(); err != nil {
-		t.Fatalf("prune: %v", err)
-	}
-	if pruned != 10 {
-		t.Errorf("pruned %d events, want the 10 aged ones", pruned)
-	}
+	_, err = tx.Exec(ctx, `SELECT rheo.append('outbox', '{"n": 12}', clock => '2030-01-01 02:00Z')`)
+	require.NoError(t, err, "the second append of the transaction the prune waits for")
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, prune.wait(), "prune")
+	assert.Equal(t, int64(10), pruned, "pruned %d events, want the 10 aged ones", pruned)
 	var low, high int64
-	if err := pool.QueryRow(ctx, `SELECT low_watermark, high_watermark FROM rheo.stream_info('outbox')`).Scan(&low, &high); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT low_watermark, high_watermark FROM rheo.stream_info('outbox')`).Scan(&low, &high))
 	var kept []int64
 	rows, _ := pool.Query(ctx, `SELECT sequence FROM rheo.events WHERE stream = 'outbox' ORDER BY sequence`)
 	kept, err = pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if low != 11 || high != 12 || !slices.Equal(kept, []int64{11, 12}) {
-		t.Errorf("after the prune: low %d, high %d, events %v; want 11, 12, [11 12]", low, high, kept)
-	}
+	require.NoError(t, err)
+	assert.True(t, low == 11 && high == 12 && slices.Equal(kept, []int64{11, 12}), "after the prune: low %d, high %d, events %v; want 11, 12, [11 12]", low, high, kept)
 }
 
 // TestConcurrentCreateGroupDuringPrune creates a group while a prune of
@@ -1243,36 +1035,22 @@ func TestConcurrentCreateGroupDuringPrune(t *testing.T) {
 		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
 
 	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var pruned int64
-	if err := tx.QueryRow(ctx, `SELECT rheo.prune('young', clock => '2030-01-01 02:00Z')`).Scan(&pruned); err != nil {
-		t.Fatal(err)
-	}
-	if pruned != 10 {
-		t.Fatalf("pruned %d, want 10", pruned)
-	}
+	require.NoError(t, tx.QueryRow(ctx, `SELECT rheo.prune('young', clock => '2030-01-01 02:00Z')`).Scan(&pruned))
+	require.Equal(t, int64(10), pruned, "pruned %d, want 10", pruned)
 	create := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
 		_, err := conn.Exec(ctx, `SELECT rheo.create_group('young', 'late')`)
 		return err
 	})
 	concWaitForLock(ctx, t, pool, create.pid)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := create.wait(); err != nil {
-		t.Fatalf("create_group: %v", err)
-	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, create.wait(), "create_group")
 	var next int64
-	if err := pool.QueryRow(ctx, `SELECT c.next_sequence FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
-		WHERE g.stream = 'young' AND g.group_name = 'late'`).Scan(&next); err != nil {
-		t.Fatal(err)
-	}
-	if next != 11 {
-		t.Errorf("the group created during the prune starts at %d, want 11, the new low watermark", next)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT c.next_sequence FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
+		WHERE g.stream = 'young' AND g.group_name = 'late'`).Scan(&next))
+	assert.Equal(t, int64(11), next, "the group created during the prune starts at %d, want 11, the new low watermark", next)
 }
 
 // concFinishedOrWaiting returns once b has finished or its backend waits
@@ -1281,10 +1059,8 @@ func concFinishedOrWaiting(ctx context.Context, t *testing.T, pool *pgxpool.Pool
 	t.Helper()
 	for !b.finished() {
 		var waiting bool
-		if err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`,
-			int64(b.pid)).Scan(&waiting); err != nil {
-			t.Fatalf("watch backend %d: %v", b.pid, err)
-		}
+		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`,
+			int64(b.pid)).Scan(&waiting), "watch backend %d", b.pid)
 		if waiting {
 			return
 		}
@@ -1307,13 +1083,10 @@ func TestSQLNotify(t *testing.T) {
 	concExec(ctx, t, pool, `SELECT rheo.create_stream('n', 4)`)
 	concExec(ctx, t, pool, `SELECT rheo.create_stream('end-marker')`)
 	listener, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer listener.Release()
-	if _, err := listener.Exec(ctx, `LISTEN rheo_events`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = listener.Exec(ctx, `LISTEN rheo_events`)
+	require.NoError(t, err)
 	defer listener.Exec(context.WithoutCancel(ctx), `UNLISTEN *`)
 
 	// until returns the notifications received before the end marker.
@@ -1331,9 +1104,7 @@ func TestSQLNotify(t *testing.T) {
 	}
 	want := func(t *testing.T, got []concNotification, want ...concNotification) {
 		t.Helper()
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("notifications %v, want %v", got, want)
-		}
+		assert.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "notifications %v, want %v", got, want)
 	}
 
 	t.Run("append notifies its partition with its sequence", func(t *testing.T) {
@@ -1362,55 +1133,38 @@ func TestSQLNotify(t *testing.T) {
 	})
 	t.Run("nothing before commit, nothing after rollback", func(t *testing.T) {
 		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		if _, err := tx.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 3)`); err != nil {
-			t.Fatal(err)
-		}
+		_, err = tx.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 3)`)
+		require.NoError(t, err)
 		want(t, until(t))
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tx.Commit(ctx))
 		want(t, until(t), concNotification{"n", 3, 3})
 
 		tx, err = pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer tx.Rollback(context.WithoutCancel(ctx))
-		if _, err := tx.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 3)`); err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Rollback(ctx); err != nil {
-			t.Fatal(err)
-		}
+		_, err = tx.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 3)`)
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(ctx))
 		want(t, until(t))
 	})
 	t.Run("SET rheo.notify = off silences the session", func(t *testing.T) {
 		conn, err := pool.Acquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer conn.Release()
-		if _, err := conn.Exec(ctx, `SET rheo.notify = 'off'`); err != nil {
-			t.Fatal(err)
-		}
+		_, err = conn.Exec(ctx, `SET rheo.notify = 'off'`)
+		require.NoError(t, err)
 		defer conn.Exec(context.WithoutCancel(ctx), `RESET rheo.notify`)
-		if _, err := conn.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 0)`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, `SELECT count(*) FROM rheo.append_batch('n', '[{}, {}]', "partition" => 1)`); err != nil {
-			t.Fatal(err)
-		}
+		_, err = conn.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 0)`)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, `SELECT count(*) FROM rheo.append_batch('n', '[{}, {}]', "partition" => 1)`)
+		require.NoError(t, err)
 		want(t, until(t))
-		if _, err := conn.Exec(ctx, `RESET rheo.notify`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 0)`); err != nil {
-			t.Fatal(err)
-		}
+		_, err = conn.Exec(ctx, `RESET rheo.notify`)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, `SELECT rheo.append('n', '{}', "partition" => 0)`)
+		require.NoError(t, err)
 		want(t, until(t), concNotification{"n", 0, 4})
 	})
 }
@@ -1435,9 +1189,7 @@ func concRun(cancel context.CancelFunc, t *testing.T, n int, work func(i int) er
 	close(errs)
 	for err := range errs {
 		// Workers stopped by another's failure report context.Canceled.
-		if !errors.Is(err, context.Canceled) {
-			t.Error(err)
-		}
+		assert.ErrorIs(t, err, context.Canceled)
 	}
 }
 
@@ -1455,18 +1207,12 @@ func concNextNotification(ctx context.Context, t *testing.T, conn *pgx.Conn) con
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	msg, err := conn.WaitForNotification(ctx)
-	if err != nil {
-		t.Fatalf("wait for a notification: %v", err)
-	}
-	if msg.Channel != "rheo_events" {
-		t.Fatalf("notification on channel %q, want rheo_events", msg.Channel)
-	}
+	require.NoError(t, err, "wait for a notification")
+	require.Equal(t, "rheo_events", msg.Channel, "notification on channel %q, want rheo_events", msg.Channel)
 	var n concNotification
 	dec := json.NewDecoder(strings.NewReader(msg.Payload))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&n); err != nil {
-		t.Fatalf("notification payload %q: %v", msg.Payload, err)
-	}
+	require.NoError(t, dec.Decode(&n), "notification payload %q", msg.Payload)
 	return n
 }
 
@@ -1520,14 +1266,10 @@ type concLag struct {
 func concPool(t *testing.T, size int32) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtapInstalledDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cfg.MaxConns = size
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return pool
 }
 
@@ -1543,27 +1285,22 @@ func concPruneUncommitted(ctx context.Context, t *testing.T, pool *pgxpool.Pool,
 		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`, stream)
 	concExec(ctx, t, pool, `SELECT rheo.create_group($1, 'g', start_after => $2)`, stream, startAfter)
 	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var pruned int64
-	if err := tx.QueryRow(ctx, `SELECT rheo.prune($1, clock => '2030-01-01 02:00Z')`, stream).Scan(&pruned); err != nil {
+	err = tx.QueryRow(ctx, `SELECT rheo.prune($1, clock => '2030-01-01 02:00Z')`, stream).Scan(&pruned)
+	if err != nil || pruned != startAfter {
 		_ = tx.Rollback(context.WithoutCancel(ctx))
-		t.Fatal(err)
 	}
-	if pruned != startAfter {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		t.Fatalf("pruned %d, want %d", pruned, startAfter)
-	}
+	require.NoError(t, err)
+	require.Equal(t, startAfter, pruned, "pruned %d, want %d", pruned, startAfter)
 	return tx
 }
 
 // concExec runs one statement and fails the test on error.
 func concExec(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
 	t.Helper()
-	if _, err := pool.Exec(ctx, sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
+	_, err := pool.Exec(ctx, sql, args...)
+	require.NoError(t, err, "%s", sql)
 }
 
 // concWaitForLock returns once the backend pid waits on a lock.
@@ -1573,9 +1310,7 @@ func concWaitForLock(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid 
 		var waiting bool
 		err := pool.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`,
 			int64(pid)).Scan(&waiting)
-		if err != nil {
-			t.Fatalf("wait for backend %d to wait on a lock: %v", pid, err)
-		}
+		require.NoError(t, err, "wait for backend %d to wait on a lock", pid)
 		if waiting {
 			return
 		}
@@ -1594,9 +1329,7 @@ type concBackground struct {
 func concGo(ctx context.Context, t *testing.T, pool *pgxpool.Pool, fn func(conn *pgxpool.Conn) error) *concBackground {
 	t.Helper()
 	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b := &concBackground{pid: conn.Conn().PgConn().PID(), done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
@@ -1632,9 +1365,7 @@ func concWaitForXact(ctx context.Context, t *testing.T, pool *pgxpool.Pool, pid 
 			SELECT EXISTS (SELECT FROM pg_locks l
 			                WHERE l.pid = $1 AND NOT l.granted AND l.locktype = 'transactionid'
 			                  AND l.transactionid::text::bigint = $2)`, int64(pid), xid).Scan(&waiting)
-		if err != nil {
-			t.Fatalf("wait for backend %d to wait for transaction %d: %v", pid, xid, err)
-		}
+		require.NoError(t, err, "wait for backend %d to wait for transaction %d", pid, xid)
 		if waiting {
 			return
 		}
@@ -1650,9 +1381,7 @@ func concIsStale(err error) bool {
 // concOneWinsOneStale checks the outcomes of two settles of one lease.
 func concOneWinsOneStale(t *testing.T, lease string, a, b error) {
 	t.Helper()
-	if !(a == nil && concIsStale(b)) && !(b == nil && concIsStale(a)) {
-		t.Errorf("two acks of lease %s: got %v and %v, want one success and one stale_lease", lease, a, b)
-	}
+	assert.True(t, (a == nil && concIsStale(b)) || (b == nil && concIsStale(a)), "two acks of lease %s: got %v and %v, want one success and one stale_lease", lease, a, b)
 }
 
 // TestConcurrentKeyOrdering drains a 'key' group with 8 competing
@@ -1799,15 +1528,11 @@ func TestConcurrentKeyOrdering(t *testing.T) {
 		slices.SortFunc(hs, func(a, b handling) int { return int(a.start - b.start) })
 		for i := 1; i < len(hs); i++ {
 			prev, h := hs[i-1], hs[i]
-			if h.start < prev.end {
-				t.Errorf("key %s: %v (attempt %d, %s) started at %d, before %v (attempt %d, %s) ended at %d",
-					key, h.event, h.attempt, h.consumer, h.start, prev.event, prev.attempt, prev.consumer, prev.end)
-			}
-			if h.event.Partition != prev.event.Partition || h.event.Sequence < prev.event.Sequence {
-				t.Errorf("key %s: %v handled after %v", key, h.event, prev.event)
-			}
-			if h.event == prev.event && h.attempt != prev.attempt+1 {
-				t.Errorf("key %s: %v at attempt %d after attempt %d", key, h.event, h.attempt, prev.attempt)
+			assert.GreaterOrEqual(t, h.start, prev.end, "key %s: %v (attempt %d, %s) started at %d, before %v (attempt %d, %s) ended at %d",
+				key, h.event, h.attempt, h.consumer, h.start, prev.event, prev.attempt, prev.consumer, prev.end)
+			assert.True(t, h.event.Partition == prev.event.Partition && h.event.Sequence >= prev.event.Sequence, "key %s: %v handled after %v", key, h.event, prev.event)
+			if h.event == prev.event {
+				assert.Equal(t, prev.attempt+1, h.attempt, "key %s: %v at attempt %d after attempt %d", key, h.event, h.attempt, prev.attempt)
 			}
 		}
 	}
@@ -1821,29 +1546,17 @@ func TestConcurrentKeyOrdering(t *testing.T) {
 	}
 	rows, _ := pool.Query(ctx, `SELECT "partition", sequence FROM rheo.dead_letters('ordered', 'g', max_count => $1)`, events)
 	dead, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concEvent])
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, e := range dead {
-		if acked[e] > 0 {
-			t.Errorf("%v both acked and dead-lettered", e)
-		}
+		assert.Zero(t, acked[e], "%v both acked and dead-lettered", e)
 	}
 	for e, n := range acked {
-		if n != 1 {
-			t.Errorf("%v acked %d times", e, n)
-		}
+		assert.Equal(t, 1, n, "%v acked %d times", e, n)
 	}
-	if len(acked)+len(dead) != events {
-		t.Errorf("%d events acked and %d dead-lettered, want %d in all", len(acked), len(dead), events)
-	}
+	assert.Equal(t, events, len(acked)+len(dead), "%d events acked and %d dead-lettered, want %d in all", len(acked), len(dead), events)
 	var remaining int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.deliveries`).Scan(&remaining); err != nil {
-		t.Fatal(err)
-	}
-	if remaining != 0 {
-		t.Errorf("%d deliveries left, want none", remaining)
-	}
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rheo.deliveries`).Scan(&remaining))
+	assert.Equal(t, int64(0), remaining, "%d deliveries left, want none", remaining)
 	t.Logf("%d handlings of %d events over %d keys; %d dead letters", len(log), events, len(byKey), len(dead))
 }
 
@@ -1866,10 +1579,8 @@ func TestConcurrentKeyExpiryUnblocks(t *testing.T) {
 			concExec(ctx, t, pool, `SELECT rheo.create_group($1, 'g', max_attempts => 1, ordering => 'key')`, stream)
 			concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch($1, '[{"n": 1}, {"n": 2}]', keys => '{k,k}')`, stream)
 			var lease string
-			if err := pool.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch($1, 'g', max_count => 10, lease_ms => 1000,
-				clock => '2030-01-01 00:00Z')`, stream).Scan(&lease); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, pool.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch($1, 'g', max_count => 10, lease_ms => 1000,
+				clock => '2030-01-01 00:00Z')`, stream).Scan(&lease))
 			fetchNext := func(q interface {
 				Query(context.Context, string, ...any) (pgx.Rows, error)
 			}) ([]int64, error) {
@@ -1880,20 +1591,16 @@ func TestConcurrentKeyExpiryUnblocks(t *testing.T) {
 
 			// 1. The first holds the delivery of sequence 1 in a transaction.
 			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer tx.Rollback(context.WithoutCancel(ctx))
 			var inTx []int64
 			if first == "fetch" {
-				if inTx, err = fetchNext(tx); err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(inTx, []int64{2}) {
-					t.Fatalf("the fetch that dead-letters sequence 1 returned %v, want [2]", inTx)
-				}
-			} else if _, err := tx.Exec(ctx, `SELECT rheo.ack($1)`, lease); err != nil {
-				t.Fatal(err)
+				inTx, err = fetchNext(tx)
+				require.NoError(t, err)
+				require.Equal(t, []int64{2}, inTx, "the fetch that dead-letters sequence 1 returned %v, want [2]", inTx)
+			} else {
+				_, err := tx.Exec(ctx, `SELECT rheo.ack($1)`, lease)
+				require.NoError(t, err)
 			}
 
 			// 2. The other runs meanwhile: an ack waits for the fetch and
@@ -1915,25 +1622,18 @@ func TestConcurrentKeyExpiryUnblocks(t *testing.T) {
 			})
 			if first == "fetch" {
 				concWaitForLock(ctx, t, pool, other.pid)
-			} else if err := other.wait(); err != nil {
-				t.Fatal(err)
+			} else {
+				require.NoError(t, other.wait())
 			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := other.wait(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, tx.Commit(ctx))
+			require.NoError(t, other.wait())
 
 			// 3. Sequence 2 has been handed out once: by the dead-lettering
 			// fetch, or now, after the ack.
 			after, err := fetchNext(pool)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := append(inTx, after...); !slices.Equal(got, []int64{2}) {
-				t.Errorf("sequence 2 handed out by %v, want once: [2]", got)
-			}
+			require.NoError(t, err)
+			got := append(inTx, after...)
+			assert.Equal(t, []int64{2}, got, "sequence 2 handed out by %v, want once: [2]", got)
 		})
 	}
 }
@@ -1960,9 +1660,7 @@ func TestConcurrentSetOrderingDuringLeases(t *testing.T) {
 		rows, _ := q.Query(ctx, `SELECT lease_id::text, "partition", sequence, attempt
 			FROM rheo.fetch('switch', 'g', max_count => $1, clock => '2030-01-01Z')`, n)
 		leases, err := pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return leases
 	}
 	seqs := func(leases []concLease) []int64 {
@@ -1975,40 +1673,29 @@ func TestConcurrentSetOrderingDuringLeases(t *testing.T) {
 
 	first := fetch(pool, 1)
 	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	second := fetch(tx, 1)
-	if got := seqs(append(first, second...)); !slices.Equal(got, []int64{1, 2}) {
-		t.Fatalf("'none' handed out %v, want [1 2]", got)
-	}
+	got := seqs(append(first, second...))
+	require.Equal(t, []int64{1, 2}, got, "'none' handed out %v, want [1 2]", got)
 	set := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
 		_, err := conn.Exec(ctx, `SELECT rheo.set_ordering('switch', 'g', 'key')`)
 		return err
 	})
 	concWaitForLock(ctx, t, pool, set.pid)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := set.wait(); err != nil {
-		t.Fatalf("set_ordering: %v", err)
-	}
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, set.wait(), "set_ordering")
 
-	if got := fetch(pool, 10); len(got) != 0 {
-		t.Fatalf("'key' with two leases of k in flight handed out %v, want nothing", seqs(got))
-	}
+	held := fetch(pool, 10)
+	require.Empty(t, held, "'key' with two leases of k in flight handed out %v, want nothing", seqs(held))
 	concExec(ctx, t, pool, `SELECT rheo.ack($1)`, second[0].LeaseID)
-	if got := fetch(pool, 10); len(got) != 0 {
-		t.Fatalf("'key' with sequence 1 of k in flight handed out %v, want nothing", seqs(got))
-	}
+	held = fetch(pool, 10)
+	require.Empty(t, held, "'key' with sequence 1 of k in flight handed out %v, want nothing", seqs(held))
 	concExec(ctx, t, pool, `SELECT rheo.ack($1)`, first[0].LeaseID)
 	third := fetch(pool, 10)
-	if got := seqs(third); !slices.Equal(got, []int64{3}) {
-		t.Fatalf("'key' after both acks handed out %v, want [3]", got)
-	}
+	got = seqs(third)
+	require.Equal(t, []int64{3}, got, "'key' after both acks handed out %v, want [3]", got)
 	concExec(ctx, t, pool, `SELECT rheo.ack($1)`, third[0].LeaseID)
-	if got := seqs(fetch(pool, 10)); !slices.Equal(got, []int64{4}) {
-		t.Fatalf("'key' after the ack of 3 handed out %v, want [4]", got)
-	}
+	got = seqs(fetch(pool, 10))
+	require.Equal(t, []int64{4}, got, "'key' after the ack of 3 handed out %v, want [4]", got)
 }

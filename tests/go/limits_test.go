@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 )
@@ -33,9 +35,7 @@ func TestQueryPageLimit(t *testing.T) {
 	concExec(ctx, t, pool, `SELECT rheo.append('big', jsonb_build_object('x', repeat(
 		(SELECT string_agg(md5(random()::text || i), '') FROM generate_series(1, 400000) i), 6)))`)
 	stored := concCount(ctx, t, pool, `SELECT sum(pg_column_size(e.*)) FROM rheo.events e WHERE stream = 'big'`)
-	if stored <= 64<<20 {
-		t.Fatalf("the events hold %d bytes, not more than 64 MB", stored)
-	}
+	require.Greater(t, stored, int64(64<<20), "the events hold %d bytes, not more than 64 MB", stored)
 
 	for _, sql := range []string{
 		`SELECT cardinality(events) FROM rheo.query_page('big', max_count => 100)`,
@@ -44,16 +44,14 @@ func TestQueryPageLimit(t *testing.T) {
 	} {
 		_, err := pool.Exec(ctx, sql)
 		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != rheo.ErrInvalidArgument.Code ||
-			!strings.Contains(pgErr.Detail, "a page of 2 events would hold") ||
-			!strings.Contains(pgErr.Detail, "more than the 67108864 (64 MB) a page may") {
-			t.Errorf("%s over events of %d bytes: %v, want invalid_argument", sql, stored, err)
-		}
+		assert.True(t, errors.As(err, &pgErr) && pgErr.Code == rheo.ErrInvalidArgument.Code &&
+			strings.Contains(pgErr.Detail, "a page of 2 events would hold") &&
+			strings.Contains(pgErr.Detail, "more than the 67108864 (64 MB) a page may"),
+			"%s over events of %d bytes: %v, want invalid_argument", sql, stored, err)
 	}
 	for _, descending := range []bool{false, true} {
-		if n := concCount(ctx, t, pool, `SELECT cardinality(events) FROM rheo.query_page('big', max_count => 1, descending => $1)`,
-			descending); n != 1 {
-			t.Errorf("a page of one event (descending: %v) returned %d events", descending, n)
-		}
+		n := concCount(ctx, t, pool, `SELECT cardinality(events) FROM rheo.query_page('big', max_count => 1, descending => $1)`,
+			descending)
+		assert.Equal(t, int64(1), n, "a page of one event (descending: %v) returned %d events", descending, n)
 	}
 }

@@ -219,7 +219,7 @@ func TestPgBouncer(t *testing.T) {
 		select {
 		case <-all:
 		case <-time.After(60 * time.Second):
-			t.Fatalf("the worker handled %d of %d events in 60s", len(seen), events)
+			require.FailNow(t, fmt.Sprintf("the worker handled %d of %d events in 60s", len(seen), events))
 		}
 		require.NoError(t, w.Stop(ctx))
 		lag, err := d.Lag(ctx, "s", "g", nil)
@@ -254,7 +254,7 @@ func TestPgBouncer(t *testing.T) {
 		case info := <-fetched:
 			require.Zero(t, info.Count, "the worker is idle")
 		case <-time.After(30 * time.Second):
-			t.Fatal("the worker did not fetch")
+			require.FailNow(t, "the worker did not fetch")
 		}
 		directPool, err := pgxpool.New(ctx, direct)
 		require.NoError(t, err)
@@ -275,7 +275,7 @@ func TestPgBouncer(t *testing.T) {
 			t.Logf("an idle worker with a %s poll interval handled a new event after %s", pollInterval, took)
 			require.Less(t, took, pollInterval/20)
 		case <-time.After(pollInterval / 20):
-			t.Fatal("the idle worker was not woken")
+			require.FailNow(t, "the idle worker was not woken")
 		}
 		require.Zero(t, logs.Count(slog.LevelWarn, ""), "%v", logs.Records())
 	})
@@ -330,7 +330,7 @@ func TestPgBouncer(t *testing.T) {
 			select {
 			case <-handled:
 			case <-time.After(30 * time.Second):
-				t.Fatal("the worker did not poll the event in")
+				require.FailNow(t, "the worker did not poll the event in")
 			}
 		}
 		directPool, err := pgxpool.New(ctx, direct)
@@ -371,7 +371,7 @@ func TestPgBouncer(t *testing.T) {
 		case w := <-wake:
 			require.Equal(t, "s", w.Stream)
 		case <-time.After(30 * time.Second):
-			t.Fatal("no wakeup")
+			require.FailNow(t, "no wakeup")
 		}
 	})
 }

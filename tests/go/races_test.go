@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 )
@@ -45,29 +46,20 @@ func TestConcurrentAckBatchDuringRenew(t *testing.T) {
 			concExec(ctx, t, pool, `SELECT rheo.create_group('s', 'g', ordering => $1)`, tc.ordering)
 			concExec(ctx, t, pool, `SELECT rheo.append('s', '{}', key => 'k')`)
 			var lease string
-			if err := pool.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch('s', 'g', max_count => 1, lease_ms => 60000)`).Scan(&lease); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, pool.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch('s', 'g', max_count => 1, lease_ms => 60000)`).Scan(&lease))
 			// The second event of the key: a 'key' fetch blocks it behind
 			// the lease and leaves a wakeup of the key.
 			concExec(ctx, t, pool, `SELECT rheo.append('s', '{}', key => 'k')`)
 			concExec(ctx, t, pool, `SELECT count(*) FROM rheo.fetch('s', 'g', max_count => 1)`)
 
 			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer tx.Rollback(context.WithoutCancel(ctx))
-			if _, err := tx.Exec(ctx, tc.writer, lease); err != nil {
-				t.Fatal(err)
-			}
+			_, err = tx.Exec(ctx, tc.writer, lease)
+			require.NoError(t, err)
 			var changed bool
-			if err := tx.QueryRow(ctx, `SELECT xmin::text = txid_current()::text FROM rheo.deliveries WHERE lease_id = $1`, lease).Scan(&changed); err != nil {
-				t.Fatal(err)
-			}
-			if !changed {
-				t.Fatal("the setup did not write the lease's delivery in the open transaction")
-			}
+			require.NoError(t, tx.QueryRow(ctx, `SELECT xmin::text = txid_current()::text FROM rheo.deliveries WHERE lease_id = $1`, lease).Scan(&changed))
+			require.True(t, changed, "the setup did not write the lease's delivery in the open transaction")
 
 			var oks []bool
 			ack := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
@@ -77,22 +69,12 @@ func TestConcurrentAckBatchDuringRenew(t *testing.T) {
 				return err
 			})
 			concWaitForLock(ctx, t, pool, ack.pid)
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := ack.wait(); err != nil {
-				t.Fatalf("ack_batch: %v", err)
-			}
-			if !slices.Equal(oks, []bool{true}) {
-				t.Errorf("ack_batch of a lease held throughout reported %v, want [true]", oks)
-			}
+			require.NoError(t, tx.Commit(ctx))
+			require.NoError(t, ack.wait(), "ack_batch")
+			assert.Equal(t, []bool{true}, oks, "ack_batch of a lease held throughout reported %v, want [true]", oks)
 			var left int
-			if err := pool.QueryRow(ctx, `SELECT count(*) FROM rheo.deliveries WHERE lease_id = $1`, lease).Scan(&left); err != nil {
-				t.Fatal(err)
-			}
-			if left != 0 {
-				t.Errorf("the lease's delivery is still there after ack_batch")
-			}
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM rheo.deliveries WHERE lease_id = $1`, lease).Scan(&left))
+			assert.Equal(t, 0, left, "the lease's delivery is still there after ack_batch")
 		})
 	}
 }
@@ -122,24 +104,19 @@ func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
 	}
 	lease := func(group string, p int) string {
 		var id string
-		if err := pool.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch('aged', $1, partitions => ARRAY[$2::int],
-			lease_ms => 3600000, clock => '2030-01-01 00:00Z')`, group, p).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, pool.QueryRow(ctx, `SELECT lease_id::text FROM rheo.fetch('aged', $1, partitions => ARRAY[$2::int],
+			lease_ms => 3600000, clock => '2030-01-01 00:00Z')`, group, p).Scan(&id))
 		return id
 	}
 	leases := []string{lease("g1", 1), lease("g2", 0)}
 
 	// 1. A transaction holds g1's cursor of partition 1.
 	holder, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer holder.Rollback(context.WithoutCancel(ctx))
-	if _, err := holder.Exec(ctx, `SELECT 1 FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
-		WHERE g.group_name = 'g1' AND c."partition" = 1 FOR UPDATE OF c`); err != nil {
-		t.Fatal(err)
-	}
+	_, err = holder.Exec(ctx, `SELECT 1 FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
+		WHERE g.group_name = 'g1' AND c."partition" = 1 FOR UPDATE OF c`)
+	require.NoError(t, err)
 
 	// 2. The forced prune waits for it.
 	var pruned int64
@@ -159,21 +136,11 @@ func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
 	})
 	concFinishedOrWaiting(ctx, t, pool, ack)
 
-	if err := holder.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := prune.wait(); err != nil {
-		t.Errorf("prune: %v", err)
-	}
-	if err := ack.wait(); err != nil {
-		t.Errorf("ack_batch: %v", err)
-	}
-	if pruned != 2 {
-		t.Errorf("the forced prune deleted %d events, want 2", pruned)
-	}
-	if !slices.Equal(oks, []bool{true, true}) {
-		t.Errorf("ack_batch reported %v, want [true true]: it held both leases before the prune wanted them", oks)
-	}
+	require.NoError(t, holder.Commit(ctx))
+	assert.NoError(t, prune.wait(), "prune")
+	assert.NoError(t, ack.wait(), "ack_batch")
+	assert.Equal(t, int64(2), pruned, "the forced prune deleted %d events, want 2", pruned)
+	assert.Equal(t, []bool{true, true}, oks, "ack_batch reported %v, want [true true]: it held both leases before the prune wanted them", oks)
 }
 
 // TestReadCommittedOnly calls each function that acts on what the
@@ -209,16 +176,12 @@ func TestReadCommittedOnly(t *testing.T) {
 		for _, c := range calls {
 			t.Run(fmt.Sprintf("%s at %s", c.sql, level), func(t *testing.T) {
 				tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: level})
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				defer tx.Rollback(context.WithoutCancel(ctx))
 				_, err = tx.Exec(ctx, c.sql)
 				var pgErr *pgconn.PgError
 				want := fmt.Sprintf("%s must run at READ COMMITTED, not %s", c.name, strings.ToUpper(string(level)))
-				if !errors.As(err, &pgErr) || pgErr.Code != rheo.ErrInvalidArgument.Code || !strings.HasPrefix(pgErr.Detail, want) {
-					t.Fatalf("got %v, want invalid_argument with a detail starting %q", err, want)
-				}
+				require.True(t, errors.As(err, &pgErr) && pgErr.Code == rheo.ErrInvalidArgument.Code && strings.HasPrefix(pgErr.Detail, want), "got %v, want invalid_argument with a detail starting %q", err, want)
 			})
 		}
 	}
@@ -245,9 +208,8 @@ func TestFetchCursorBelowLowWatermark(t *testing.T) {
 		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
 	concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('s',
 		(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(11, 20) n), clock => '2030-01-01 02:00Z')`)
-	if n := concCount(ctx, t, pool, `SELECT rheo.prune('s', clock => '2030-01-01 02:00Z')`); n != 10 {
-		t.Fatalf("pruned %d, want 10", n)
-	}
+	n := concCount(ctx, t, pool, `SELECT rheo.prune('s', clock => '2030-01-01 02:00Z')`)
+	require.Equal(t, int64(10), n, "pruned %d, want 10", n)
 	concExec(ctx, t, pool, `SELECT rheo.create_group('s', 'g')`)
 	concExec(ctx, t, pool, `UPDATE rheo.cursors SET next_sequence = 4`)
 
@@ -255,22 +217,16 @@ func TestFetchCursorBelowLowWatermark(t *testing.T) {
 	for range 2 {
 		rows, _ := pool.Query(ctx, `SELECT sequence FROM rheo.fetch('s', 'g', max_count => 5)`)
 		seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			t.Fatalf("fetch after %v: %v", got, err)
-		}
+		require.NoError(t, err, "fetch after %v", got)
 		got = append(got, seqs...)
 	}
-	if !slices.Equal(got, []int64{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}) {
-		t.Errorf("two fetches from a cursor below the low watermark returned %v, want 11 to 20", got)
-	}
+	assert.Equal(t, []int64{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}, got, "two fetches from a cursor below the low watermark returned %v, want 11 to 20", got)
 }
 
 // concCount runs a query of one bigint and returns it.
 func concCount(ctx context.Context, t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	t.Helper()
 	var n int64
-	if err := pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
+	require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n), "%s", sql)
 	return n
 }

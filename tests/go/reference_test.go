@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo/driver"
@@ -267,10 +268,7 @@ func TestReference(t *testing.T) {
 // returns ok.
 func assertDocumented(t *testing.T, ok bool, format string, args ...any) bool {
 	t.Helper()
-	if !ok {
-		t.Errorf(format, args...)
-	}
-	return ok
+	return assert.Truef(t, ok, format, args...)
 }
 
 // referenceInstalled returns the public functions of schema rheo (the

@@ -151,7 +151,7 @@ SELECT ok(NOT EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01Z'
     '_has_work: leases in flight are not work');
 SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01 00:00:01Z', false)),
     '_has_work: an expired lease is work');
-INSERT INTO rheo.key_wakeups (group_id, "partition", key) SELECT g.id, 1, 'k' FROM g;
+INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key) SELECT 's', g.id, 1, 'k' FROM g;
 SELECT results_eq(
     $$SELECT (SELECT count(*) FROM g, rheo._has_work(g.id, 1, 1, 0, '2030-01-01Z', o.key_ordering))
           FROM (VALUES (true), (false)) AS o(key_ordering)$$,

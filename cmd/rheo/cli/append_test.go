@@ -19,6 +19,8 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/faultproxy"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // cliBatchFault wraps a driver so that a test decides what each
@@ -62,13 +64,9 @@ func (b *cliBackend) cliNumbers(t *testing.T, stream string) []int {
 	t.Helper()
 	var ns []int
 	for ev, err := range driver.QueryAll(context.Background(), b.drv, stream, rheo.Query{MaxCount: 1000}) {
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var p struct{ N int }
-		if err := json.Unmarshal(ev.Payload, &p); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(ev.Payload, &p))
 		ns = append(ns, p.N)
 	}
 	slices.Sort(ns)
@@ -83,9 +81,7 @@ func (b *cliBackend) wantNumbers(t *testing.T, stream string, n int) {
 	for i := range want {
 		want[i] = i + 1
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("stream %s holds %d events (%v…), want lines 1 to %d once each", stream, len(got), got[:min(len(got), 5)], n)
-	}
+	require.Equal(t, want, got, "stream %s holds %d events (%v…), want lines 1 to %d once each", stream, len(got), got[:min(len(got), 5)], n)
 }
 
 func TestCLIAppendFailures(t *testing.T) {
@@ -106,9 +102,8 @@ func TestCLIAppendFailures(t *testing.T) {
 		// would, and checks that the stream then holds every line once.
 		resume := func(t *testing.T, s string, from int) {
 			t.Helper()
-			if r := cliRun(t, cliNumberedLines(from, lines), "append", s, "--database-url", b.url); r.code != cli.ExitOK {
-				t.Fatalf("resume from line %d: %s", from, r)
-			}
+			r := cliRun(t, cliNumberedLines(from, lines), "append", s, "--database-url", b.url)
+			require.Equal(t, cli.ExitOK, r.code, "resume from line %d: %s", from, r)
 			b.wantNumbers(t, s, lines)
 		}
 
@@ -120,9 +115,8 @@ func TestCLIAppendFailures(t *testing.T) {
 						return commit()
 					}
 					if committed {
-						if _, err := commit(); err != nil {
-							t.Errorf("commit the second batch: %v", err)
-						}
+						_, err := commit()
+						assert.NoError(t, err, "commit the second batch")
 					}
 					return nil, &rheo.AmbiguousError{Op: "append_batch", Err: io.ErrUnexpectedEOF}
 				}, "append", s)
@@ -208,25 +202,22 @@ func TestCLIAppendFailures(t *testing.T) {
 		t.Run("stdin at /dev/null is not a terminal: no Ctrl-D prompt", func(t *testing.T) {
 			s := newStream(t)
 			devNull, err := os.Open(os.DevNull)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer devNull.Close()
 			var stdout, stderr bytes.Buffer
 			code := cli.Run(ctx, []string{"append", s, "--database-url", b.url, "--output", "json"}, devNull, &stdout, &stderr)
-			if code != cli.ExitOK || stderr.String() != "" || cliJSON[map[string]any](t, stdout.String())["appended"] != float64(0) {
-				t.Fatalf("append < /dev/null: exit %d, stdout %q, stderr %q; want nothing appended and nothing on stderr",
-					code, stdout.String(), stderr.String())
-			}
+			msg := fmt.Sprintf("append < /dev/null: exit %d, stdout %q, stderr %q; want nothing appended and nothing on stderr",
+				code, stdout.String(), stderr.String())
+			require.Equal(t, cli.ExitOK, code, msg)
+			require.Empty(t, stderr.String(), msg)
+			require.Equal(t, float64(0), cliJSON[map[string]any](t, stdout.String())["appended"], msg)
 		})
 	})
 	t.Run("postgres: a commit whose answer the network lost is ambiguous, with the real driver", func(t *testing.T) {
 		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		b.cliStream(t, "cut", 2, 5)
 		u, err := url.Parse(b.url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		proxy := faultproxy.New(t, u.Host)
 		var batches atomic.Int32
 		fired := proxy.Arm(faultproxy.CutAfterSend, func(statement string) bool {

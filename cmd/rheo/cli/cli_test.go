@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -25,6 +24,8 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // cliBackend is a migrated database the CLI tests run commands against,
@@ -55,9 +56,7 @@ func cliOpenBackend(t *testing.T, url string) *cliBackend {
 func cliOpen(t *testing.T, url string, migrate bool) *cliBackend {
 	t.Helper()
 	drv, err := connect.Open(context.Background(), url, &connect.Options{Migrate: migrate})
-	if err != nil {
-		t.Fatalf("open %s: %v", url, err)
-	}
+	require.NoError(t, err, "open %s", url)
 	t.Cleanup(func() { drv.Close() })
 	return &cliBackend{url: url, drv: drv}
 }
@@ -66,9 +65,7 @@ func cliOpen(t *testing.T, url string, migrate bool) *cliBackend {
 func cliConnect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
+	require.NoError(t, err, "connect")
 	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(context.Background())) })
 	return conn
 }
@@ -101,9 +98,7 @@ func (b *cliBackend) run(t *testing.T, args ...string) cliResult {
 func (b *cliBackend) ok(t *testing.T, args ...string) string {
 	t.Helper()
 	r := b.run(t, args...)
-	if r.code != cli.ExitOK {
-		t.Fatalf("rheo %s: %s", strings.Join(args, " "), r)
-	}
+	require.Equal(t, cli.ExitOK, r.code, "rheo %s: %s", strings.Join(args, " "), r)
 	return r.stdout
 }
 
@@ -116,11 +111,12 @@ func (b *cliBackend) fails(t *testing.T, code int, want string, args ...string) 
 
 func cliWantFailure(t *testing.T, r cliResult, code int, want string) {
 	t.Helper()
-	if r.code != code || !strings.Contains(r.stderr, want) || r.stdout != "" {
-		t.Fatalf("want exit %d with %q on stderr and nothing on stdout; got %s", code, want, r)
-	}
-	if code == cli.ExitFailure && strings.Count(r.stderr, "\n") != 1 {
-		t.Fatalf("want one line on stderr, got %q", r.stderr)
+	msg := fmt.Sprintf("want exit %d with %q on stderr and nothing on stdout; got %s", code, want, r)
+	require.Equal(t, code, r.code, msg)
+	require.Contains(t, r.stderr, want, msg)
+	require.Empty(t, r.stdout, msg)
+	if code == cli.ExitFailure {
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), "want one line on stderr, got %q", r.stderr)
 	}
 }
 
@@ -128,9 +124,7 @@ func cliWantFailure(t *testing.T, r cliResult, code int, want string) {
 func cliJSON[T any](t *testing.T, out string) T {
 	t.Helper()
 	var v T
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatalf("decode %q: %v", out, err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v), "decode %q", out)
 	return v
 }
 
@@ -139,12 +133,8 @@ func cliJSON[T any](t *testing.T, out string) T {
 func (b *cliBackend) cliStream(t *testing.T, stream string, partitions, maxAttempts int) {
 	t.Helper()
 	ctx := context.Background()
-	if err := b.drv.CreateStream(ctx, stream, partitions); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.drv.CreateGroup(ctx, stream, "billing", &rheo.CreateGroupOptions{MaxAttempts: maxAttempts}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.drv.CreateStream(ctx, stream, partitions))
+	require.NoError(t, b.drv.CreateGroup(ctx, stream, "billing", &rheo.CreateGroupOptions{MaxAttempts: maxAttempts}))
 }
 
 // cliAppend appends n events with keys k0..k(n-1) through the test's
@@ -155,9 +145,7 @@ func (b *cliBackend) cliAppend(t *testing.T, stream string, n int) []rheo.Event 
 	for i := range n {
 		ev, err := b.drv.Append(context.Background(), stream, json.RawMessage(fmt.Sprintf(`{"type":"placed","n":%d}`, i)),
 			&rheo.AppendOptions{Key: fmt.Sprintf("k%d", i)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		evs = append(evs, ev)
 	}
 	return evs
@@ -169,21 +157,16 @@ func (b *cliBackend) cliDeadLetter(t *testing.T, stream, reason string) rheo.Lea
 	t.Helper()
 	ctx := context.Background()
 	leases, err := b.drv.Fetch(ctx, stream, "billing", &rheo.FetchOptions{MaxCount: 1})
-	if err != nil || len(leases) != 1 {
-		t.Fatalf("fetch one lease: %v, %d leases", err, len(leases))
-	}
-	if err := b.drv.Reject(ctx, leases[0].LeaseID, reason); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "fetch one lease")
+	require.Len(t, leases, 1, "fetch one lease")
+	require.NoError(t, b.drv.Reject(ctx, leases[0].LeaseID, reason))
 	return leases[0]
 }
 
 func (b *cliBackend) lag(t *testing.T, stream string) rheo.Lag {
 	t.Helper()
 	lag, err := b.drv.Lag(context.Background(), stream, "billing", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return lag
 }
 
@@ -194,14 +177,11 @@ func TestCLIDemo(t *testing.T) {
 	t.Run("the demo runs on a temporary SQLite file without flags", func(t *testing.T) {
 		t.Parallel()
 		r := cliRun(t, "", "demo")
-		if r.code != cli.ExitOK || !strings.Contains(r.stdout, "Demo complete") {
-			t.Fatalf("demo: %s", r)
-		}
+		require.Equal(t, cli.ExitOK, r.code, "demo: %s", r)
+		require.Contains(t, r.stdout, "Demo complete", "demo: %s", r)
 		for _, want := range []string{"dead letters of risk", "replay risk from sequence", "lag after consuming", "on SQLite",
 			"correlation id order-007: the order and the trade it caused"} {
-			if !strings.Contains(r.stdout, want) {
-				t.Errorf("demo output lacks %q", want)
-			}
+			assert.Contains(t, r.stdout, want, "demo output lacks %q", want)
 		}
 	})
 	t.Run("the demo runs on PostgreSQL, twice on the same database, and drops its stream", func(t *testing.T) {
@@ -209,42 +189,33 @@ func TestCLIDemo(t *testing.T) {
 		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		for range 2 {
 			out := b.ok(t, "demo")
-			if !strings.Contains(out, "Demo complete") || !strings.Contains(out, "on PostgreSQL") ||
-				!strings.Contains(out, "Dropped the demo's stream") {
-				t.Fatalf("demo output:\n%s", out)
+			for _, want := range []string{"Demo complete", "on PostgreSQL", "Dropped the demo's stream"} {
+				require.Contains(t, out, want, "demo output:\n%s", out)
 			}
 		}
 		streams, err := b.drv.ListStreams(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(streams) != 0 {
-			t.Fatalf("two demo runs left %d streams, want none", len(streams))
-		}
+		require.NoError(t, err)
+		require.Empty(t, streams, "two demo runs left %d streams, want none", len(streams))
 	})
 	t.Run("the demo with --keep on PostgreSQL keeps its stream", func(t *testing.T) {
 		t.Parallel()
 		b := cliOpen(t, testbackend.PostgresURL(t), false)
 		out := b.ok(t, "demo", "--keep")
-		if !strings.Contains(out, "is kept (--keep)") {
-			t.Fatalf("demo --keep output:\n%s", out)
-		}
-		if streams, err := b.drv.ListStreams(context.Background()); err != nil || len(streams) != 1 {
-			t.Fatalf("demo --keep left %d streams (%v), want its own", len(streams), err)
-		}
+		require.Contains(t, out, "is kept (--keep)", "demo --keep output:\n%s", out)
+		streams, err := b.drv.ListStreams(context.Background())
+		require.NoError(t, err, "demo --keep: list the streams")
+		require.Len(t, streams, 1, "demo --keep left %d streams, want its own", len(streams))
 	})
 	t.Run("the demo installs Rheo into a database that has none, and says so", func(t *testing.T) {
 		t.Parallel()
 		for _, url := range []string{testdb.NewDatabase(t), "sqlite://" + filepath.Join(t.TempDir(), "new.db")} {
 			r := cliRun(t, "", "demo", "--database-url", url)
-			if r.code != cli.ExitOK || !strings.Contains(r.stdout, "Rheo was not installed in this database: installed it, as rheo-migrate up does") ||
-				!strings.Contains(r.stdout, "Demo complete") {
-				t.Fatalf("demo on %s: %s", url, r)
-			}
+			require.Equal(t, cli.ExitOK, r.code, "demo on %s: %s", url, r)
+			require.Contains(t, r.stdout, "Rheo was not installed in this database: installed it, as rheo-migrate up does", "demo on %s: %s", url, r)
+			require.Contains(t, r.stdout, "Demo complete", "demo on %s: %s", url, r)
 			r = cliRun(t, "", "demo", "--database-url", url)
-			if r.code != cli.ExitOK || strings.Contains(r.stdout, "installed it") {
-				t.Fatalf("second demo on %s: %s", url, r)
-			}
+			require.Equal(t, cli.ExitOK, r.code, "second demo on %s: %s", url, r)
+			require.NotContains(t, r.stdout, "installed it", "second demo on %s: %s", url, r)
 		}
 	})
 }
@@ -257,12 +228,12 @@ func TestCLIDemoEnvironment(t *testing.T) {
 		b := cliOpenBackend(t, "sqlite://"+filepath.Join(t.TempDir(), "env.db"))
 		t.Setenv(cli.EnvDatabaseURL, b.url)
 		r := cliRun(t, "", "demo", "--keep")
-		if r.code != cli.ExitOK || !strings.Contains(r.stdout, "(from $DATABASE_URL)") || !strings.Contains(r.stdout, "is kept (--keep)") {
-			t.Fatalf("demo with DATABASE_URL: %s", r)
-		}
-		if streams, err := b.drv.ListStreams(context.Background()); err != nil || len(streams) != 1 {
-			t.Fatalf("demo --keep on $DATABASE_URL left %d streams (%v), want its own", len(streams), err)
-		}
+		require.Equal(t, cli.ExitOK, r.code, "demo with DATABASE_URL: %s", r)
+		require.Contains(t, r.stdout, "(from $DATABASE_URL)", "demo with DATABASE_URL: %s", r)
+		require.Contains(t, r.stdout, "is kept (--keep)", "demo with DATABASE_URL: %s", r)
+		streams, err := b.drv.ListStreams(context.Background())
+		require.NoError(t, err, "demo --keep on $DATABASE_URL: list the streams")
+		require.Len(t, streams, 1, "demo --keep on $DATABASE_URL left %d streams, want its own", len(streams))
 	})
 	t.Run("--keep without a database URL is refused, before anything runs", func(t *testing.T) {
 		cliWantFailure(t, cliRun(t, "", "demo", "--keep"), cli.ExitUsage,
@@ -274,31 +245,25 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		t.Run("streams lists nothing on a new database", func(t *testing.T) {
-			if got := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json")); len(got) != 0 {
-				t.Fatalf("streams = %+v, want none", got)
-			}
+			got := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json"))
+			require.Empty(t, got, "streams = %+v, want none", got)
 		})
 		t.Run("create-stream creates a stream that streams lists", func(t *testing.T) {
 			out := b.ok(t, "create-stream", "orders", "--partitions", "4")
-			if !strings.Contains(out, `created stream "orders" with 4 partition(s)`) {
-				t.Fatalf("create-stream printed %q", out)
-			}
+			require.Contains(t, out, `created stream "orders" with 4 partition(s)`, "create-stream printed %q", out)
 			got := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json"))
-			if len(got) != 1 || got[0].Name != "orders" || got[0].PartitionCount != 4 {
-				t.Fatalf("streams = %+v, want orders with 4 partitions", got)
-			}
+			require.Len(t, got, 1, "streams = %+v, want orders with 4 partitions", got)
+			require.Equal(t, "orders", got[0].Name, "streams = %+v, want orders with 4 partitions", got)
+			require.Equal(t, 4, got[0].PartitionCount, "streams = %+v, want orders with 4 partitions", got)
 			table := b.ok(t, "streams")
-			if !strings.HasPrefix(table, "STREAM  PARTITIONS  CREATED_AT\norders  4  ") {
-				t.Fatalf("streams table:\n%s", table)
-			}
+			require.True(t, strings.HasPrefix(table, "STREAM  PARTITIONS  CREATED_AT\norders  4  "), "streams table:\n%s", table)
 		})
 		t.Run("create-stream of an existing stream fails and changes nothing", func(t *testing.T) {
 			b.fails(t, cli.ExitFailure, `stream "orders" already exists; list streams with: rheo streams`,
 				"create-stream", "orders", "--partitions", "2")
 			got := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json"))
-			if len(got) != 1 || got[0].PartitionCount != 4 {
-				t.Fatalf("streams = %+v, want orders unchanged", got)
-			}
+			require.Len(t, got, 1, "streams = %+v, want orders unchanged", got)
+			require.Equal(t, 4, got[0].PartitionCount, "streams = %+v, want orders unchanged", got)
 		})
 		t.Run("create-stream with an invalid name or count reports the reason", func(t *testing.T) {
 			b.fails(t, cli.ExitUsage, "invalid_argument: invalid stream name", "create-stream", "bad name")
@@ -307,17 +272,18 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 		t.Run("create-group creates a group that groups lists", func(t *testing.T) {
 			out := b.ok(t, "create-group", "orders", "billing", "--max-attempts", "3", "--output", "json")
 			created := cliJSON[map[string]any](t, out)
-			if created["group"] != "billing" || created["max_attempts"] != float64(3) {
-				t.Fatalf("create-group printed %s", out)
-			}
+			require.Equal(t, "billing", created["group"], "create-group printed %s", out)
+			require.Equal(t, float64(3), created["max_attempts"], "create-group printed %s", out)
 			b.ok(t, "create-group", "orders", "audit")
 			got := cliJSON[[]rheo.GroupSummary](t, b.ok(t, "groups", "orders", "--output", "json"))
-			if len(got) != 2 || got[0].Name != "audit" || got[0].MaxAttempts != 5 || got[1].Name != "billing" || got[1].MaxAttempts != 3 {
-				t.Fatalf("groups = %+v, want audit (5 attempts) and billing (3)", got)
-			}
-			if table := b.ok(t, "groups", "orders"); !strings.HasPrefix(table, "GROUP    MAX_ATTEMPTS  ORDERING  CREATED_AT\naudit    5             none      ") {
-				t.Fatalf("groups table:\n%s", table)
-			}
+			msg := fmt.Sprintf("groups = %+v, want audit (5 attempts) and billing (3)", got)
+			require.Len(t, got, 2, msg)
+			require.Equal(t, "audit", got[0].Name, msg)
+			require.Equal(t, 5, got[0].MaxAttempts, msg)
+			require.Equal(t, "billing", got[1].Name, msg)
+			require.Equal(t, 3, got[1].MaxAttempts, msg)
+			table := b.ok(t, "groups", "orders")
+			require.True(t, strings.HasPrefix(table, "GROUP    MAX_ATTEMPTS  ORDERING  CREATED_AT\naudit    5             none      "), "groups table:\n%s", table)
 		})
 		t.Run("create-group of an existing group fails", func(t *testing.T) {
 			b.fails(t, cli.ExitFailure, `group "billing" already exists on stream "orders"`, "create-group", "orders", "billing")
@@ -326,9 +292,8 @@ func TestCLIStreamsAndGroups(t *testing.T) {
 			b.cliAppend(t, "orders", 3)
 			b.ok(t, "create-group", "orders", "late", "--start-after", "100")
 			lag := cliJSON[rheo.Lag](t, b.ok(t, "lag", "orders", "late", "--output", "json"))
-			if lag.Total != 0 || lag.Partitions[0].Frontier != 100 {
-				t.Fatalf("lag of a group started after 100 = %+v, want frontier 100 and no lag", lag)
-			}
+			require.Zero(t, lag.Total, "lag of a group started after 100 = %+v, want frontier 100 and no lag", lag)
+			require.Equal(t, int64(100), lag.Partitions[0].Frontier, "lag of a group started after 100 = %+v, want frontier 100 and no lag", lag)
 		})
 		t.Run("create-group rejects bad flags before touching the database", func(t *testing.T) {
 			b.fails(t, cli.ExitUsage, "--start-after and --start-at are exclusive",
@@ -348,9 +313,7 @@ func TestCLIOrdering(t *testing.T) {
 	t.Parallel()
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 		ctx := context.Background()
-		if err := b.drv.CreateStream(ctx, "orders", 1); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.drv.CreateStream(ctx, "orders", 1))
 		orderings := func(t *testing.T) map[string]rheo.Ordering {
 			t.Helper()
 			got := map[string]rheo.Ordering{}
@@ -361,58 +324,47 @@ func TestCLIOrdering(t *testing.T) {
 		}
 		t.Run("create-group takes an ordering, none by default, and groups shows it", func(t *testing.T) {
 			out := b.ok(t, "create-group", "orders", "billing", "--ordering", "key")
-			if !strings.Contains(out, `created group "billing" on stream "orders" (at most 5 attempts per event, ordering key)`) {
-				t.Fatalf("create-group printed %q", out)
-			}
+			require.Contains(t, out, `created group "billing" on stream "orders" (at most 5 attempts per event, ordering key)`, "create-group printed %q", out)
 			created := cliJSON[map[string]any](t, b.ok(t, "create-group", "orders", "audit", "--output", "json"))
-			if created["ordering"] != "none" {
-				t.Fatalf("create-group without --ordering printed %v", created)
-			}
+			require.Equal(t, "none", created["ordering"], "create-group without --ordering printed %v", created)
 			b.ok(t, "create-group", "orders", "ledger", "--ordering", "partition")
 			want := map[string]rheo.Ordering{"audit": rheo.OrderingNone, "billing": rheo.OrderingKey, "ledger": rheo.OrderingPartition}
-			if got := orderings(t); !maps.Equal(got, want) {
-				t.Fatalf("groups = %v, want %v", got, want)
-			}
+			require.Equal(t, want, orderings(t), "groups")
 			table := b.ok(t, "groups", "orders")
-			if !strings.Contains(table, "\nbilling  5             key       ") {
-				t.Fatalf("groups table:\n%s", table)
-			}
+			require.Contains(t, table, "\nbilling  5             key       ", "groups table:\n%s", table)
 		})
 		t.Run("a key group hands out one event of a key at a time", func(t *testing.T) {
 			for _, k := range []string{"a", "a", "b"} {
 				b.ok(t, "append", "orders", "--key", k, `{"type":"placed"}`)
 			}
 			leases, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 10})
-			if err != nil || len(leases) != 2 || leases[0].Event.Sequence != 1 || leases[1].Event.Sequence != 3 {
-				t.Fatalf("fetch of the key group: %+v, %v; want events 1 and 3", leases, err)
-			}
+			require.NoError(t, err, "fetch of the key group")
+			require.Len(t, leases, 2, "fetch of the key group: %+v; want events 1 and 3", leases)
+			require.Equal(t, int64(1), leases[0].Event.Sequence, "fetch of the key group: %+v; want events 1 and 3", leases)
+			require.Equal(t, int64(3), leases[1].Event.Sequence, "fetch of the key group: %+v; want events 1 and 3", leases)
 			info := cliJSON[rheo.GroupInfo](t, b.ok(t, "info", "orders", "billing", "--output", "json"))
-			if info.Lag != 3 || info.InFlight != 2 || info.PendingRetry != 0 {
-				t.Fatalf("info = %+v, want lag 3 with 2 in flight and the blocked event in neither count", info)
-			}
+			msg := fmt.Sprintf("info = %+v, want lag 3 with 2 in flight and the blocked event in neither count", info)
+			require.Equal(t, int64(3), info.Lag, msg)
+			require.Equal(t, int64(2), info.InFlight, msg)
+			require.Zero(t, info.PendingRetry, msg)
 		})
 		t.Run("set-ordering changes a group's ordering", func(t *testing.T) {
 			out := b.ok(t, "set-ordering", "orders", "audit", "partition")
-			if !strings.Contains(out, `group "audit" of stream "orders" now has ordering partition`) {
-				t.Fatalf("set-ordering printed %q", out)
-			}
+			require.Contains(t, out, `group "audit" of stream "orders" now has ordering partition`, "set-ordering printed %q", out)
 			got := cliJSON[map[string]any](t, b.ok(t, "set-ordering", "orders", "billing", "none", "--output", "json"))
-			if got["ordering"] != "none" || got["group"] != "billing" {
-				t.Fatalf("set-ordering printed %v", got)
-			}
+			require.Equal(t, "none", got["ordering"], "set-ordering printed %v", got)
+			require.Equal(t, "billing", got["group"], "set-ordering printed %v", got)
 			want := map[string]rheo.Ordering{"audit": rheo.OrderingPartition, "billing": rheo.OrderingNone, "ledger": rheo.OrderingPartition}
-			if got := orderings(t); !maps.Equal(got, want) {
-				t.Fatalf("groups = %v, want %v", got, want)
-			}
+			require.Equal(t, want, orderings(t), "groups")
 		})
 		t.Run("an unknown mode is a bad command line and changes nothing", func(t *testing.T) {
 			b.fails(t, cli.ExitUsage, "invalid_argument: ordering must be none, key or partition", "set-ordering", "orders", "audit", "fifo")
 			b.fails(t, cli.ExitUsage, "invalid_argument: ordering must be none, key or partition",
 				"create-group", "orders", "x", "--ordering", "strict")
 			b.fails(t, cli.ExitUsage, "missing MODE", "set-ordering", "orders", "audit")
-			if got := orderings(t); got["audit"] != rheo.OrderingPartition || len(got) != 3 {
-				t.Fatalf("groups = %v, want audit unchanged and no group x", got)
-			}
+			got := orderings(t)
+			require.Equal(t, rheo.OrderingPartition, got["audit"], "groups = %v, want audit unchanged and no group x", got)
+			require.Len(t, got, 3, "groups = %v, want audit unchanged and no group x", got)
 		})
 		t.Run("set-ordering of a missing group names it", func(t *testing.T) {
 			b.fails(t, cli.ExitFailure, `group "nope" not found on stream "orders"`, "set-ordering", "orders", "nope", "key")
@@ -429,24 +381,24 @@ func TestCLIAppend(t *testing.T) {
 		t.Run("append routes one event by key and prints where it went", func(t *testing.T) {
 			ev := cliJSON[rheo.Event](t, b.ok(t, "append", "orders", `{"type":"placed","total":12}`,
 				"--key", "customer-7", "--metadata", `{"correlation_id":"c-1"}`, "--output", "json"))
-			if ev.Partition != rheo.PartitionForKey("customer-7", 4) || ev.Sequence != 1 || ev.Key != "customer-7" || ev.Type != "placed" {
-				t.Fatalf("appended %+v, want partition %d sequence 1", ev, rheo.PartitionForKey("customer-7", 4))
-			}
+			msg := fmt.Sprintf("appended %+v, want partition %d sequence 1", ev, rheo.PartitionForKey("customer-7", 4))
+			require.Equal(t, rheo.PartitionForKey("customer-7", 4), ev.Partition, msg)
+			require.Equal(t, int64(1), ev.Sequence, msg)
+			require.Equal(t, "customer-7", ev.Key, msg)
+			require.Equal(t, "placed", ev.Type, msg)
 			var meta map[string]string
-			if err := json.Unmarshal(ev.Metadata, &meta); err != nil || meta["correlation_id"] != "c-1" {
-				t.Fatalf("metadata = %s, want the correlation id", ev.Metadata)
-			}
+			require.NoError(t, json.Unmarshal(ev.Metadata, &meta), "metadata = %s, want the correlation id", ev.Metadata)
+			require.Equal(t, "c-1", meta["correlation_id"], "metadata = %s, want the correlation id", ev.Metadata)
 			table := b.ok(t, "append", "orders", `{"type":"placed"}`, "--partition", "2")
-			if !strings.HasPrefix(table, "STREAM  PARTITION  SEQUENCE  ID") || !strings.Contains(table, "orders  2          1  ") {
-				t.Fatalf("append table:\n%s", table)
-			}
+			require.True(t, strings.HasPrefix(table, "STREAM  PARTITION  SEQUENCE  ID"), "append table:\n%s", table)
+			require.Contains(t, table, "orders  2          1  ", "append table:\n%s", table)
 		})
 		t.Run("append with an id is idempotent, and another payload under it fails", func(t *testing.T) {
 			first := cliJSON[rheo.Event](t, b.ok(t, "append", "orders", `{"type":"paid"}`, "--id", "pay-1", "--output", "json"))
 			again := cliJSON[rheo.Event](t, b.ok(t, "append", "orders", `{"type":"paid"}`, "--id", "pay-1", "--output", "json"))
-			if again.Sequence != first.Sequence || again.Partition != first.Partition || again.ID != "pay-1" {
-				t.Fatalf("repeat = %+v, want the stored %+v", again, first)
-			}
+			require.Equal(t, first.Sequence, again.Sequence, "repeat = %+v, want the stored %+v", again, first)
+			require.Equal(t, first.Partition, again.Partition, "repeat = %+v, want the stored %+v", again, first)
+			require.Equal(t, "pay-1", again.ID, "repeat = %+v, want the stored %+v", again, first)
 			b.fails(t, cli.ExitFailure, "already_exists", "append", "orders", `{"type":"refunded"}`, "--id", "pay-1")
 		})
 		t.Run("append reads JSON lines from stdin in batches", func(t *testing.T) {
@@ -462,9 +414,8 @@ func TestCLIAppend(t *testing.T) {
 			cliWantFailure(t, r, cli.ExitFailure, `stream "batch-stream" not found`)
 			b.ok(t, "create-stream", "batch-stream", "--partitions", "3")
 			r = cliRun(t, in.String(), "append", "batch-stream", "--database-url", b.url, "--output", "json")
-			if r.code != cli.ExitOK || r.stderr != "" {
-				t.Fatalf("append from stdin (no progress when stderr is not a terminal): %s", r)
-			}
+			require.Equal(t, cli.ExitOK, r.code, "append from stdin (no progress when stderr is not a terminal): %s", r)
+			require.Empty(t, r.stderr, "append from stdin (no progress when stderr is not a terminal): %s", r)
 			got := cliJSON[struct {
 				Appended   int64 `json:"appended"`
 				Partitions []struct {
@@ -477,22 +428,21 @@ func TestCLIAppend(t *testing.T) {
 			var sum int64
 			for _, p := range got.Partitions {
 				sum += p.Events
-				if p.FirstSequence != 1 || p.LastSequence != p.Events {
-					t.Errorf("partition %d: sequences %d..%d for %d events, want 1..%d", p.Partition, p.FirstSequence, p.LastSequence, p.Events, p.Events)
-				}
+				assert.Equal(t, int64(1), p.FirstSequence, "partition %d: sequences %d..%d for %d events, want 1..%d", p.Partition, p.FirstSequence, p.LastSequence, p.Events, p.Events)
+				assert.Equal(t, p.Events, p.LastSequence, "partition %d: sequences %d..%d for %d events, want 1..%d", p.Partition, p.FirstSequence, p.LastSequence, p.Events, p.Events)
 			}
-			if got.Appended != n || sum != n || len(got.Partitions) != 3 {
-				t.Fatalf("appended %d (%d over %d partitions), want %d over 3", got.Appended, sum, len(got.Partitions), n)
-			}
+			msg := fmt.Sprintf("appended %d (%d over %d partitions), want %d over 3", got.Appended, sum, len(got.Partitions), n)
+			require.Equal(t, int64(n), got.Appended, msg)
+			require.Equal(t, int64(n), sum, msg)
+			require.Len(t, got.Partitions, 3, msg)
 		})
 		t.Run("a bad line on stdin is named, after appending the lines before it", func(t *testing.T) {
 			before := b.lag(t, "orders").Total
 			r := cliRun(t, "{\"type\":\"ok\"}\nnot json\n{}\n", "append", "orders", "--database-url", b.url)
 			cliWantFailure(t, r, cli.ExitFailure,
 				"rheo: stdin line 2 is not valid JSON; 1 event appended (stdin line 1), none from line 2 on; resume from line 2 once it is fixed\n")
-			if after := b.lag(t, "orders").Total; after != before+1 {
-				t.Fatalf("%d events were appended, want the one before the bad line", after-before)
-			}
+			after := b.lag(t, "orders").Total
+			require.Equal(t, before+1, after, "%d events were appended, want the one before the bad line", after-before)
 		})
 		t.Run("append rejects what is not a JSON object", func(t *testing.T) {
 			b.fails(t, cli.ExitUsage, "the payload is not valid JSON", "append", "orders", `{"type":`)
@@ -514,96 +464,94 @@ func TestCLIGroupState(t *testing.T) {
 		t.Run("lag shows each partition and the total", func(t *testing.T) {
 			lag := cliJSON[rheo.Lag](t, b.ok(t, "lag", "orders", "billing", "--output", "json"))
 			want := b.lag(t, "orders")
-			if len(lag.Partitions) != 3 || lag.Total != want.Total || lag.Total != int64(len(evs))-1 {
-				t.Fatalf("lag = %+v, want %+v (all but the dead letter)", lag, want)
-			}
+			require.Len(t, lag.Partitions, 3, "lag = %+v, want %+v (all but the dead letter)", lag, want)
+			require.Equal(t, want.Total, lag.Total, "lag = %+v, want %+v (all but the dead letter)", lag, want)
+			require.Equal(t, int64(len(evs))-1, lag.Total, "lag = %+v, want %+v (all but the dead letter)", lag, want)
 			one := cliJSON[rheo.Lag](t, b.ok(t, "lag", "orders", "billing", "--partition", "1", "--output", "json"))
-			if len(one.Partitions) != 1 || one.Partitions[0] != want.Partitions[1] {
-				t.Fatalf("lag of partition 1 = %+v, want %+v", one, want.Partitions[1])
-			}
+			require.Len(t, one.Partitions, 1, "lag of partition 1 = %+v, want %+v", one, want.Partitions[1])
+			require.Equal(t, want.Partitions[1], one.Partitions[0], "lag of partition 1")
 			table := b.ok(t, "lag", "orders", "billing")
 			lines := strings.Split(strings.TrimSpace(table), "\n")
-			if len(lines) != 5 || !strings.HasPrefix(lines[0], "PARTITION  FRONTIER  HIGH_WATERMARK  LAG") ||
-				!strings.HasPrefix(lines[4], "total") || !strings.HasSuffix(lines[4], fmt.Sprint(want.Total)) {
-				t.Fatalf("lag table:\n%s", table)
-			}
+			require.Len(t, lines, 5, "lag table:\n%s", table)
+			require.True(t, strings.HasPrefix(lines[0], "PARTITION  FRONTIER  HIGH_WATERMARK  LAG"), "lag table:\n%s", table)
+			require.True(t, strings.HasPrefix(lines[4], "total"), "lag table:\n%s", table)
+			require.True(t, strings.HasSuffix(lines[4], fmt.Sprint(want.Total)), "lag table:\n%s", table)
 		})
 		t.Run("info summarises the group", func(t *testing.T) {
 			leases, err := b.drv.Fetch(context.Background(), "orders", "billing", &rheo.FetchOptions{MaxCount: 2})
-			if err != nil || len(leases) != 2 {
-				t.Fatalf("fetch: %v, %d leases", err, len(leases))
-			}
+			require.NoError(t, err, "fetch")
+			require.Len(t, leases, 2, "fetch: %d leases", len(leases))
 			info := cliJSON[struct {
 				Stream string `json:"stream"`
 				Group  string `json:"group"`
 				rheo.GroupInfo
 			}](t, b.ok(t, "info", "orders", "billing", "--output", "json"))
-			if info.Stream != "orders" || info.Group != "billing" || info.InFlight != 2 || info.DeadLetters != 1 ||
-				info.Lag != int64(len(evs))-1 || info.OldestUnsettledTS == nil {
-				t.Fatalf("info = %+v, want 2 in flight, 1 dead letter, lag %d", info, len(evs)-1)
-			}
+			msg := fmt.Sprintf("info = %+v, want 2 in flight, 1 dead letter, lag %d", info, len(evs)-1)
+			require.Equal(t, "orders", info.Stream, msg)
+			require.Equal(t, "billing", info.Group, msg)
+			require.Equal(t, int64(2), info.InFlight, msg)
+			require.Equal(t, int64(1), info.DeadLetters, msg)
+			require.Equal(t, int64(len(evs))-1, info.Lag, msg)
+			require.NotNil(t, info.OldestUnsettledTS, msg)
 			table := b.ok(t, "info", "orders", "billing")
-			if !strings.Contains(table, "INFLIGHT") || !strings.Contains(table, "orders  billing") {
-				t.Fatalf("info table:\n%s", table)
-			}
+			require.Contains(t, table, "INFLIGHT", "info table:\n%s", table)
+			require.Contains(t, table, "orders  billing", "info table:\n%s", table)
 			for _, l := range leases {
-				if err := b.drv.Ack(context.Background(), l.LeaseID); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, b.drv.Ack(context.Background(), l.LeaseID))
 			}
 		})
 		t.Run("leases lists the deliveries in progress, the soonest due first", func(t *testing.T) {
 			ctx := context.Background()
 			soon, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 1, ConsumerID: "w-soon", LeaseDuration: time.Minute})
-			if err != nil || len(soon) != 1 {
-				t.Fatalf("fetch: %v, %v", soon, err)
-			}
+			require.NoError(t, err, "fetch")
+			require.Len(t, soon, 1, "fetch: %v", soon)
 			late, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 1, ConsumerID: "w-late", LeaseDuration: time.Hour})
-			if err != nil || len(late) != 1 {
-				t.Fatalf("fetch: %v, %v", late, err)
-			}
+			require.NoError(t, err, "fetch")
+			require.Len(t, late, 1, "fetch: %v", late)
 			got := cliJSON[[]rheo.Delivery](t, b.ok(t, "leases", "orders", "billing", "--output", "json"))
-			if len(got) != 2 || got[0].EventID != soon[0].Event.ID || got[0].ConsumerID != "w-soon" ||
-				got[1].EventID != late[0].Event.ID || got[1].State != "leased" {
-				t.Fatalf("leases = %+v, want the minute's lease then the hour's", got)
-			}
+			msg := fmt.Sprintf("leases = %+v, want the minute's lease then the hour's", got)
+			require.Len(t, got, 2, msg)
+			require.Equal(t, soon[0].Event.ID, got[0].EventID, msg)
+			require.Equal(t, "w-soon", got[0].ConsumerID, msg)
+			require.Equal(t, late[0].Event.ID, got[1].EventID, msg)
+			require.Equal(t, "leased", got[1].State, msg)
 			table := b.ok(t, "leases", "orders", "billing", "--limit", "1")
-			if lines := strings.Split(strings.TrimSpace(table), "\n"); len(lines) != 2 ||
-				!strings.HasPrefix(lines[0], "EVENT_ID") || !strings.Contains(lines[1], "w-soon") {
-				t.Fatalf("leases table:\n%s", table)
-			}
+			lines := strings.Split(strings.TrimSpace(table), "\n")
+			require.Len(t, lines, 2, "leases table:\n%s", table)
+			require.True(t, strings.HasPrefix(lines[0], "EVENT_ID"), "leases table:\n%s", table)
+			require.Contains(t, lines[1], "w-soon", "leases table:\n%s", table)
 			for _, l := range append(soon, late...) {
-				if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, b.drv.Ack(ctx, l.LeaseID))
 			}
 		})
 		t.Run("dead-letters shows the reason and the payload", func(t *testing.T) {
 			dls := cliJSON[[]rheo.DeadLetter](t, b.ok(t, "dead-letters", "orders", "billing", "--output", "json"))
-			if len(dls) != 1 || dls[0].Event.ID != dead.Event.ID || dls[0].Reason != "bad address" || dls[0].Attempt != 1 ||
-				!bytes.Contains(dls[0].Event.Payload, []byte(`"type"`)) {
-				t.Fatalf("dead letters = %+v, want %s rejected for bad address", dls, dead.Event.ID)
-			}
+			msg := fmt.Sprintf("dead letters = %+v, want %s rejected for bad address", dls, dead.Event.ID)
+			require.Len(t, dls, 1, msg)
+			require.Equal(t, dead.Event.ID, dls[0].Event.ID, msg)
+			require.Equal(t, "bad address", dls[0].Reason, msg)
+			require.Equal(t, 1, dls[0].Attempt, msg)
+			require.Contains(t, string(dls[0].Event.Payload), `"type"`, msg)
 			table := b.ok(t, "dead-letters", "orders", "billing")
-			if !strings.Contains(table, dead.Event.ID) || !strings.Contains(table, "bad address") || !strings.Contains(table, `{"`) {
-				t.Fatalf("dead-letters table:\n%s", table)
+			for _, want := range []string{dead.Event.ID, "bad address", `{"`} {
+				require.Contains(t, table, want, "dead-letters table:\n%s", table)
 			}
 		})
 		t.Run("dead-letters pages with --limit and --after", func(t *testing.T) {
 			second := b.cliDeadLetter(t, "orders", "")
 			r := b.run(t, "dead-letters", "orders", "billing", "--limit", "1")
 			first := cliJSON[[]rheo.DeadLetter](t, b.ok(t, "dead-letters", "orders", "billing", "--limit", "1", "--output", "json"))
-			if r.code != 0 || !strings.Contains(r.stderr, "next page: rheo dead-letters orders billing --limit 1 --after "+first[0].Event.ID) {
-				t.Fatalf("a full page does not say how to get the next: %s", r)
-			}
+			require.Zero(t, r.code, "a full page does not say how to get the next: %s", r)
+			require.Contains(t, r.stderr, "next page: rheo dead-letters orders billing --limit 1 --after "+first[0].Event.ID, "a full page does not say how to get the next: %s", r)
 			next := cliJSON[[]rheo.DeadLetter](t, b.ok(t, "dead-letters", "orders", "billing", "--after", first[0].Event.ID, "--output", "json"))
 			ids := map[string]bool{first[0].Event.ID: true}
 			for _, d := range next {
 				ids[d.Event.ID] = true
 			}
-			if len(next) != 1 || !ids[dead.Event.ID] || !ids[second.Event.ID] {
-				t.Fatalf("pages %v and %+v, want %s and %s", first[0].Event.ID, next, dead.Event.ID, second.Event.ID)
-			}
+			msg := fmt.Sprintf("pages %v and %+v, want %s and %s", first[0].Event.ID, next, dead.Event.ID, second.Event.ID)
+			require.Len(t, next, 1, msg)
+			require.True(t, ids[dead.Event.ID], msg)
+			require.True(t, ids[second.Event.ID], msg)
 			b.fails(t, cli.ExitFailure, `--after "nope" is not a dead letter of group "billing"`,
 				"dead-letters", "orders", "billing", "--after", "nope")
 			b.fails(t, cli.ExitUsage, "--limit must be at least 1", "dead-letters", "orders", "billing", "--limit", "0")
@@ -634,18 +582,13 @@ func TestCLIReplayAndReset(t *testing.T) {
 		evs := b.cliAppend(t, "orders", 8)
 		// Settle everything: the last fetched event is dead-lettered.
 		leases, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 100})
-		if err != nil || len(leases) != len(evs) {
-			t.Fatalf("fetch: %v, %d leases", err, len(leases))
-		}
+		require.NoError(t, err, "fetch")
+		require.Len(t, leases, len(evs), "fetch: %d leases", len(leases))
 		for _, l := range leases[:len(leases)-1] {
-			if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.drv.Ack(ctx, l.LeaseID))
 		}
 		dead := leases[len(leases)-1]
-		if err := b.drv.Reject(ctx, dead.LeaseID, "poison"); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.drv.Reject(ctx, dead.LeaseID, "poison"))
 		hwm := map[int]int64{}
 		for _, ev := range evs {
 			hwm[ev.Partition] = max(hwm[ev.Partition], ev.Sequence)
@@ -653,54 +596,44 @@ func TestCLIReplayAndReset(t *testing.T) {
 
 		t.Run("replay --dry-run counts per partition and changes nothing", func(t *testing.T) {
 			got := cliJSON[replayOut](t, b.ok(t, "replay", "orders", "billing", "--from-sequence", "1", "--dry-run", "--output", "json"))
-			if !got.DryRun || len(got.Partitions) != 2 || got.Total != hwm[0]-1+hwm[1]-1 {
-				t.Fatalf("dry run = %+v, want %d and %d", got, hwm[0]-1, hwm[1]-1)
-			}
+			msg := fmt.Sprintf("dry run = %+v, want %d and %d", got, hwm[0]-1, hwm[1]-1)
+			require.True(t, got.DryRun, msg)
+			require.Len(t, got.Partitions, 2, msg)
+			require.Equal(t, hwm[0]-1+hwm[1]-1, got.Total, msg)
 			for _, p := range got.Partitions {
-				if p.Events != hwm[p.Partition]-1 {
-					t.Fatalf("dry run of partition %d = %d, want %d", p.Partition, p.Events, hwm[p.Partition]-1)
-				}
+				require.Equal(t, hwm[p.Partition]-1, p.Events, "dry run of partition %d", p.Partition)
 			}
-			if lag := b.lag(t, "orders"); lag.Total != 0 {
-				t.Fatalf("lag after a dry run = %d, want 0", lag.Total)
-			}
+			require.Zero(t, b.lag(t, "orders").Total, "lag after a dry run")
 			table := b.ok(t, "replay", "orders", "billing", "--from-sequence", "1", "--dry-run")
-			if !strings.Contains(table, "WOULD_REPLAY") || !strings.Contains(table, "dry run: nothing was changed") {
-				t.Fatalf("dry-run table:\n%s", table)
-			}
+			require.Contains(t, table, "WOULD_REPLAY", "dry-run table:\n%s", table)
+			require.Contains(t, table, "dry run: nothing was changed", "dry-run table:\n%s", table)
 		})
 		t.Run("replay by event id reopens a dead letter", func(t *testing.T) {
 			got := cliJSON[replayOut](t, b.ok(t, "replay", "orders", "billing", "--event-id", dead.Event.ID, "--output", "json"))
-			if got.DryRun || got.Total != 1 {
-				t.Fatalf("replay by id = %+v, want 1", got)
-			}
-			if dls, _ := b.drv.DeadLetters(ctx, "orders", "billing", nil); len(dls) != 0 {
-				t.Fatalf("dead letters after the replay: %+v, want none", dls)
-			}
+			require.False(t, got.DryRun, "replay by id = %+v, want 1", got)
+			require.Equal(t, int64(1), got.Total, "replay by id = %+v, want 1", got)
+			dls, _ := b.drv.DeadLetters(ctx, "orders", "billing", nil)
+			require.Empty(t, dls, "dead letters after the replay")
 			again, err := b.drv.Fetch(ctx, "orders", "billing", nil)
-			if err != nil || len(again) != 1 || again[0].Event.ID != dead.Event.ID || again[0].Attempt != 1 {
-				t.Fatalf("fetch after the replay = %+v, %v; want %s at attempt 1", again, err, dead.Event.ID)
-			}
-			if err := b.drv.Ack(ctx, again[0].LeaseID); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "fetch after the replay")
+			msg := fmt.Sprintf("fetch after the replay = %+v; want %s at attempt 1", again, dead.Event.ID)
+			require.Len(t, again, 1, msg)
+			require.Equal(t, dead.Event.ID, again[0].Event.ID, msg)
+			require.Equal(t, 1, again[0].Attempt, msg)
+			require.NoError(t, b.drv.Ack(ctx, again[0].LeaseID))
 		})
 		t.Run("replay from a sequence in one partition moves only its frontier back", func(t *testing.T) {
 			table := b.ok(t, "replay", "orders", "billing", "--from-sequence", "0", "--partition", "1")
-			if !strings.Contains(table, "REPLAYED") || !strings.Contains(table, fmt.Sprintf("total      %d", hwm[1])) {
-				t.Fatalf("replay table:\n%s", table)
-			}
+			require.Contains(t, table, "REPLAYED", "replay table:\n%s", table)
+			require.Contains(t, table, fmt.Sprintf("total      %d", hwm[1]), "replay table:\n%s", table)
 			lag := b.lag(t, "orders")
-			if lag.Partitions[0].Lag != 0 || lag.Partitions[1].Lag != hwm[1] {
-				t.Fatalf("lag after the replay = %+v, want partition 1 rewound to 0", lag)
-			}
+			require.Zero(t, lag.Partitions[0].Lag, "lag after the replay = %+v, want partition 1 rewound to 0", lag)
+			require.Equal(t, hwm[1], lag.Partitions[1].Lag, "lag after the replay = %+v, want partition 1 rewound to 0", lag)
 		})
 		t.Run("replay from a time uses RFC 3339", func(t *testing.T) {
 			got := cliJSON[replayOut](t, b.ok(t, "replay", "orders", "billing", "--from-time",
 				evs[0].TS.Add(-time.Hour).Format(time.RFC3339), "--dry-run", "--output", "json"))
-			if got.Total != hwm[0] {
-				t.Fatalf("replay from an hour before the first event would reopen %d, want partition 0's %d (partition 1 is pending already)", got.Total, hwm[0])
-			}
+			require.Equal(t, hwm[0], got.Total, "replay from an hour before the first event, want partition 0's events (partition 1 is pending already)")
 		})
 		t.Run("replay needs exactly one selector", func(t *testing.T) {
 			b.fails(t, cli.ExitUsage, "give exactly one of --from-sequence, --event-id and --from-time", "replay", "orders", "billing")
@@ -713,22 +646,18 @@ func TestCLIReplayAndReset(t *testing.T) {
 			before := b.lag(t, "orders")
 			b.fails(t, cli.ExitUsage, "rheo reset: --confirm is required: reset drops", "reset", "orders", "billing", "--start-after", "2")
 			b.fails(t, cli.ExitUsage, "--confirm is required", "reset", "nope", "billing")
-			if after := b.lag(t, "orders"); after.Total != before.Total {
-				t.Fatalf("lag went from %d to %d without --confirm", before.Total, after.Total)
-			}
+			require.Equal(t, before.Total, b.lag(t, "orders").Total, "the lag changed without --confirm")
 		})
 		t.Run("reset --confirm places the cursors and prints the lag", func(t *testing.T) {
 			got := cliJSON[struct {
 				Lag rheo.Lag `json:"lag"`
 			}](t, b.ok(t, "reset", "orders", "billing", "--confirm", "--start-after", "2", "--output", "json"))
 			want := max(0, hwm[0]-2) + max(0, hwm[1]-2)
-			if got.Lag.Total != want || got.Lag.Partitions[0].Frontier != 2 {
-				t.Fatalf("lag after reset = %+v, want total %d from frontier 2", got.Lag, want)
-			}
+			require.Equal(t, want, got.Lag.Total, "lag after reset = %+v, want total %d from frontier 2", got.Lag, want)
+			require.Equal(t, int64(2), got.Lag.Partitions[0].Frontier, "lag after reset = %+v, want total %d from frontier 2", got.Lag, want)
 			table := b.ok(t, "reset", "orders", "billing", "--confirm")
-			if !strings.Contains(table, `reset group "billing" on stream "orders"`) || !strings.Contains(table, fmt.Sprintf("%d", len(evs))) {
-				t.Fatalf("reset table:\n%s", table)
-			}
+			require.Contains(t, table, `reset group "billing" on stream "orders"`, "reset table:\n%s", table)
+			require.Contains(t, table, fmt.Sprintf("%d", len(evs)), "reset table:\n%s", table)
 			b.fails(t, cli.ExitFailure, `group "nobody" not found`, "reset", "orders", "nobody", "--confirm")
 		})
 	})
@@ -764,45 +693,39 @@ func TestCLIRetentionAndPrune(t *testing.T) {
 		old := time.Now().Add(-48 * time.Hour)
 		for i := range 6 {
 			p := i % 2
-			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
-				&rheo.AppendOptions{Partition: &p, TS: &old}); err != nil {
-				t.Fatal(err)
-			}
+			_, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
+				&rheo.AppendOptions{Partition: &p, TS: &old})
+			require.NoError(t, err)
 		}
 		for i := range 2 {
 			p := 0
-			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"new":%d}`, i)), &rheo.AppendOptions{Partition: &p}); err != nil {
-				t.Fatal(err)
-			}
+			_, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"new":%d}`, i)), &rheo.AppendOptions{Partition: &p})
+			require.NoError(t, err)
 		}
 		leases, err := b.drv.Fetch(ctx, "orders", "billing", &rheo.FetchOptions{MaxCount: 100, Partitions: []int{0}})
-		if err != nil || len(leases) != 5 {
-			t.Fatalf("fetch partition 0: %v, %d leases", err, len(leases))
-		}
+		require.NoError(t, err, "fetch partition 0")
+		require.Len(t, leases, 5, "fetch partition 0: %d leases", len(leases))
 		for _, l := range leases {
-			if err := b.drv.Ack(ctx, l.LeaseID); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, b.drv.Ack(ctx, l.LeaseID))
 		}
 		lows := func() []int64 {
 			info, err := b.drv.StreamInfo(ctx, "orders")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return []int64{info.Partitions[0].LowWatermark, info.Partitions[1].LowWatermark}
 		}
 
 		t.Run("retention without --max-age shows the watermarks of each partition", func(t *testing.T) {
 			got := cliJSON[rangeOut](t, b.ok(t, "retention", "orders", "--output", "json"))
-			if got.MaxAge != nil || len(got.Partitions) != 2 || got.Partitions[0].HighWatermark != 5 ||
-				got.Partitions[0].LowWatermark != 1 || got.Partitions[0].Retained != 5 || got.Partitions[1].Retained != 3 {
-				t.Fatalf("retention = %+v, want no max age and 5 and 3 events retained from 1", got)
-			}
+			msg := fmt.Sprintf("retention = %+v, want no max age and 5 and 3 events retained from 1", got)
+			require.Nil(t, got.MaxAge, msg)
+			require.Len(t, got.Partitions, 2, msg)
+			require.Equal(t, int64(5), got.Partitions[0].HighWatermark, msg)
+			require.Equal(t, int64(1), got.Partitions[0].LowWatermark, msg)
+			require.Equal(t, int64(5), got.Partitions[0].Retained, msg)
+			require.Equal(t, int64(3), got.Partitions[1].Retained, msg)
 			table := b.ok(t, "retention", "orders")
-			if !strings.Contains(table, `stream "orders" keeps its events forever`) ||
-				!strings.Contains(table, "PARTITION  LOW_WATERMARK  HIGH_WATERMARK  RETAINED\n0          1              5               5") {
-				t.Fatalf("retention table:\n%s", table)
-			}
+			require.Contains(t, table, `stream "orders" keeps its events forever`, "retention table:\n%s", table)
+			require.Contains(t, table, "PARTITION  LOW_WATERMARK  HIGH_WATERMARK  RETAINED\n0          1              5               5", "retention table:\n%s", table)
 		})
 		t.Run("prune of a stream without retention fails and says how to set one", func(t *testing.T) {
 			b.fails(t, cli.ExitFailure, `stream "orders" has no retention, so nothing is pruned; set one with: rheo retention orders --max-age 30d`,
@@ -812,64 +735,62 @@ func TestCLIRetentionAndPrune(t *testing.T) {
 			for _, c := range [][2]string{{"2w", "2w"}, {"14d", "2w"}, {"36h", "36h0m0s"}, {"1d12h", "36h0m0s"},
 				{"90m", "1h30m0s"}, {"1.5d", "36h0m0s"}, {"1d", "1d"}} {
 				got := cliJSON[rangeOut](t, b.ok(t, "retention", "orders", "--max-age", c[0], "--output", "json"))
-				if got.MaxAge == nil || *got.MaxAge != c[1] {
-					t.Fatalf("--max-age %s shows %v, want %s", c[0], got.MaxAge, c[1])
-				}
+				require.NotNil(t, got.MaxAge, "--max-age %s shows no max age, want %s", c[0], c[1])
+				require.Equal(t, c[1], *got.MaxAge, "--max-age %s", c[0])
 			}
-			if table := b.ok(t, "retention", "orders"); !strings.Contains(table, `stream "orders" keeps its events for 1d`) {
-				t.Fatalf("retention table:\n%s", table)
-			}
+			table := b.ok(t, "retention", "orders")
+			require.Contains(t, table, `stream "orders" keeps its events for 1d`, "retention table:\n%s", table)
 		})
 		t.Run("retention rejects what is not a positive duration", func(t *testing.T) {
 			for _, age := range []string{"0", "0s", "0d", "-1d", "3x", "1d-2h", "300000d", "", "never"} {
 				b.fails(t, cli.ExitUsage, "invalid value", "retention", "orders", "--max-age", age)
 			}
-			if got := cliJSON[rangeOut](t, b.ok(t, "retention", "orders", "--output", "json")); got.MaxAge == nil || *got.MaxAge != "1d" {
-				t.Fatalf("the retention changed to %v", got.MaxAge)
-			}
+			got := cliJSON[rangeOut](t, b.ok(t, "retention", "orders", "--output", "json"))
+			require.NotNil(t, got.MaxAge, "the retention changed to none")
+			require.Equal(t, "1d", *got.MaxAge, "the retention changed")
 		})
 		t.Run("prune --dry-run counts per partition and changes nothing", func(t *testing.T) {
 			got := cliJSON[pruneOut](t, b.ok(t, "prune", "orders", "--dry-run", "--output", "json"))
-			if !got.DryRun || got.Total != 3 || len(got.Partitions) != 2 || got.Partitions[0].Events != 3 ||
-				got.Partitions[0].LowWatermark != 4 || got.Partitions[1].Events != 0 {
-				t.Fatalf("dry run = %+v, want 3 events of partition 0 (billing has not passed partition 1)", got)
-			}
-			if l := lows(); !slices.Equal(l, []int64{1, 1}) {
-				t.Fatalf("low watermarks after a dry run = %v, want [1 1]", l)
-			}
+			msg := fmt.Sprintf("dry run = %+v, want 3 events of partition 0 (billing has not passed partition 1)", got)
+			require.True(t, got.DryRun, msg)
+			require.Equal(t, int64(3), got.Total, msg)
+			require.Len(t, got.Partitions, 2, msg)
+			require.Equal(t, int64(3), got.Partitions[0].Events, msg)
+			require.Equal(t, int64(4), got.Partitions[0].LowWatermark, msg)
+			require.Zero(t, got.Partitions[1].Events, msg)
+			require.Equal(t, []int64{1, 1}, lows(), "low watermarks after a dry run")
 			table := b.ok(t, "prune", "orders", "--dry-run", "--force")
-			if !strings.Contains(table, "WOULD_PRUNE") || !strings.Contains(table, "total      6") ||
-				!strings.Contains(table, "dry run: nothing was changed") {
-				t.Fatalf("dry-run table:\n%s", table)
+			for _, want := range []string{"WOULD_PRUNE", "total      6", "dry run: nothing was changed"} {
+				require.Contains(t, table, want, "dry-run table:\n%s", table)
 			}
 		})
 		t.Run("prune deletes the aged events every group has passed and prints the watermarks", func(t *testing.T) {
 			table := b.ok(t, "prune", "orders")
-			if !strings.Contains(table, "PARTITION  PRUNED  LOW_WATERMARK  HIGH_WATERMARK\n0          3       4              5") ||
-				!strings.Contains(table, `pruned 3 event(s) of stream "orders" in 2 transaction(s)`) {
-				t.Fatalf("prune table:\n%s", table)
-			}
-			if l := lows(); !slices.Equal(l, []int64{4, 1}) {
-				t.Fatalf("low watermarks = %v, want [4 1]", l)
-			}
-			if got := cliJSON[pruneOut](t, b.ok(t, "prune", "orders", "--output", "json")); got.Total != 0 || got.Batches != 1 {
-				t.Fatalf("a second prune = %+v, want nothing in one call", got)
-			}
+			require.Contains(t, table, "PARTITION  PRUNED  LOW_WATERMARK  HIGH_WATERMARK\n0          3       4              5", "prune table:\n%s", table)
+			require.Contains(t, table, `pruned 3 event(s) of stream "orders" in 2 transaction(s)`, "prune table:\n%s", table)
+			require.Equal(t, []int64{4, 1}, lows(), "low watermarks")
+			second := cliJSON[pruneOut](t, b.ok(t, "prune", "orders", "--output", "json"))
+			require.Zero(t, second.Total, "a second prune = %+v, want nothing in one call", second)
+			require.Equal(t, 1, second.Batches, "a second prune = %+v, want nothing in one call", second)
 		})
 		t.Run("prune --force deletes what groups have not settled, in batches of --max-count", func(t *testing.T) {
 			got := cliJSON[pruneOut](t, b.ok(t, "prune", "orders", "--force", "--max-count", "1", "--output", "json"))
-			if !got.Force || got.Total != 3 || got.Batches != 4 || got.Partitions[1].Events != 3 || got.Partitions[1].LowWatermark != 4 {
-				t.Fatalf("prune --force = %+v, want partition 1's 3 events in 3 batches and an empty one", got)
-			}
-			if lag := b.lag(t, "orders"); lag.Partitions[1].Frontier != 3 || lag.Partitions[1].Lag != 0 {
-				t.Fatalf("billing's lag after --force = %+v, want partition 1 past the pruned events", lag)
-			}
+			msg := fmt.Sprintf("prune --force = %+v, want partition 1's 3 events in 3 batches and an empty one", got)
+			require.True(t, got.Force, msg)
+			require.Equal(t, int64(3), got.Total, msg)
+			require.Equal(t, 4, got.Batches, msg)
+			require.Equal(t, int64(3), got.Partitions[1].Events, msg)
+			require.Equal(t, int64(4), got.Partitions[1].LowWatermark, msg)
+			lag := b.lag(t, "orders")
+			require.Equal(t, int64(3), lag.Partitions[1].Frontier, "billing's lag after --force = %+v, want partition 1 past the pruned events", lag)
+			require.Zero(t, lag.Partitions[1].Lag, "billing's lag after --force = %+v, want partition 1 past the pruned events", lag)
 		})
 		t.Run("retention --max-age forever removes the retention", func(t *testing.T) {
 			got := cliJSON[rangeOut](t, b.ok(t, "retention", "orders", "--max-age", "forever", "--output", "json"))
-			if got.MaxAge != nil || got.Partitions[0].LowWatermark != 4 || got.Partitions[0].Retained != 2 {
-				t.Fatalf("retention forever = %+v, want no max age and the watermarks kept", got)
-			}
+			msg := fmt.Sprintf("retention forever = %+v, want no max age and the watermarks kept", got)
+			require.Nil(t, got.MaxAge, msg)
+			require.Equal(t, int64(4), got.Partitions[0].LowWatermark, msg)
+			require.Equal(t, int64(2), got.Partitions[0].Retained, msg)
 			b.fails(t, cli.ExitFailure, "has no retention", "prune", "orders", "--force")
 		})
 		t.Run("prune and retention reject bad flags and name unknown streams", func(t *testing.T) {
@@ -888,15 +809,11 @@ func TestCLIDrop(t *testing.T) {
 		ctx := context.Background()
 		b.cliStream(t, "orders", 2, 5)
 		b.cliAppend(t, "orders", 4)
-		if err := b.drv.CreateGroup(ctx, "orders", "audit", nil); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.drv.CreateGroup(ctx, "orders", "audit", nil))
 		held := b.cliDeadLetter(t, "orders", "poison")
 		groups := func() []string {
 			gs, err := b.drv.ListGroups(ctx, "orders")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var names []string
 			for _, g := range gs {
 				names = append(names, g.Name)
@@ -908,43 +825,30 @@ func TestCLIDrop(t *testing.T) {
 			b.fails(t, cli.ExitUsage, "rheo drop-group: --confirm is required", "drop-group", "orders", "audit")
 			b.fails(t, cli.ExitUsage, "rheo drop-group: --confirm is required", "drop-group", "nope", "audit")
 			b.fails(t, cli.ExitUsage, "rheo drop-stream: --confirm is required", "drop-stream", "orders")
-			if g := groups(); !slices.Equal(g, []string{"audit", "billing"}) {
-				t.Fatalf("groups = %v, want both", g)
-			}
+			require.Equal(t, []string{"audit", "billing"}, groups(), "groups, want both")
 		})
 		t.Run("drop-group removes the group and its dead letters", func(t *testing.T) {
 			got := cliJSON[map[string]any](t, b.ok(t, "drop-group", "orders", "billing", "--confirm", "--output", "json"))
-			if got["dropped"] != true || got["group"] != "billing" {
-				t.Fatalf("drop-group printed %v", got)
-			}
-			if g := groups(); !slices.Equal(g, []string{"audit"}) {
-				t.Fatalf("groups = %v, want audit only", g)
-			}
-			if err := b.drv.CreateGroup(ctx, "orders", "billing", nil); err != nil {
-				t.Fatal(err)
-			}
-			if dls, err := b.drv.DeadLetters(ctx, "orders", "billing", nil); err != nil || len(dls) != 0 {
-				t.Fatalf("dead letters of billing created anew: %v, %v; want none (%s was dead)", dls, err, held.Event.ID)
-			}
-			if out := b.ok(t, "drop-group", "orders", "billing", "--confirm"); out != "dropped group \"billing\" of stream \"orders\"\n" {
-				t.Fatalf("drop-group printed %q", out)
-			}
+			require.Equal(t, true, got["dropped"], "drop-group printed %v", got)
+			require.Equal(t, "billing", got["group"], "drop-group printed %v", got)
+			require.Equal(t, []string{"audit"}, groups(), "groups, want audit only")
+			require.NoError(t, b.drv.CreateGroup(ctx, "orders", "billing", nil))
+			dls, err := b.drv.DeadLetters(ctx, "orders", "billing", nil)
+			require.NoError(t, err, "dead letters of billing created anew")
+			require.Empty(t, dls, "dead letters of billing created anew, want none (%s was dead)", held.Event.ID)
+			require.Equal(t, "dropped group \"billing\" of stream \"orders\"\n", b.ok(t, "drop-group", "orders", "billing", "--confirm"), "drop-group printed")
 			b.fails(t, cli.ExitFailure, `group "billing" not found on stream "orders"`, "drop-group", "orders", "billing", "--confirm")
 			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "drop-group", "nope", "billing", "--confirm")
 		})
 		t.Run("drop-stream prints the events deleted", func(t *testing.T) {
 			got := cliJSON[map[string]any](t, b.ok(t, "drop-stream", "orders", "--confirm", "--output", "json"))
-			if got["stream"] != "orders" || got["events_deleted"] != float64(4) {
-				t.Fatalf("drop-stream printed %v", got)
-			}
+			require.Equal(t, "orders", got["stream"], "drop-stream printed %v", got)
+			require.Equal(t, float64(4), got["events_deleted"], "drop-stream printed %v", got)
 			b.cliStream(t, "short", 1, 1)
 			b.cliAppend(t, "short", 2)
-			if out := b.ok(t, "drop-stream", "short", "--confirm"); out != "dropped stream \"short\": 2 event(s) deleted\n" {
-				t.Fatalf("drop-stream printed %q", out)
-			}
-			if streams := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json")); len(streams) != 0 {
-				t.Fatalf("streams after the drops = %+v, want none", streams)
-			}
+			require.Equal(t, "dropped stream \"short\": 2 event(s) deleted\n", b.ok(t, "drop-stream", "short", "--confirm"), "drop-stream printed")
+			streams := cliJSON[[]rheo.StreamSummary](t, b.ok(t, "streams", "--output", "json"))
+			require.Empty(t, streams, "streams after the drops = %+v, want none", streams)
 			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "drop-stream", "nope", "--confirm")
 		})
 	})
@@ -984,7 +888,7 @@ func (b *cliSignalBuffer) waitFor(t *testing.T, want string) {
 		select {
 		case <-b.written:
 		case <-time.After(20 * time.Second):
-			t.Fatalf("waited 20 s for %q, with nothing new written; got:\n%s", want, b.String())
+			require.FailNow(t, fmt.Sprintf("waited 20 s for %q, with nothing new written; got:\n%s", want, b.String()))
 		}
 	}
 }
@@ -997,23 +901,17 @@ func TestCLITail(t *testing.T) {
 
 		t.Run("tail prints the last events in time order", func(t *testing.T) {
 			lines := strings.Split(strings.TrimSpace(b.ok(t, "tail", "orders", "-n", "3", "--output", "json")), "\n")
-			if len(lines) != 3 {
-				t.Fatalf("tail -n 3 printed %d lines", len(lines))
-			}
+			require.Len(t, lines, 3, "tail -n 3 printed %d lines", len(lines))
 			for i, line := range lines {
-				if ev := cliJSON[rheo.Event](t, line); ev.ID != evs[len(evs)-3+i].ID {
-					t.Fatalf("line %d is %s, want %s", i, ev.ID, evs[len(evs)-3+i].ID)
-				}
+				require.Equal(t, evs[len(evs)-3+i].ID, cliJSON[rheo.Event](t, line).ID, "line %d", i)
 			}
 			all := b.ok(t, "tail", "orders", "-n", "100")
-			if strings.Count(all, "\n") != len(evs) || !strings.Contains(all, evs[0].ID) {
-				t.Fatalf("tail -n 100 printed:\n%s", all)
-			}
+			require.Equal(t, len(evs), strings.Count(all, "\n"), "tail -n 100 printed:\n%s", all)
+			require.Contains(t, all, evs[0].ID, "tail -n 100 printed:\n%s", all)
 			p1 := b.ok(t, "tail", "orders", "--partition", "1", "--output", "json")
 			for line := range strings.Lines(p1) {
-				if ev := cliJSON[rheo.Event](t, line); ev.Partition != 1 {
-					t.Fatalf("tail --partition 1 printed %+v", ev)
-				}
+				ev := cliJSON[rheo.Event](t, line)
+				require.Equal(t, 1, ev.Partition, "tail --partition 1 printed %+v", ev)
 			}
 		})
 		t.Run("tail --follow prints events appended after it started", func(t *testing.T) {
@@ -1028,14 +926,10 @@ func TestCLITail(t *testing.T) {
 			}()
 			out.waitFor(t, evs[len(evs)-1].ID)
 			live, err := b.drv.Append(context.Background(), "orders", json.RawMessage(`{"type":"live"}`), &rheo.AppendOptions{Key: "live"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			out.waitFor(t, live.ID)
 			cancel()
-			if code := <-done; code != cli.ExitOK {
-				t.Fatalf("tail --follow ended with %d: %s", code, errOut.String())
-			}
+			require.Equal(t, cli.ExitOK, <-done, "tail --follow ended: %s", errOut.String())
 		})
 		t.Run("tail of an unknown stream or partition fails", func(t *testing.T) {
 			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "tail", "nope")
@@ -1065,9 +959,7 @@ func TestCLIDatabaseErrors(t *testing.T) {
 			t.Setenv(cli.EnvDatabaseURL, "")
 			r := cliRun(t, "", tt.args...)
 			cliWantFailure(t, r, tt.code, tt.want)
-			if strings.Contains(r.stderr, "secret") {
-				t.Fatalf("stderr repeats the password: %s", r.stderr)
-			}
+			require.NotContains(t, r.stderr, "secret", "stderr repeats the password: %s", r.stderr)
 		})
 	}
 	t.Run("a PostgreSQL database without the schema says how to install it", func(t *testing.T) {
@@ -1080,9 +972,8 @@ func TestCLIDatabaseErrors(t *testing.T) {
 		b.cliStream(t, "from-env", 1, 1)
 		t.Setenv(cli.EnvDatabaseURL, b.url)
 		r := cliRun(t, "", "streams")
-		if r.code != cli.ExitOK || !strings.Contains(r.stdout, "from-env") {
-			t.Fatalf("streams with DATABASE_URL: %s", r)
-		}
+		require.Equal(t, cli.ExitOK, r.code, "streams with DATABASE_URL: %s", r)
+		require.Contains(t, r.stdout, "from-env", "streams with DATABASE_URL: %s", r)
 	})
 }
 
@@ -1090,27 +981,23 @@ func TestCLIUsage(t *testing.T) {
 	t.Setenv(cli.EnvDatabaseURL, "")
 	t.Run("help lists every command", func(t *testing.T) {
 		r := cliRun(t, "", "help")
-		if r.code != cli.ExitOK {
-			t.Fatalf("help: %s", r)
-		}
+		require.Equal(t, cli.ExitOK, r.code, "help: %s", r)
 		for _, cmd := range []string{"demo", "streams", "groups", "lag", "info", "dead-letters", "replay", "reset",
 			"retention", "prune", "append", "query", "tail", "create-stream", "create-group", "drop-group", "drop-stream"} {
-			if !strings.Contains(r.stdout, "\n  "+cmd+" ") {
-				t.Errorf("help does not list %s:\n%s", cmd, r.stdout)
-			}
+			assert.Contains(t, r.stdout, "\n  "+cmd+" ", "help does not list %s:\n%s", cmd, r.stdout)
 		}
 	})
 	t.Run("no arguments print the usage and fail", func(t *testing.T) {
-		if r := cliRun(t, ""); r.code != cli.ExitUsage || !strings.Contains(r.stderr, "Usage: rheo COMMAND") {
-			t.Fatalf("rheo: %s", r)
-		}
+		r := cliRun(t, "")
+		require.Equal(t, cli.ExitUsage, r.code, "rheo: %s", r)
+		require.Contains(t, r.stderr, "Usage: rheo COMMAND", "rheo: %s", r)
 	})
 	t.Run("a command's -h and help COMMAND print its flags", func(t *testing.T) {
 		for _, args := range [][]string{{"replay", "-h"}, {"help", "replay"}, {"replay", "--help"}} {
 			r := cliRun(t, "", args...)
-			if r.code != cli.ExitOK || !strings.Contains(r.stdout, "Usage: rheo replay STREAM GROUP") ||
-				!strings.Contains(r.stdout, "-dry-run") || !strings.Contains(r.stdout, "-database-url") {
-				t.Fatalf("rheo %v: %s", args, r)
+			require.Equal(t, cli.ExitOK, r.code, "rheo %v: %s", args, r)
+			for _, want := range []string{"Usage: rheo replay STREAM GROUP", "-dry-run", "-database-url"} {
+				require.Contains(t, r.stdout, want, "rheo %v: %s", args, r)
 			}
 		}
 	})
@@ -1126,9 +1013,8 @@ func TestCLIUsage(t *testing.T) {
 		r := cliRun(t, "", "create-stream", "--database-url", b.url, "--", "-dash")
 		cliWantFailure(t, r, cli.ExitUsage, "invalid stream name")
 		r = cliRun(t, "", "create-stream", "s1", "--partitions", "2", "--database-url", b.url, "--output", "json")
-		if r.code != cli.ExitOK || cliJSON[map[string]any](t, r.stdout)["partition_count"] != float64(2) {
-			t.Fatalf("flags after the argument: %s", r)
-		}
+		require.Equal(t, cli.ExitOK, r.code, "flags after the argument: %s", r)
+		require.Equal(t, float64(2), cliJSON[map[string]any](t, r.stdout)["partition_count"], "flags after the argument: %s", r)
 	})
 }
 
@@ -1156,40 +1042,28 @@ func TestCLIQuery(t *testing.T) {
 			order := fmt.Sprintf("o-%d", i)
 			p, err := b.drv.Append(ctx, "orders", json.RawMessage(fmt.Sprintf(`{"type":"placed","customer":%q,"total":%d}`, customer, 10*i)),
 				&rheo.AppendOptions{Key: customer, ID: order + ".placed", Metadata: rheo.Lineage{CorrelationID: order}.Metadata()})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			meta, err := rheo.CausedBy(p, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			q, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"type":"paid"}`),
 				&rheo.AppendOptions{Key: customer, ID: order + ".paid", Metadata: meta})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			placed, paid = append(placed, p), append(paid, q)
 		}
 
 		t.Run("query by correlation id finds an order and its payment", func(t *testing.T) {
 			got := cliJSON[page](t, b.ok(t, "query", "orders", "--correlation-id", "o-4", "--output", "json"))
-			if want := []string{"o-4.placed", "o-4.paid"}; !slices.Equal(ids(got.Events), want) {
-				t.Fatalf("query --correlation-id o-4 = %v, want %v", ids(got.Events), want)
-			}
+			require.Equal(t, []string{"o-4.placed", "o-4.paid"}, ids(got.Events), "query --correlation-id o-4")
 			table := b.ok(t, "query", "orders", "--correlation-id", "o-4")
-			if !strings.HasPrefix(table, "TS ") || !strings.Contains(table, "CORRELATION_ID") || strings.Count(table, "o-4.") != 2 {
-				t.Fatalf("query table:\n%s", table)
-			}
+			require.True(t, strings.HasPrefix(table, "TS "), "query table:\n%s", table)
+			require.Contains(t, table, "CORRELATION_ID", "query table:\n%s", table)
+			require.Equal(t, 2, strings.Count(table, "o-4."), "query table:\n%s", table)
 		})
 		t.Run("query by type and payload", func(t *testing.T) {
 			got := cliJSON[page](t, b.ok(t, "query", "orders", "--type", "placed", "--payload", `{"customer":"c-1"}`, "--output", "json"))
-			if want := []string{"o-1.placed", "o-4.placed", "o-7.placed"}; !slices.Equal(ids(got.Events), want) {
-				t.Fatalf("query = %v, want %v", ids(got.Events), want)
-			}
+			require.Equal(t, []string{"o-1.placed", "o-4.placed", "o-7.placed"}, ids(got.Events), "query")
 			byKey := cliJSON[page](t, b.ok(t, "query", "orders", "--key", "c-2", "--type", "paid", "--output", "json"))
-			if want := []string{"o-2.paid", "o-5.paid", "o-8.paid"}; !slices.Equal(ids(byKey.Events), want) {
-				t.Fatalf("query --key c-2 --type paid = %v, want %v", ids(byKey.Events), want)
-			}
+			require.Equal(t, []string{"o-2.paid", "o-5.paid", "o-8.paid"}, ids(byKey.Events), "query --key c-2 --type paid")
 		})
 		t.Run("query pages with --limit and --after, in either order and direction", func(t *testing.T) {
 			byTime := func(a, b rheo.Event) int {
@@ -1225,30 +1099,23 @@ func TestCLIQuery(t *testing.T) {
 					if desc {
 						slices.Reverse(want)
 					}
-					if !slices.Equal(ids(all), ids(want)) {
-						t.Fatalf("pages of --order %s (desc %v) = %v, want %v", order.name, desc, ids(all), ids(want))
-					}
+					require.Equal(t, ids(want), ids(all), "pages of --order %s (desc %v)", order.name, desc)
 				}
 			}
 			r := b.run(t, "query", "orders", "--limit", "2")
-			if r.code != cli.ExitOK || !strings.Contains(r.stderr, "next page: the same command with --after time:asc:") {
-				t.Fatalf("a full page does not say how to get the next: %s", r)
-			}
+			require.Equal(t, cli.ExitOK, r.code, "a full page does not say how to get the next: %s", r)
+			require.Contains(t, r.stderr, "next page: the same command with --after time:asc:", "a full page does not say how to get the next: %s", r)
 		})
 		t.Run("query by partition, sequence and time", func(t *testing.T) {
 			p := paid[0].Partition
 			got := cliJSON[page](t, b.ok(t, "query", "orders", "--partition", fmt.Sprint(p), "--after-sequence", "1",
 				"--until-sequence", "2", "--output", "json"))
-			if len(got.Events) != 1 || got.Events[0].ID != paid[0].ID {
-				t.Fatalf("query of partition %d sequence 2 = %v, want %s", p, ids(got.Events), paid[0].ID)
-			}
+			require.Equal(t, []string{paid[0].ID}, ids(got.Events), "query of partition %d sequence 2", p)
 			future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-			if got := cliJSON[page](t, b.ok(t, "query", "orders", "--from", future, "--output", "json")); len(got.Events) != 0 {
-				t.Fatalf("query from an hour ahead = %v, want nothing", ids(got.Events))
-			}
-			if got := cliJSON[page](t, b.ok(t, "query", "orders", "--to", future, "--limit", "100", "--output", "json")); len(got.Events) != 18 {
-				t.Fatalf("query up to an hour ahead returned %d events, want all 18", len(got.Events))
-			}
+			got = cliJSON[page](t, b.ok(t, "query", "orders", "--from", future, "--output", "json"))
+			require.Empty(t, got.Events, "query from an hour ahead = %v, want nothing", ids(got.Events))
+			got = cliJSON[page](t, b.ok(t, "query", "orders", "--to", future, "--limit", "100", "--output", "json"))
+			require.Len(t, got.Events, 18, "query up to an hour ahead returned %d events, want all 18", len(got.Events))
 		})
 		t.Run("query errors name the problem", func(t *testing.T) {
 			b.fails(t, cli.ExitFailure, `stream "nope" not found`, "query", "nope")
@@ -1277,9 +1144,8 @@ func TestCLIServe(t *testing.T) {
 		b.cliStream(t, "orders", 2, 5)
 		ctx := context.Background()
 		for range 3 {
-			if _, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"k": 1}`), &rheo.AppendOptions{Partition: new(int)}); err != nil {
-				t.Fatal(err)
-			}
+			_, err := b.drv.Append(ctx, "orders", json.RawMessage(`{"k": 1}`), &rheo.AppendOptions{Partition: new(int)})
+			require.NoError(t, err)
 		}
 
 		runCtx, cancel := context.WithCancel(ctx)
@@ -1296,28 +1162,24 @@ func TestCLIServe(t *testing.T) {
 				base = m[1]
 			} else if time.Now().After(deadline) {
 				cancel()
-				t.Fatalf("rheo serve did not say where it listens: %q, stderr %q", stdout.String(), stderr.String())
+				require.FailNow(t, fmt.Sprintf("rheo serve did not say where it listens: %q, stderr %q", stdout.String(), stderr.String()))
 			}
 		}
 
 		get := func(path string) (int, string) {
 			t.Helper()
 			resp, err := http.Get(base + path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer resp.Body.Close()
 			body, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return resp.StatusCode, string(body)
 		}
 		code, body := get("/healthz")
-		if code != http.StatusOK || body != "ok\n" {
-			t.Errorf("/healthz: %d %q, want 200 ok", code, body)
-		}
+		assert.Equal(t, http.StatusOK, code, "/healthz: %q, want 200 ok", body)
+		assert.Equal(t, "ok\n", body, "/healthz: %d, want 200 ok", code)
 		code, body = get("/metrics")
+		assert.Equal(t, http.StatusOK, code, "/metrics:\n%s", body)
 		for _, want := range []string{
 			`rheo_group_lag{group="billing",partition="0",stream="orders"} 3`,
 			`rheo_group_lag{group="billing",partition="1",stream="orders"} 0`,
@@ -1329,35 +1191,27 @@ func TestCLIServe(t *testing.T) {
 			`rheo_stream_high_watermark{partition="1",stream="orders"} 0`,
 			`rheo_scrape_success 1`,
 		} {
-			if code != http.StatusOK || !strings.Contains(body, want) {
-				t.Errorf("/metrics (%d) lacks %q:\n%s", code, want, body)
-			}
+			assert.Contains(t, body, want, "/metrics (%d) lacks %q", code, want)
 		}
 
 		if strings.HasPrefix(b.url, "postgres") {
 			// The database goes away: its connections are cut.
 			admin := cliConnect(t, testdb.ServerURL(t))
 			cfg, err := pgx.ParseConfig(b.url)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			name := cfg.Database
-			if _, err := admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-				t.Fatal(err)
-			}
-			if code, body := get("/healthz"); code != http.StatusServiceUnavailable {
-				t.Errorf("/healthz without a database: %d %q, want 503", code, body)
-			}
+			_, err = admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+			require.NoError(t, err)
+			code, body = get("/healthz")
+			assert.Equal(t, http.StatusServiceUnavailable, code, "/healthz without a database: %q, want 503", body)
 		}
 
 		cancel()
 		select {
 		case code := <-done:
-			if code != cli.ExitOK {
-				t.Errorf("rheo serve exited %d after the interrupt, want 0; stderr %q", code, stderr.String())
-			}
+			assert.Equal(t, cli.ExitOK, code, "rheo serve exited after the interrupt, want 0; stderr %q", stderr.String())
 		case <-time.After(30 * time.Second):
-			t.Fatal("rheo serve did not stop after the interrupt")
+			require.FailNow(t, "rheo serve did not stop after the interrupt")
 		}
 	})
 }

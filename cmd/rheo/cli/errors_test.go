@@ -17,6 +17,8 @@ import (
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/internal/testpgbouncer"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCLIClassifiedFailures checks the lines of failures that the drivers
@@ -48,8 +50,8 @@ func TestCLIClassifiedFailures(t *testing.T) {
 			cliWantFailure(t, r, cli.ExitFailure, fmt.Sprintf(`" needs the role %s for this command; an administrator can: GRANT %s TO %s (docs/security.md)`+"\n",
 				c.role, c.role, role))
 			for _, other := range []string{"rheo_reader", "rheo_producer", "rheo_consumer", "rheo_admin"} {
-				if other != c.role && strings.Contains(r.stderr, other) {
-					t.Fatalf("rheo %s names %s too: %s", c.args[0], other, r.stderr)
+				if other != c.role {
+					require.NotContains(t, r.stderr, other, "rheo %s names %s too: %s", c.args[0], other, r.stderr)
 				}
 			}
 			cliNoDriverText(t, r)
@@ -64,13 +66,10 @@ func TestCLIClassifiedFailures(t *testing.T) {
 		lite := cliOpenBackend(t, "sqlite://"+path)
 		lite.cliStream(t, "orders", 1, 1)
 		db, err := sql.Open(sqlite.DefaultDriverName(), path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer db.Close()
-		if _, err := db.ExecContext(ctx, `DROP TABLE rheo_dead_letters`); err != nil {
-			t.Fatal(err)
-		}
+		_, err = db.ExecContext(ctx, `DROP TABLE rheo_dead_letters`)
+		require.NoError(t, err)
 		r := lite.run(t, "dead-letters", "orders", "billing")
 		cliWantFailure(t, r, cli.ExitFailure, want+"no such table: rheo_dead_letters"+hint)
 		cliNoDriverText(t, r)
@@ -78,18 +77,13 @@ func TestCLIClassifiedFailures(t *testing.T) {
 		pg := cliOpenBackend(t, testdb.NewDatabase(t))
 		pg.cliStream(t, "orders", 1, 1)
 		conn, err := pgx.Connect(ctx, pg.url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, `DROP FUNCTION rheo.dead_letters`); err != nil {
-			t.Fatal(err)
-		}
+		_, err = conn.Exec(ctx, `DROP FUNCTION rheo.dead_letters`)
+		require.NoError(t, err)
 		r = pg.run(t, "dead-letters", "orders", "billing")
 		cliWantFailure(t, r, cli.ExitFailure, want+"function rheo.dead_letters(")
-		if !strings.Contains(r.stderr, hint) {
-			t.Fatalf("no upgrade hint: %s", r)
-		}
+		require.Contains(t, r.stderr, hint, "no upgrade hint: %s", r)
 		cliNoDriverText(t, r)
 	})
 
@@ -100,18 +94,13 @@ func TestCLIClassifiedFailures(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "rheo.db")
 		lite := cliOpenBackend(t, "sqlite://"+path)
 		holder, err := sql.Open(sqlite.DefaultDriverName(), path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer holder.Close()
 		tx, err := holder.BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer tx.Rollback()
-		if _, err := tx.ExecContext(ctx, `INSERT INTO rheo_streams (stream, partition_count, created_at) VALUES ('held', 1, 0)`); err != nil {
-			t.Fatal(err)
-		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO rheo_streams (stream, partition_count, created_at) VALUES ('held', 1, 0)`)
+		require.NoError(t, err)
 		// The driver waits out its busy timeout (5 s) before it gives up.
 		r := lite.run(t, "create-stream", "s")
 		cliWantFailure(t, r, cli.ExitFailure, want+"database is locked"+tail)
@@ -119,22 +108,15 @@ func TestCLIClassifiedFailures(t *testing.T) {
 
 		pg := cliOpenBackend(t, testdb.NewDatabase(t))
 		conn, err := pgx.Connect(ctx, pg.url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer conn.Close(ctx)
 		pgTx, err := conn.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer pgTx.Rollback(context.WithoutCancel(ctx))
-		if _, err := pgTx.Exec(ctx, `LOCK TABLE rheo.streams IN ACCESS EXCLUSIVE MODE`); err != nil {
-			t.Fatal(err)
-		}
+		_, err = pgTx.Exec(ctx, `LOCK TABLE rheo.streams IN ACCESS EXCLUSIVE MODE`)
+		require.NoError(t, err)
 		u, err := url.Parse(pg.url)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		u.RawQuery += "&options=-c%20lock_timeout%3D100"
 		r = cliRun(t, "", "create-stream", "s", "--database-url", u.String())
 		cliWantFailure(t, r, cli.ExitFailure, want+"canceling statement due to lock timeout"+tail)
@@ -158,9 +140,8 @@ func TestCLIClassifiedFailures(t *testing.T) {
 		cliWantFailure(t, r, cli.ExitFailure, "a pooler in transaction mode, such as PgBouncer, is in front of it; "+
 			"add default_query_exec_mode=exec to --database-url (docs/pgbouncer.md)\n")
 		cliNoDriverText(t, r)
-		if r := cliRun(t, "", "streams", "--database-url", b.URL(t, direct, "default_query_exec_mode", "exec")); r.code != cli.ExitOK {
-			t.Fatalf("streams in exec mode: %s", r)
-		}
+		execMode := cliRun(t, "", "streams", "--database-url", b.URL(t, direct, "default_query_exec_mode", "exec"))
+		require.Equal(t, cli.ExitOK, execMode.code, "streams in exec mode: %s", execMode)
 	})
 }
 
@@ -179,9 +160,7 @@ func TestCLIFlagRefusals(t *testing.T) {
 		} {
 			r := cliRun(t, "", c.args...)
 			cliWantFailure(t, r, cli.ExitUsage, c.want+"\n")
-			if strings.Contains(r.stderr, "parse error") {
-				t.Fatalf("rheo %s: %s", strings.Join(c.args, " "), r)
-			}
+			require.NotContains(t, r.stderr, "parse error", "rheo %s: %s", strings.Join(c.args, " "), r)
 		}
 	})
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
@@ -205,9 +184,7 @@ func TestCLIFlagRefusals(t *testing.T) {
 				r := b.run(t, c.args...)
 				cliWantFailure(t, r, cli.ExitUsage, c.want)
 				for _, arg := range []string{"from_sequence", "start_after", "partitions"} {
-					if strings.Contains(r.stderr, arg) {
-						t.Fatalf("rheo %s names the SQL argument %s: %s", strings.Join(c.args, " "), arg, r)
-					}
+					require.NotContains(t, r.stderr, arg, "rheo %s names the SQL argument %s: %s", strings.Join(c.args, " "), arg, r)
 				}
 			}
 		})
@@ -221,35 +198,27 @@ func TestCLINewcomerFacts(t *testing.T) {
 	read := func(t *testing.T, path string) string {
 		t.Helper()
 		b, err := os.ReadFile(filepath.Join("..", "..", "..", path))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return strings.Join(strings.Fields(string(b)), " ")
 	}
 	t.Run("docs/concepts.md says keyless events go to partition 0, and they do", func(t *testing.T) {
-		if !strings.Contains(read(t, "docs/concepts.md"), "An event appended with no key") ||
-			!strings.Contains(read(t, "docs/concepts.md"), "goes to **partition 0**") {
-			t.Fatal("docs/concepts.md does not say where keyless events go")
-		}
+		concepts := read(t, "docs/concepts.md")
+		require.Contains(t, concepts, "An event appended with no key", "docs/concepts.md does not say where keyless events go")
+		require.Contains(t, concepts, "goes to **partition 0**", "docs/concepts.md does not say where keyless events go")
 		cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
 			b.cliStream(t, "spread", 4, 1)
 			for range 3 {
 				got := cliJSON[map[string]any](t, b.ok(t, "append", "spread", `{"type":"tick"}`, "--output", "json"))
-				if got["partition"] != float64(0) {
-					t.Fatalf("a keyless event went to partition %v", got["partition"])
-				}
+				require.Equal(t, float64(0), got["partition"], "a keyless event went to another partition")
 			}
 		})
 	})
 	t.Run("CONTRIBUTING.md names the tests' Docker fallback, the image internal/testdb starts", func(t *testing.T) {
 		src := read(t, "internal/testdb/testdb.go")
 		image := regexp.MustCompile(`tcpostgres\.Run\(ctx, "([^"]+)"`).FindStringSubmatch(src)
-		if image == nil {
-			t.Fatal("internal/testdb starts no container")
-		}
-		if want := "when a Docker engine answers, a `" + image[1] + "` container"; !strings.Contains(read(t, "CONTRIBUTING.md"), want) {
-			t.Fatalf("CONTRIBUTING.md does not say %q", want)
-		}
+		require.NotNil(t, image, "internal/testdb starts no container")
+		want := "when a Docker engine answers, a `" + image[1] + "` container"
+		require.Contains(t, read(t, "CONTRIBUTING.md"), want, "CONTRIBUTING.md does not say %q", want)
 	})
 	t.Run("the docs say the group page lists leases and the events page keeps the query's order", func(t *testing.T) {
 		dashboardDoc := read(t, "docs/dashboard.md")
@@ -258,15 +227,12 @@ func TestCLINewcomerFacts(t *testing.T) {
 			"in the query's `(sequence, partition)` order",
 			"`rheo query` orders by time instead",
 		} {
-			if !strings.Contains(dashboardDoc, want) {
-				t.Errorf("docs/dashboard.md does not say %q", want)
-			}
+			assert.Contains(t, dashboardDoc, want, "docs/dashboard.md does not say %q", want)
 		}
 		ops := read(t, "docs/ops.md")
 		for _, wrong := range []string{"lists no leases", "shows no leases", "the events page is `rheo query`"} {
-			if strings.Contains(ops, wrong) || strings.Contains(dashboardDoc, wrong) {
-				t.Errorf("the docs say %q", wrong)
-			}
+			assert.NotContains(t, ops, wrong, "the docs say %q", wrong)
+			assert.NotContains(t, dashboardDoc, wrong, "the docs say %q", wrong)
 		}
 	})
 }

@@ -25,6 +25,8 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestCLIQueryByTime(t *testing.T) {
@@ -45,9 +47,7 @@ func TestCLIQueryByTime(t *testing.T) {
 		appendAt := func(t *testing.T, stream string, partition int, ts *time.Time) rheo.Event {
 			t.Helper()
 			ev, err := b.drv.Append(ctx, stream, json.RawMessage(`{"type":"tick"}`), &rheo.AppendOptions{Partition: &partition, TS: ts})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return ev
 		}
 
@@ -58,26 +58,19 @@ func TestCLIQueryByTime(t *testing.T) {
 			}
 			newest := appendAt(t, "ticks", 1, nil)
 			got := cliJSON[page](t, b.ok(t, "query", "ticks", "--desc", "--limit", "1", "--output", "json"))
-			if len(got.Events) != 1 || got.Events[0].ID != newest.ID {
-				t.Fatalf("query --desc --limit 1 = %v, want the newest event, 1/1", positions(got.Events))
-			}
+			require.Len(t, got.Events, 1, "query --desc --limit 1 = %v, want the newest event, 1/1", positions(got.Events))
+			require.Equal(t, newest.ID, got.Events[0].ID, "query --desc --limit 1 = %v, want the newest event, 1/1", positions(got.Events))
 			oldest := cliJSON[page](t, b.ok(t, "query", "ticks", "--limit", "1", "--output", "json"))
-			if want := []string{"0/1"}; !slices.Equal(positions(oldest.Events), want) {
-				t.Fatalf("query --limit 1 = %v, want %v", positions(oldest.Events), want)
-			}
+			require.Equal(t, []string{"0/1"}, positions(oldest.Events), "query --limit 1")
 			// The order of the database's query stays available, by name.
 			bySequence := cliJSON[page](t, b.ok(t, "query", "ticks", "--order", "sequence", "--desc", "--limit", "1", "--output", "json"))
-			if want := []string{"0/3"}; !slices.Equal(positions(bySequence.Events), want) {
-				t.Fatalf("query --order sequence --desc --limit 1 = %v, want %v", positions(bySequence.Events), want)
-			}
+			require.Equal(t, []string{"0/3"}, positions(bySequence.Events), "query --order sequence --desc --limit 1")
 		})
 		t.Run("an explicit ts out of its partition's sequence order keeps its sequence place", func(t *testing.T) {
 			b.cliStream(t, "late", 2, 5)
 			at := func(hhmm string) *time.Time {
 				ts, err := time.Parse(time.RFC3339, "2026-03-01T"+hhmm+":00Z")
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				return &ts
 			}
 			appendAt(t, "late", 0, at("10:00")) // 0/1
@@ -96,9 +89,7 @@ func TestCLIQueryByTime(t *testing.T) {
 				{[]string{"--desc"}, []string{"1/2", "1/1", "0/2", "0/1"}},
 			} {
 				got := cliJSON[page](t, b.ok(t, append([]string{"query", "late", "--output", "json"}, c.args...)...))
-				if !slices.Equal(positions(got.Events), c.want) {
-					t.Fatalf("query late %v = %v, want %v", c.args, positions(got.Events), c.want)
-				}
+				require.Equal(t, c.want, positions(got.Events), "query late %v", c.args)
 			}
 		})
 		t.Run("paging by time never skips nor repeats, even while events arrive", func(t *testing.T) {
@@ -118,9 +109,7 @@ func TestCLIQueryByTime(t *testing.T) {
 			for _, ev := range append(first.Events, second.Events...) {
 				got = append(got, ev.ID)
 			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("two pages = %v, want every event once in time order: %v", got, want)
-			}
+			require.Equal(t, want, got, "two pages, want every event once in time order")
 
 			desc := cliJSON[page](t, b.ok(t, "query", "live", "--desc", "--limit", "4", "--output", "json"))
 			appendAt(t, "live", 0, nil) // after the first page of a descending walk: in none of its pages
@@ -130,9 +119,7 @@ func TestCLIQueryByTime(t *testing.T) {
 				got = append(got, ev.ID)
 			}
 			slices.Reverse(want)
-			if !slices.Equal(got, want) {
-				t.Fatalf("two descending pages = %v, want %v", got, want)
-			}
+			require.Equal(t, want, got, "two descending pages")
 		})
 	})
 }
@@ -158,18 +145,17 @@ func TestCLIExitStatus(t *testing.T) {
 					return cliWrongWords{Driver: drv, err: rheo.Errorf(word, "the detail")}
 				}})
 			want := "rheo streams: " + word.Reason + ": the detail\nusage: rheo streams\nsee: rheo streams -h\n"
-			if code != cli.ExitUsage || stderr.String() != want || stdout.Len() != 0 {
-				t.Errorf("%s: exit %d, stderr %q; want exit %d and %q", word.Reason, code, stderr.String(), cli.ExitUsage, want)
-			}
+			assert.Equal(t, cli.ExitUsage, code, "%s: stderr %q", word.Reason, stderr.String())
+			assert.Equal(t, want, stderr.String(), "%s: exit %d", word.Reason, code)
+			assert.Zero(t, stdout.Len(), "%s: stdout %q", word.Reason, stdout.String())
 		}
 		for _, err := range []error{rheo.Errorf(rheo.ErrAlreadyExists, "x"), rheo.Errorf(rheo.ErrCursorNotFound, "x"),
 			&rheo.FailedError{Op: "list_streams", Err: context.DeadlineExceeded}} {
 			var stdout, stderr bytes.Buffer
 			code := cli.RunWith(context.Background(), []string{"streams", "--database-url", b.url}, nil, &stdout, &stderr,
 				&cli.Options{WrapDriver: func(drv driver.Driver) driver.Driver { return cliWrongWords{Driver: drv, err: err} }})
-			if code != cli.ExitFailure || strings.Count(stderr.String(), "\n") != 1 {
-				t.Errorf("%v: exit %d, stderr %q; want exit %d and one line", err, code, stderr.String(), cli.ExitFailure)
-			}
+			assert.Equal(t, cli.ExitFailure, code, "%v: stderr %q", err, stderr.String())
+			assert.Equal(t, 1, strings.Count(stderr.String(), "\n"), "%v: stderr %q; want one line", err, stderr.String())
 		}
 	})
 	cliForEachBackend(t, func(t *testing.T, b *cliBackend) {
@@ -191,9 +177,7 @@ func TestCLIExitStatus(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				b.fails(t, cli.ExitUsage, c.want, c.args...)
 				r := b.run(t, c.args...)
-				if !strings.Contains(r.stderr, "\nusage: rheo "+c.args[0]+" ") {
-					t.Fatalf("a usage error without the usage: %s", r)
-				}
+				require.Contains(t, r.stderr, "\nusage: rheo "+c.args[0]+" ", "a usage error without the usage: %s", r)
 			})
 		}
 	})
@@ -206,18 +190,14 @@ var cliDriverWords = []string{"SQLSTATE", "ERROR:", "FATAL:", "failed to connect
 func cliNoDriverText(t *testing.T, r cliResult) {
 	t.Helper()
 	for _, w := range cliDriverWords {
-		if strings.Contains(r.stderr, w) {
-			t.Fatalf("stderr carries driver text %q: %s", w, r.stderr)
-		}
+		require.NotContains(t, r.stderr, w, "stderr carries driver text %q: %s", w, r.stderr)
 	}
 }
 
 func TestCLIFailureLines(t *testing.T) {
 	server := testdb.ServerURL(t)
 	cfg, err := pgx.ParseConfig(server)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
 	t.Setenv(cli.EnvDatabaseURL, "")
 
@@ -241,9 +221,7 @@ func TestCLIFailureLines(t *testing.T) {
 	t.Run("the no-schema hint is a command that works when pasted", func(t *testing.T) {
 		empty := testdb.NewDatabase(t)
 		u, err := url.Parse(empty)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		withPassword := *u
 		withPassword.User = url.UserPassword(cfg.User, "s3cret")
 		q := withPassword.Query()
@@ -252,9 +230,8 @@ func TestCLIFailureLines(t *testing.T) {
 		r := cliRun(t, "", "streams", "--database-url", withPassword.String())
 		cliWantFailure(t, r, cli.ExitFailure, "install it with: rheo-migrate up --database-url '"+empty+
 			"' (the password is left out here: put it back into the URL, or set PGPASSWORD)\n")
-		if strings.Contains(r.stderr, "s3cret") || strings.Contains(r.stderr, "xxxxx' ") {
-			t.Fatalf("the hint shows the password or a placeholder: %s", r.stderr)
-		}
+		require.NotContains(t, r.stderr, "s3cret", "the hint shows the password: %s", r.stderr)
+		require.NotContains(t, r.stderr, "xxxxx' ", "the hint shows a placeholder: %s", r.stderr)
 		t.Setenv(cli.EnvDatabaseURL, empty)
 		cliWantFailure(t, cliRun(t, "", "streams"), cli.ExitFailure, `install it with: rheo-migrate up --database-url "$DATABASE_URL"`+"\n")
 		t.Setenv(cli.EnvDatabaseURL, "")
@@ -262,17 +239,12 @@ func TestCLIFailureLines(t *testing.T) {
 		// Pasted into a shell, the hint's command gets the URL whole.
 		r = cliRun(t, "", "streams", "--database-url", empty)
 		words := cliShellWords(t, strings.TrimSuffix(r.stderr[strings.Index(r.stderr, "rheo-migrate up"):], "\n"))
-		if len(words) != 4 || words[0] != "rheo-migrate" || words[1] != "up" || words[2] != "--database-url" || words[3] != empty {
-			t.Fatalf("the shell reads the hint as %q, want rheo-migrate up --database-url %s", words, empty)
-		}
+		require.Equal(t, []string{"rheo-migrate", "up", "--database-url", empty}, words, "the shell reads the hint")
 		drv, err := connect.Open(context.Background(), words[3], &connect.Options{Migrate: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		drv.Close()
-		if r := cliRun(t, "", "streams", "--database-url", withPassword.String()); r.code != cli.ExitOK {
-			t.Fatalf("after the hint's command: %s", r)
-		}
+		r = cliRun(t, "", "streams", "--database-url", withPassword.String())
+		require.Equal(t, cli.ExitOK, r.code, "after the hint's command: %s", r)
 	})
 	t.Run("an SQLite path that needs quoting is quoted in the hint", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "it's my.db")
@@ -281,18 +253,14 @@ func TestCLIFailureLines(t *testing.T) {
 	})
 	t.Run("an SQLite file that is no database is named", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "notes.db")
-		if err := os.WriteFile(path, []byte("not a database, only text\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte("not a database, only text\n"), 0o644))
 		cliWantFailure(t, cliRun(t, "", "streams", "--database-url", "sqlite://"+path), cli.ExitFailure,
 			"rheo: cannot open the SQLite database "+path+": file is not a database; check --database-url\n")
 	})
 	t.Run("a statement the server refuses reads without the driver's words", func(t *testing.T) {
 		db := testbackend.PostgresURL(t) // migrated
 		u, err := url.Parse(db)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		u.RawQuery += "&options=-c%20default_transaction_read_only%3Don"
 		r := cliRun(t, "", "create-stream", "s", "--database-url", u.String())
 		cliWantFailure(t, r, cli.ExitFailure, "rheo: the database is read-only here (cannot execute")
@@ -308,9 +276,8 @@ func TestCLIFailureLines(t *testing.T) {
 		r := cliRun(t, "", "streams", "--database-url", "postgres://u:secret@127.0.0.1/app?sslmode=bogus")
 		cliWantFailure(t, r, cli.ExitUsage, "rheo streams: bad database URL in --database-url: failed to configure TLS (sslmode is invalid)\nusage: rheo streams\n")
 		cliNoDriverText(t, r)
-		if strings.Contains(r.stderr, "secret") || strings.Contains(r.stderr, "cannot parse") {
-			t.Fatalf("stderr repeats the URL: %s", r.stderr)
-		}
+		require.NotContains(t, r.stderr, "secret", "stderr repeats the URL: %s", r.stderr)
+		require.NotContains(t, r.stderr, "cannot parse", "stderr repeats the URL: %s", r.stderr)
 	})
 	t.Run("an unreachable server and an unknown host say so", func(t *testing.T) {
 		for _, c := range []struct{ url, want string }{
@@ -328,9 +295,7 @@ func TestCLIFailureLines(t *testing.T) {
 func cliShellWords(t *testing.T, command string) []string {
 	t.Helper()
 	out, err := exec.Command("sh", "-c", "set -- "+command+"; printf '%s\\0' \"$@\"").Output()
-	if err != nil {
-		t.Fatalf("sh: %v", err)
-	}
+	require.NoError(t, err, "sh")
 	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 }
 
@@ -338,17 +303,15 @@ func TestCLIVersion(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
 		r := cliRun(t, "", args...)
-		if r.code != cli.ExitOK || !strings.HasPrefix(r.stdout, "rheo ") || !strings.HasSuffix(r.stdout, ", "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n") {
-			t.Fatalf("rheo %v: %s", args, r)
-		}
+		require.Equal(t, cli.ExitOK, r.code, "rheo %v: %s", args, r)
+		require.True(t, strings.HasPrefix(r.stdout, "rheo "), "rheo %v: %s", args, r)
+		require.True(t, strings.HasSuffix(r.stdout, ", "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH+"\n"), "rheo %v: %s", args, r)
 	}
 	v := cliJSON[map[string]any](t, cliRun(t, "", "version", "--output", "json").stdout)
-	if v["go"] != runtime.Version() || v["version"] == "" {
-		t.Fatalf("rheo version --output json = %v", v)
-	}
-	if r := cliRun(t, "", "help"); !strings.Contains(r.stdout, "\n  version ") {
-		t.Fatalf("help does not list version:\n%s", r.stdout)
-	}
+	require.Equal(t, runtime.Version(), v["go"], "rheo version --output json = %v", v)
+	require.NotEqual(t, "", v["version"], "rheo version --output json = %v", v)
+	r := cliRun(t, "", "help")
+	require.Contains(t, r.stdout, "\n  version ", "help does not list version:\n%s", r.stdout)
 }
 
 func TestCLISuggestions(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/stretchr/testify/require"
 )
 
 // Stored text that would command the operator's terminal: a window title
@@ -41,39 +43,27 @@ func TestTablesEscapeStoredText(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "rheo.db")
 	dbURL := "sqlite://" + path
 	drv, err := connect.Open(ctx, dbURL, &connect.Options{Migrate: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer drv.Close()
-	if err := drv.CreateStream(ctx, "s", 1); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, drv.CreateStream(ctx, "s", 1))
 	for _, g := range []string{"dead", "busy"} {
-		if err := drv.CreateGroup(ctx, "s", g, &rheo.CreateGroupOptions{MaxAttempts: 1}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, drv.CreateGroup(ctx, "s", g, &rheo.CreateGroupOptions{MaxAttempts: 1}))
 	}
 	payload := json.RawMessage(`{"type":"` + "t\\u001b]52;c;ZWNobyBoaQ==\\u0007" + `","note":"` + "\u009b2J \u202e \u200b" + `"}`)
-	if _, err := drv.Append(ctx, "s", payload, &rheo.AppendOptions{ID: hostileID, Key: hostileKey}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = drv.Append(ctx, "s", payload, &rheo.AppendOptions{ID: hostileID, Key: hostileKey})
+	require.NoError(t, err)
 	leases, err := drv.Fetch(ctx, "s", "dead", &rheo.FetchOptions{ConsumerID: hostileConsumer})
-	if err != nil || len(leases) != 1 {
-		t.Fatalf("Fetch = %v, %v", leases, err)
-	}
-	if err := drv.Reject(ctx, leases[0].LeaseID, hostileReason); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := drv.Fetch(ctx, "s", "busy", &rheo.FetchOptions{ConsumerID: hostileConsumer}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Fetch")
+	require.Len(t, leases, 1, "Fetch = %v", leases)
+	require.NoError(t, drv.Reject(ctx, leases[0].LeaseID, hostileReason))
+	_, err = drv.Fetch(ctx, "s", "busy", &rheo.FetchOptions{ConsumerID: hostileConsumer})
+	require.NoError(t, err)
 
 	run := func(t *testing.T, args ...string) string {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		if code := Run(ctx, append(args, "--database-url", dbURL), nil, &stdout, &stderr); code != ExitOK {
-			t.Fatalf("rheo %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
-		}
+		code := Run(ctx, append(args, "--database-url", dbURL), nil, &stdout, &stderr)
+		require.Equal(t, ExitOK, code, "rheo %s: %s", strings.Join(args, " "), stderr.String())
 		return stdout.String()
 	}
 	for _, args := range [][]string{
@@ -84,36 +74,25 @@ func TestTablesEscapeStoredText(t *testing.T) {
 	} {
 		t.Run("rheo "+strings.Join(args, " ")+" escapes the table", func(t *testing.T) {
 			out := run(t, args...)
-			if !utf8.ValidString(out) || strings.ContainsFunc(out, actingRune) {
-				t.Fatalf("the table holds control or invisible characters:\n%q", out)
-			}
-			if !strings.Contains(out, `\x1b]0;`) {
-				t.Fatalf("the table does not show the escaped ESC:\n%s", out)
-			}
+			require.True(t, utf8.ValidString(out), "the table holds control or invisible characters:\n%q", out)
+			require.False(t, strings.ContainsFunc(out, actingRune), "the table holds control or invisible characters:\n%q", out)
+			require.Contains(t, out, `\x1b]0;`, "the table does not show the escaped ESC:\n%s", out)
 		})
 	}
 	t.Run("--output json keeps the stored text exact", func(t *testing.T) {
 		var page rheo.Page
-		if err := json.Unmarshal([]byte(run(t, "query", "s", "--output", "json")), &page); err != nil {
-			t.Fatal(err)
-		}
-		if len(page.Events) != 1 || page.Events[0].ID != hostileID || page.Events[0].Key != hostileKey {
-			t.Fatalf("query --output json = %+v, want the id and key as stored", page.Events)
-		}
+		require.NoError(t, json.Unmarshal([]byte(run(t, "query", "s", "--output", "json")), &page))
+		require.Len(t, page.Events, 1, "query --output json = %+v, want the id and key as stored", page.Events)
+		require.Equal(t, hostileID, page.Events[0].ID, "query --output json, want the id as stored")
+		require.Equal(t, hostileKey, page.Events[0].Key, "query --output json, want the key as stored")
 		var dls []rheo.DeadLetter
-		if err := json.Unmarshal([]byte(run(t, "dead-letters", "s", "dead", "--output", "json")), &dls); err != nil {
-			t.Fatal(err)
-		}
-		if len(dls) != 1 || dls[0].Reason != hostileReason {
-			t.Fatalf("dead-letters --output json = %+v, want the reason as stored", dls)
-		}
+		require.NoError(t, json.Unmarshal([]byte(run(t, "dead-letters", "s", "dead", "--output", "json")), &dls))
+		require.Len(t, dls, 1, "dead-letters --output json = %+v, want the reason as stored", dls)
+		require.Equal(t, hostileReason, dls[0].Reason, "dead-letters --output json, want the reason as stored")
 		var deliveries []rheo.Delivery
-		if err := json.Unmarshal([]byte(run(t, "leases", "s", "busy", "--output", "json")), &deliveries); err != nil {
-			t.Fatal(err)
-		}
-		if len(deliveries) != 1 || deliveries[0].ConsumerID != hostileConsumer {
-			t.Fatalf("leases --output json = %+v, want the consumer id as stored", deliveries)
-		}
+		require.NoError(t, json.Unmarshal([]byte(run(t, "leases", "s", "busy", "--output", "json")), &deliveries))
+		require.Len(t, deliveries, 1, "leases --output json = %+v, want the consumer id as stored", deliveries)
+		require.Equal(t, hostileConsumer, deliveries[0].ConsumerID, "leases --output json, want the consumer id as stored")
 	})
 }
 
@@ -132,38 +111,33 @@ func TestMessagesHidePassword(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		code := Run(ctx, []string{"streams", "--database-url", raw}, nil, &stdout, &stderr)
-		if code == ExitOK || leaks(stdout.String()+stderr.String()) {
-			t.Fatalf("rheo streams --database-url %s: exit %d, output %q %q: want an error without the password",
-				raw, code, stdout.String(), stderr.String())
-		}
+		msg := fmt.Sprintf("rheo streams --database-url %s: exit %d, output %q %q: want an error without the password",
+			raw, code, stdout.String(), stderr.String())
+		require.NotEqual(t, ExitOK, code, msg)
+		require.False(t, leaks(stdout.String()+stderr.String()), msg)
 	}
 
 	t.Run("the command that installs the schema", func(t *testing.T) {
 		u, err := url.Parse(testdb.NewDatabase(t)) // no schema
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		q := u.Query()
 		q.Set("password", "hunter2") // the test server trusts local connections
 		u.RawQuery = q.Encode()
 		var stdout, stderr bytes.Buffer
 		code := Run(ctx, []string{"streams", "--database-url", u.String()}, nil, &stdout, &stderr)
-		if code == ExitOK || !strings.Contains(stderr.String(), "rheo-migrate up") || leaks(stderr.String()) {
-			t.Fatalf("rheo streams on a database without the schema: exit %d, %q: want the install command without the password",
-				code, stderr.String())
-		}
+		msg := fmt.Sprintf("rheo streams on a database without the schema: exit %d, %q: want the install command without the password",
+			code, stderr.String())
+		require.NotEqual(t, ExitOK, code, msg)
+		require.Contains(t, stderr.String(), "rheo-migrate up", msg)
+		require.False(t, leaks(stderr.String()), msg)
 	})
 	t.Run("the demo's banner", func(t *testing.T) {
 		dbURL := testdb.NewDatabase(t)
 		drv, err := connect.Open(ctx, dbURL, &connect.Options{Migrate: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		drv.Close()
 		u, err := url.Parse(dbURL)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		q := u.Query()
 		q.Set("password", "hunter2") // the test server trusts local connections
 		u.RawQuery = q.Encode()
@@ -174,9 +148,8 @@ func TestMessagesHidePassword(t *testing.T) {
 		stdout := &cancelOnWrite{cancel: cancel}
 		var stderr bytes.Buffer
 		Run(demoCtx, []string{"demo", "--database-url", u.String()}, nil, stdout, &stderr)
-		if !strings.Contains(stdout.String(), "Rheo demo on PostgreSQL at") || leaks(stdout.String()+stderr.String()) {
-			t.Fatalf("the demo printed %q %q: want its banner without the password", stdout.String(), stderr.String())
-		}
+		require.Contains(t, stdout.String(), "Rheo demo on PostgreSQL at", "the demo printed %q %q: want its banner without the password", stdout.String(), stderr.String())
+		require.False(t, leaks(stdout.String()+stderr.String()), "the demo printed %q %q: want its banner without the password", stdout.String(), stderr.String())
 	})
 }
 

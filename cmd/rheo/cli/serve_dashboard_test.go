@@ -2,16 +2,18 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // cliServe runs rheo serve in-process with args and returns the URL it
@@ -33,7 +35,7 @@ func cliServe(t *testing.T, args ...string) (string, func() (int, string)) {
 			select {
 			case code = <-done:
 			case <-time.After(30 * time.Second):
-				t.Error("rheo serve did not stop after the interrupt")
+				assert.Fail(t, "rheo serve did not stop after the interrupt")
 			}
 		})
 		return code, stderr.String()
@@ -52,21 +54,17 @@ func cliServe(t *testing.T, args ...string) (string, func() (int, string)) {
 		}
 	}
 	cancel()
-	t.Fatalf("rheo serve did not say where it listens: %q, stderr %q", stdout.String(), stderr.String())
+	require.FailNow(t, fmt.Sprintf("rheo serve did not say where it listens: %q, stderr %q", stdout.String(), stderr.String()))
 	return "", nil
 }
 
 func httpGet(t *testing.T, u string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return resp.StatusCode, string(body)
 }
 
@@ -77,75 +75,59 @@ func TestCLIServeDashboard(t *testing.T) {
 		t.Run("the dashboard is at /, read-only by default, beside /metrics and /healthz", func(t *testing.T) {
 			base, stop := cliServe(t, "--listen", "127.0.0.1:0", "--database-url", b.url, "--sample-interval", "100ms")
 			code, body := httpGet(t, base+"/")
-			if code != http.StatusOK || !strings.Contains(body, `href="/streams/orders"`) || !strings.Contains(body, "read-only") {
-				t.Errorf("GET /: %d\n%s", code, body)
-			}
+			assert.Equal(t, http.StatusOK, code, "GET /:\n%s", body)
+			assert.Contains(t, body, `href="/streams/orders"`, "GET /: %d", code)
+			assert.Contains(t, body, "read-only", "GET /: %d", code)
 			code, body = httpGet(t, base+"/streams/orders/groups/billing")
-			if code != http.StatusOK || strings.Contains(body, "<form") {
-				t.Errorf("GET the group: %d\n%s", code, body)
-			}
+			assert.Equal(t, http.StatusOK, code, "GET the group:\n%s", body)
+			assert.NotContains(t, body, "<form", "GET the group: %d", code)
 			resp, err := http.PostForm(base+"/streams/orders/groups/billing/reopen", url.Values{"event_id": {"x"}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("POST reopen on the read-only dashboard: %d, want 403", resp.StatusCode)
-			}
-			if code, body := httpGet(t, base+"/healthz"); code != http.StatusOK || body != "ok\n" {
-				t.Errorf("/healthz: %d %q", code, body)
-			}
-			if code, body := httpGet(t, base+"/metrics"); code != http.StatusOK || !strings.Contains(body, "rheo_scrape_success 1") {
-				t.Errorf("/metrics: %d\n%s", code, body)
-			}
+			assert.Equal(t, http.StatusForbidden, resp.StatusCode, "POST reopen on the read-only dashboard")
+			code, body = httpGet(t, base+"/healthz")
+			assert.Equal(t, http.StatusOK, code, "/healthz: %q", body)
+			assert.Equal(t, "ok\n", body, "/healthz: %d", code)
+			code, body = httpGet(t, base+"/metrics")
+			assert.Equal(t, http.StatusOK, code, "/metrics:\n%s", body)
+			assert.Contains(t, body, "rheo_scrape_success 1", "/metrics: %d", code)
 			code, stderr := stop()
-			if code != cli.ExitOK || !strings.Contains(stderr, "action refused: read-only") {
-				t.Errorf("rheo serve exited %d; stderr %q", code, stderr)
-			}
+			assert.Equal(t, cli.ExitOK, code, "rheo serve exited; stderr %q", stderr)
+			assert.Contains(t, stderr, "action refused: read-only", "rheo serve exited %d", code)
 		})
 
 		t.Run("with a token the dashboard needs it, /metrics and /healthz do not", func(t *testing.T) {
 			t.Setenv(cli.EnvDashboardToken, "t0ken")
 			base, _ := cliServe(t, "--listen", "127.0.0.1:0", "--database-url", b.url, "--allow-actions")
-			if code, _ := httpGet(t, base+"/"); code != http.StatusUnauthorized {
-				t.Errorf("GET / without the token: %d, want 401", code)
-			}
+			code, _ := httpGet(t, base+"/")
+			assert.Equal(t, http.StatusUnauthorized, code, "GET / without the token")
 			req, _ := http.NewRequest(http.MethodGet, base+"/streams/orders", nil)
 			req.Header.Set("Authorization", "Bearer t0ken")
 			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Errorf("GET the stream with the token: %d", resp.StatusCode)
-			}
+			assert.Equal(t, http.StatusOK, resp.StatusCode, "GET the stream with the token")
 			for _, path := range []string{"/metrics", "/healthz"} {
-				if code, _ := httpGet(t, base+path); code != http.StatusOK {
-					t.Errorf("GET %s without the token: %d, want 200", path, code)
-				}
+				code, _ := httpGet(t, base+path)
+				assert.Equal(t, http.StatusOK, code, "GET %s without the token", path)
 			}
 		})
 
 		t.Run("--no-dashboard serves only the metrics and the health check", func(t *testing.T) {
 			base, _ := cliServe(t, "--listen", "127.0.0.1:0", "--database-url", b.url, "--no-dashboard")
-			if code, _ := httpGet(t, base+"/"); code != http.StatusNotFound {
-				t.Errorf("GET /: %d, want 404", code)
-			}
-			if code, _ := httpGet(t, base+"/metrics"); code != http.StatusOK {
-				t.Errorf("GET /metrics: %d", code)
-			}
+			code, _ := httpGet(t, base+"/")
+			assert.Equal(t, http.StatusNotFound, code, "GET /")
+			code, _ = httpGet(t, base+"/metrics")
+			assert.Equal(t, http.StatusOK, code, "GET /metrics")
 		})
 
 		t.Run("actions on an address other machines may reach need credentials", func(t *testing.T) {
 			r := b.run(t, "serve", "--listen", "0.0.0.0:0", "--allow-actions")
-			if r.code != cli.ExitFailure || !strings.Contains(r.stderr, cli.EnvDashboardToken) || !strings.Contains(r.stderr, "nothing was started") {
-				t.Errorf("%s", r)
-			}
+			assert.Equal(t, cli.ExitFailure, r.code, "%s", r)
+			assert.Contains(t, r.stderr, cli.EnvDashboardToken, "%s", r)
+			assert.Contains(t, r.stderr, "nothing was started", "%s", r)
 			r = b.run(t, "serve", "--listen", "127.0.0.1:0", "--sample-interval", "0s")
-			if r.code != cli.ExitUsage {
-				t.Errorf("--sample-interval 0s: %s", r)
-			}
+			assert.Equal(t, cli.ExitUsage, r.code, "--sample-interval 0s: %s", r)
 		})
 	})
 }

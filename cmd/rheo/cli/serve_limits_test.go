@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestServeLimits checks the limits of rheo serve's server: every
@@ -15,8 +17,8 @@ func TestServeLimits(t *testing.T) {
 		<-release
 	})
 	srv := newServer(slow, 1)
-	if srv.ReadHeaderTimeout <= 0 || srv.ReadTimeout <= 0 || srv.WriteTimeout <= 0 || srv.IdleTimeout <= 0 || srv.MaxHeaderBytes <= 0 {
-		t.Fatalf("server %+v: want every timeout and the header limit set", srv)
+	for _, limit := range []int64{int64(srv.ReadHeaderTimeout), int64(srv.ReadTimeout), int64(srv.WriteTimeout), int64(srv.IdleTimeout), int64(srv.MaxHeaderBytes)} {
+		require.Positive(t, limit, "server %+v: want every timeout and the header limit set", srv)
 	}
 	done := make(chan int)
 	go func() {
@@ -27,18 +29,13 @@ func TestServeLimits(t *testing.T) {
 	<-entered
 	rec := httptest.NewRecorder()
 	srv.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
-		t.Fatalf("a request beyond the cap: %d %v, want 503 with Retry-After", rec.Code, rec.Header())
-	}
+	require.Equal(t, http.StatusServiceUnavailable, rec.Code, "a request beyond the cap: %v, want 503 with Retry-After", rec.Header())
+	require.NotEmpty(t, rec.Header().Get("Retry-After"), "a request beyond the cap: %d %v, want 503 with Retry-After", rec.Code, rec.Header())
 	close(release)
-	if code := <-done; code != http.StatusOK {
-		t.Fatalf("the request within the cap: %d", code)
-	}
+	require.Equal(t, http.StatusOK, <-done, "the request within the cap")
 	// The slot is free again.
 	go func() { <-entered }()
 	rec = httptest.NewRecorder()
 	srv.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("a request after the first ended: %d", rec.Code)
-	}
+	require.Equal(t, http.StatusOK, rec.Code, "a request after the first ended")
 }

@@ -5,12 +5,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"syscall"
 	"testing"
 	"unsafe"
 
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
+	"github.com/stretchr/testify/require"
 )
 
 // cliOpenPTY opens a pseudo-terminal and returns its two ends: what is
@@ -23,17 +23,13 @@ func cliOpenPTY(t *testing.T) (controller, terminal *os.File) {
 	}
 	t.Cleanup(func() { controller.Close() })
 	var unlock int32
-	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, controller.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock))); errno != 0 {
-		t.Fatalf("unlock the pseudo-terminal: %v", errno)
-	}
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, controller.Fd(), syscall.TIOCSPTLCK, uintptr(unsafe.Pointer(&unlock)))
+	require.Zero(t, errno, "unlock the pseudo-terminal: %v", errno)
 	var n uint32
-	if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, controller.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n))); errno != 0 {
-		t.Fatalf("number the pseudo-terminal: %v", errno)
-	}
+	_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, controller.Fd(), syscall.TIOCGPTN, uintptr(unsafe.Pointer(&n)))
+	require.Zero(t, errno, "number the pseudo-terminal: %v", errno)
 	terminal, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("open the pseudo-terminal: %v", err)
-	}
+	require.NoError(t, err, "open the pseudo-terminal")
 	t.Cleanup(func() { terminal.Close() })
 	return controller, terminal
 }
@@ -46,14 +42,13 @@ func TestCLITerminal(t *testing.T) {
 		b.cliStream(t, "typed", 1, 5)
 		controller, terminal := cliOpenPTY(t)
 		// A line, then Ctrl-D at the start of the next: the end of input.
-		if _, err := controller.WriteString("{\"typed\":true}\n\x04"); err != nil {
-			t.Fatal(err)
-		}
+		_, err := controller.WriteString("{\"typed\":true}\n\x04")
+		require.NoError(t, err)
 		var stdout, stderr bytes.Buffer
 		code := cli.Run(context.Background(), []string{"append", "typed", "--database-url", b.url}, terminal, &stdout, &stderr)
-		if code != cli.ExitOK || stderr.String() != "reading one JSON object per line; end with Ctrl-D\n" ||
-			!strings.Contains(stdout.String(), "total      1") {
-			t.Fatalf("append from a terminal: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
-		}
+		msg := fmt.Sprintf("append from a terminal: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+		require.Equal(t, cli.ExitOK, code, msg)
+		require.Equal(t, "reading one JSON object per line; end with Ctrl-D\n", stderr.String(), msg)
+		require.Contains(t, stdout.String(), "total      1", msg)
 	})
 }

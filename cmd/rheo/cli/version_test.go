@@ -3,6 +3,8 @@ package cli
 import (
 	"runtime/debug"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestBuildVersion(t *testing.T) {
@@ -36,9 +38,7 @@ func TestBuildVersion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := buildVersion(tt.info).String(); got != tt.want {
-				t.Fatalf("got %q, want %q", got, tt.want)
-			}
+			require.Equal(t, tt.want, buildVersion(tt.info).String())
 		})
 	}
 }

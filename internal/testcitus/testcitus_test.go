@@ -1,0 +1,104 @@
+package testcitus
+
+import (
+	"context"
+	"os"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rheo-go/rheo/internal/testskip"
+)
+
+func TestMain(m *testing.M) { os.Exit(testskip.Run(m)) }
+
+func TestCluster(t *testing.T) {
+	c := Start(t)
+	ctx := context.Background()
+
+	var name string
+	t.Run("a distributed table spreads over the workers, and a row written through the coordinator is read back", func(t *testing.T) {
+		db := c.NewDatabase(t)
+		conn, err := pgx.Connect(ctx, db)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		require.NoError(t, conn.QueryRow(ctx, "SELECT current_database()").Scan(&name))
+
+		_, err = conn.Exec(ctx, "CREATE TABLE items (stream text NOT NULL, n int NOT NULL)")
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, "SELECT create_distributed_table('items', 'stream')")
+		require.NoError(t, err)
+
+		rows, err := conn.Query(ctx, `SELECT DISTINCT nodename, nodeport FROM citus_shards
+			WHERE table_name = 'items'::regclass ORDER BY nodeport`)
+		require.NoError(t, err)
+		var holders []Node
+		var n Node
+		_, err = pgx.ForEachRow(rows, []any{&n.Host, &n.Port}, func() error {
+			holders = append(holders, n)
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, c.Workers, holders, "the shards are on both workers, and on no other node")
+
+		_, err = conn.Exec(ctx, "INSERT INTO items VALUES ('s', 7)")
+		require.NoError(t, err)
+		var got int
+		require.NoError(t, conn.QueryRow(ctx, "SELECT n FROM items WHERE stream = 's'").Scan(&got))
+		assert.Equal(t, 7, got)
+
+		t.Run("the worker that holds the row's shard has it, at its URL", func(t *testing.T) {
+			var shard string
+			var holder Node
+			require.NoError(t, conn.QueryRow(ctx, `SELECT shard_name, nodename, nodeport FROM citus_shards
+				WHERE shardid = get_shard_id_for_distribution_column('items', 's')`).Scan(&shard, &holder.Host, &holder.Port))
+			urls := c.WorkerURLs(t, db)
+			require.Len(t, urls, len(c.Workers))
+			i := slices.Index(c.Workers, holder)
+			require.GreaterOrEqual(t, i, 0, "the shard's node %v is a worker", holder)
+			assert.Equal(t, c.URL(holder, name), urls[i])
+
+			w, err := pgx.Connect(ctx, urls[i])
+			require.NoError(t, err)
+			defer w.Close(ctx)
+			require.NoError(t, w.QueryRow(ctx, "SELECT n FROM "+pgx.Identifier{shard}.Sanitize()+" WHERE stream = 's'").Scan(&got))
+			assert.Equal(t, 7, got)
+		})
+	})
+
+	t.Run("a cluster at RHEO_TEST_CITUS_URL is found from the pg_dist_node of the database it names", func(t *testing.T) {
+		db := c.NewDatabase(t)
+		found, err := fromURL(db)
+		require.NoError(t, err)
+		assert.Equal(t, c.Coordinator, found.Coordinator)
+		assert.Equal(t, c.Workers, found.Workers)
+		assert.Equal(t, c.WorkerURLs(t, db), found.WorkerURLs(t, db))
+	})
+
+	t.Run("the database is dropped on every node when its test ends", func(t *testing.T) {
+		require.NotEmpty(t, name)
+		for _, node := range c.nodes() {
+			conn, err := pgx.Connect(ctx, c.adminURL(node))
+			require.NoError(t, err)
+			var exists bool
+			err = conn.QueryRow(ctx, "SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)", name).Scan(&exists)
+			_ = conn.Close(ctx)
+			require.NoError(t, err)
+			assert.False(t, exists, "database %s on %s", name, node.Addr())
+		}
+	})
+}
+
+func TestFindInstall(t *testing.T) {
+	t.Run("a PostgreSQL without Citus is Citus missing", func(t *testing.T) {
+		t.Setenv("PG_CONFIG", "/nonexistent/pg_config")
+		_, err := findInstall()
+		var m missing
+		require.ErrorAs(t, err, &m)
+		assert.Contains(t, err.Error(), "no Citus for tests")
+		assert.Contains(t, err.Error(), "build.sh")
+	})
+}

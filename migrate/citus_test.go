@@ -1,0 +1,170 @@
+package migrate_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rheo-go/rheo/internal/testcitus"
+	"github.com/rheo-go/rheo/migrate"
+)
+
+// TestCitusInstall installs Rheo on a Citus cluster's coordinator: the
+// per-stream tables distributed by the stream and co-located with
+// rheo.events, the global ones reference tables, the functions that take a
+// stream first distributed by it and delegated whole to the node that
+// holds the stream, and streams spread over the workers.
+func TestCitusInstall(t *testing.T) {
+	c := testcitus.Start(t)
+	url := c.NewDatabase(t)
+	ctx := context.Background()
+	conn := migrateConnect(t, url)
+	require.NoError(t, migrate.Postgres(ctx, conn, nil))
+	// A second run changes nothing, and fails at nothing.
+	require.NoError(t, migrate.Postgres(ctx, conn, nil))
+
+	t.Run("tables", func(t *testing.T) {
+		rows, err := conn.Query(ctx, `
+SELECT p.logicalrelid::text, p.partmethod::text,
+       p.colocationid = (SELECT e.colocationid FROM pg_dist_partition e WHERE e.logicalrelid = 'rheo.events'::regclass)
+  FROM pg_dist_partition p
+ WHERE p.logicalrelid::text LIKE 'rheo.%'`)
+		require.NoError(t, err)
+		type dist struct {
+			method    string
+			colocated bool
+		}
+		got := map[string]dist{}
+		for rows.Next() {
+			var name string
+			var d dist
+			require.NoError(t, rows.Scan(&name, &d.method, &d.colocated))
+			got[name] = d
+		}
+		require.NoError(t, rows.Err())
+		for _, table := range []string{"events", "partitions", "time_marks", "groups", "cursors", "deliveries",
+			"dead_letters", "key_wakeups"} {
+			var column string
+			require.NoError(t, conn.QueryRow(ctx, `SELECT column_to_column_name(logicalrelid, partkey)
+  FROM pg_dist_partition WHERE logicalrelid = $1::regclass`, "rheo."+table).Scan(&column), table)
+			assert.Equal(t, "stream", column, "rheo.%s is distributed by the stream", table)
+			assert.Equal(t, "h", got["rheo."+table].method, "rheo.%s is hash-distributed", table)
+			assert.True(t, got["rheo."+table].colocated, "rheo.%s is co-located with rheo.events", table)
+		}
+		for _, table := range []string{"streams", "schema_version", "role_prefix", "function_set"} {
+			assert.Equal(t, "n", got["rheo."+table].method, "rheo.%s is a reference table", table)
+		}
+		var local []string
+		require.NoError(t, conn.QueryRow(ctx, `
+SELECT coalesce(array_agg(c.relname::text ORDER BY c.relname), '{}')
+  FROM pg_class c
+ WHERE c.relnamespace = 'rheo'::regnamespace AND c.relkind = 'r'
+   AND NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = c.oid)`).Scan(&local))
+		assert.Empty(t, local, "every table of schema rheo is distributed or a reference table")
+	})
+
+	t.Run("functions", func(t *testing.T) {
+		var want, got []string
+		require.NoError(t, conn.QueryRow(ctx, `
+SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text), '{}')
+  FROM pg_proc p
+ WHERE p.pronamespace = 'rheo'::regnamespace AND p.proname NOT LIKE '\_%' AND p.pronargs >= 1
+   AND p.proargtypes[0] = 'text'::regtype AND p.proargnames[1] = 'stream'`).Scan(&want))
+		require.NoError(t, conn.QueryRow(ctx, `
+SELECT coalesce(array_agg(o.objid::regprocedure::text ORDER BY o.objid::regprocedure::text), '{}')
+  FROM pg_dist_object o
+ WHERE o.classid = 'pg_proc'::regclass AND o.distribution_argument_index = 0
+   AND o.colocationid = (SELECT e.colocationid FROM pg_dist_partition e WHERE e.logicalrelid = 'rheo.events'::regclass)`).Scan(&got))
+		assert.Contains(t, want, "rheo.append(text,jsonb,text,integer,text,jsonb,timestamp with time zone,timestamp with time zone)")
+		assert.Equal(t, want, got, "the functions that take a stream first are distributed by it, co-located with the events")
+	})
+
+	t.Run("roles on every node", func(t *testing.T) {
+		for _, w := range c.WorkerURLs(t, url) {
+			wc := migrateConnect(t, w)
+			var n int
+			require.NoError(t, wc.QueryRow(ctx, `SELECT count(*) FROM pg_roles WHERE rolname = ANY ($1)`,
+				migrate.Roles).Scan(&n))
+			assert.Equal(t, len(migrate.Roles), n, "Rheo's roles exist on worker %s", w)
+			var owner string
+			require.NoError(t, wc.QueryRow(ctx, `SELECT n.nspowner::regrole::text FROM pg_namespace n WHERE n.nspname = 'rheo'`).Scan(&owner))
+			assert.Equal(t, migrate.OwnerRole, owner, "schema rheo on worker %s belongs to the owner role", w)
+		}
+	})
+
+	t.Run("calls run on one node", func(t *testing.T) {
+		_, err := conn.Exec(ctx, `SELECT rheo.create_stream('orders', 4)`)
+		require.NoError(t, err)
+		for _, call := range []string{
+			`SELECT * FROM rheo.append('orders', '{"type": "placed"}', 'k', NULL, 'o-1')`,
+			`SELECT * FROM rheo.append_batch('orders', '[{"type": "a"}, {"type": "b"}]')`,
+			`SELECT * FROM rheo.stream_info('orders')`,
+			`SELECT * FROM rheo.read('orders', 1)`,
+		} {
+			plan := citusPlan(t, conn, call)
+			assert.Contains(t, plan, "Task Count: 1", call)
+			assert.Regexp(t, `Node: host=\S+ port=\d+`, plan, call)
+			_, err := conn.Exec(ctx, call)
+			require.NoError(t, err, call)
+		}
+		var high int64
+		require.NoError(t, conn.QueryRow(ctx, `SELECT sum(high_watermark) FROM rheo.stream_info('orders')`).Scan(&high))
+		assert.Equal(t, int64(3), high, "three events appended")
+		var id string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT id FROM rheo.events WHERE stream = 'orders' AND key = 'k'`).Scan(&id))
+		assert.Equal(t, "o-1", id)
+	})
+
+	t.Run("streams spread over the workers", func(t *testing.T) {
+		for i := range 16 {
+			stream := fmt.Sprintf("spread-%d", i)
+			_, err := conn.Exec(ctx, `SELECT rheo.create_stream($1, 1)`, stream)
+			require.NoError(t, err)
+			_, err = conn.Exec(ctx, `SELECT rheo.append($1, '{"type": "x"}')`, stream)
+			require.NoError(t, err)
+		}
+		rows, err := conn.Query(ctx, `
+SELECT s.nodename || ':' || s.nodeport, count(*)
+  FROM rheo.streams st
+  JOIN citus_shards s ON s.table_name = 'rheo.events'::regclass
+                     AND s.shardid = get_shard_id_for_distribution_column('rheo.events', st.stream)
+ WHERE st.stream LIKE 'spread-%'
+ GROUP BY 1`)
+		require.NoError(t, err)
+		held := map[string]int64{}
+		for rows.Next() {
+			var node string
+			var n int64
+			require.NoError(t, rows.Scan(&node, &n))
+			held[node] = n
+		}
+		require.NoError(t, rows.Err())
+		require.Len(t, held, len(c.Workers), "16 streams land on every worker: %v", held)
+		for _, w := range c.Workers {
+			assert.Positive(t, held[w.Addr()], "worker %s holds streams", w.Addr())
+		}
+		var events int64
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM rheo.events WHERE stream LIKE 'spread-%'`).Scan(&events))
+		assert.Equal(t, int64(16), events)
+	})
+}
+
+// citusPlan is the plan of query on the coordinator, EXPLAIN (VERBOSE).
+func citusPlan(t *testing.T, conn *pgx.Conn, query string) string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "EXPLAIN (VERBOSE, COSTS OFF) "+query)
+	require.NoError(t, err)
+	var lines []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		lines = append(lines, line)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,85 @@
+-- Rheo on a Citus cluster (docs/citus.md): run by rheo-migrate after the
+-- schema migrations and the functions, in a database with the citus
+-- extension; it changes nothing where Rheo is distributed already, and
+-- nothing at all without citus.
+--
+-- Every table that holds one stream's rows is hash-distributed by the
+-- stream and co-located with rheo.events, so that one stream's rows, and
+-- every join and lock of one call, live on one node. The small global
+-- tables (the stream catalog, the install's bookkeeping) are reference
+-- tables, copied to every node. The functions whose first argument is a
+-- stream are distributed by it: a call outside a transaction runs whole
+-- on the node that holds the stream.
+DO $rheo_citus$
+DECLARE
+    v_table     text;
+    v_fn        regprocedure;
+    v_by_stream boolean;
+    v_done      boolean;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
+        RETURN;
+    END IF;
+    -- The immutability guard of rheo.events is a trigger: Citus runs
+    -- triggers of distributed tables on their shards once allowed to.
+    PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    -- Tables with foreign keys to reference tables are made over one
+    -- connection per node.
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+
+    IF NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = 'rheo.events'::regclass) THEN
+        -- Unique keys and foreign keys of distributed tables include the
+        -- distribution column. The stream comes last, so that the lookups
+        -- by group, partition and sequence use the keys as they did.
+        ALTER TABLE rheo.cursors DROP CONSTRAINT IF EXISTS cursors_group_id_fkey;
+        ALTER TABLE rheo.partitions DROP CONSTRAINT IF EXISTS partitions_stream_fkey;
+        ALTER TABLE rheo.groups DROP CONSTRAINT IF EXISTS groups_stream_fkey;
+        ALTER TABLE rheo.groups DROP CONSTRAINT groups_pkey,
+            ADD CONSTRAINT groups_pkey PRIMARY KEY (group_id, stream);
+        ALTER TABLE rheo.cursors DROP CONSTRAINT cursors_pkey,
+            ADD CONSTRAINT cursors_pkey PRIMARY KEY (group_id, "partition", stream);
+        ALTER TABLE rheo.deliveries DROP CONSTRAINT deliveries_pkey,
+            ADD CONSTRAINT deliveries_pkey PRIMARY KEY (group_id, "partition", sequence, stream);
+        ALTER TABLE rheo.dead_letters DROP CONSTRAINT dead_letters_pkey,
+            ADD CONSTRAINT dead_letters_pkey PRIMARY KEY (group_id, "partition", sequence, stream);
+        DROP INDEX rheo.deliveries_lease_id_key;
+        CREATE UNIQUE INDEX deliveries_lease_id_key ON rheo.deliveries (lease_id, stream);
+
+        FOREACH v_table IN ARRAY ARRAY['streams', 'schema_version', 'role_prefix', 'function_set'] LOOP
+            PERFORM create_reference_table(format('rheo.%I', v_table));
+        END LOOP;
+        PERFORM create_distributed_table('rheo.events', 'stream');
+        FOREACH v_table IN ARRAY ARRAY['partitions', 'time_marks', 'groups', 'cursors', 'deliveries', 'dead_letters',
+                                       'key_wakeups'] LOOP
+            PERFORM create_distributed_table(format('rheo.%I', v_table), 'stream', colocate_with => 'rheo.events');
+        END LOOP;
+
+        ALTER TABLE rheo.partitions ADD CONSTRAINT partitions_stream_fkey
+            FOREIGN KEY (stream) REFERENCES rheo.streams (stream);
+        ALTER TABLE rheo.groups ADD CONSTRAINT groups_stream_fkey
+            FOREIGN KEY (stream) REFERENCES rheo.streams (stream);
+        ALTER TABLE rheo.cursors ADD CONSTRAINT cursors_group_id_fkey
+            FOREIGN KEY (group_id, stream) REFERENCES rheo.groups (group_id, stream);
+    END IF;
+
+    -- Every function exists on every node (the bodies call the helpers
+    -- there); those that take a stream first are distributed by it.
+    FOR v_fn, v_by_stream IN
+        SELECT p.oid::regprocedure,
+               p.proname NOT LIKE '\_%' AND p.pronargs >= 1
+               AND p.proargtypes[0] = 'text'::regtype AND p.proargnames[1] = 'stream'
+          FROM pg_proc p
+         WHERE p.pronamespace = 'rheo'::regnamespace
+         ORDER BY 1
+    LOOP
+        SELECT o.distribution_argument_index IS NOT NULL INTO v_done
+          FROM pg_dist_object o
+         WHERE o.classid = 'pg_proc'::regclass AND o.objid = v_fn;
+        IF v_by_stream AND v_done IS NOT TRUE THEN
+            PERFORM create_distributed_function(v_fn, '$1', colocate_with => 'rheo.events');
+        ELSIF v_done IS NULL THEN
+            PERFORM create_distributed_function(v_fn);
+        END IF;
+    END LOOP;
+END
+$rheo_citus$;

@@ -1,0 +1,4 @@
+-- The twin of sql/schema/007_stream_columns.sql, which gives a group's
+-- bookkeeping rows their stream so that a Citus cluster can distribute
+-- them by it. SQLite has one database file and nothing to distribute: its
+-- schema is unchanged, and the version moves on with PostgreSQL's.
