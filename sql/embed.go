@@ -21,9 +21,9 @@ var sqlite embed.FS
 // Citus distributes an installed Rheo on a Citus cluster: run after the
 // schema migrations and the functions in a database with the citus
 // extension, it makes the per-stream tables distributed by the stream,
-// the small global ones reference tables, and the functions that take a
-// stream first distributed by it. It changes nothing where that is done
-// already, or without citus.
+// the small global ones reference tables, and puts every function on
+// every node. It changes nothing where that is done already, or without
+// citus.
 //
 //go:embed citus/distribute.sql
 var Citus string

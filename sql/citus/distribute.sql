@@ -7,15 +7,11 @@
 -- stream and co-located with rheo.events, so that one stream's rows, and
 -- every join and lock of one call, live on one node. The small global
 -- tables (the stream catalog, the install's bookkeeping) are reference
--- tables, copied to every node. The functions whose first argument is a
--- stream are distributed by it: a call outside a transaction runs whole
--- on the node that holds the stream.
+-- tables, copied to every node. The functions exist on every node.
 DO $rheo_citus$
 DECLARE
-    v_table     text;
-    v_fn        regprocedure;
-    v_by_stream boolean;
-    v_done      boolean;
+    v_table text;
+    v_fn    regprocedure;
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
         RETURN;
@@ -62,24 +58,19 @@ BEGIN
             FOREIGN KEY (group_id, stream) REFERENCES rheo.groups (group_id, stream);
     END IF;
 
-    -- Every function exists on every node (the bodies call the helpers
-    -- there); those that take a stream first are distributed by it.
-    FOR v_fn, v_by_stream IN
-        SELECT p.oid::regprocedure,
-               p.proname NOT LIKE '\_%' AND p.pronargs >= 1
-               AND p.proargtypes[0] = 'text'::regtype AND p.proargnames[1] = 'stream'
+    -- Every function exists on every node, where the calls' statements
+    -- and the helpers they call run. None is distributed by its stream
+    -- argument: Citus 13.2 ends the server process (SIGSEGV) when a call
+    -- it would delegate passes NULL for that argument, which any role
+    -- with EXECUTE could do (docs/citus.md, "Calls").
+    FOR v_fn IN
+        SELECT p.oid::regprocedure
           FROM pg_proc p
          WHERE p.pronamespace = 'rheo'::regnamespace
+           AND NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
          ORDER BY 1
     LOOP
-        SELECT o.distribution_argument_index IS NOT NULL INTO v_done
-          FROM pg_dist_object o
-         WHERE o.classid = 'pg_proc'::regclass AND o.objid = v_fn;
-        IF v_by_stream AND v_done IS NOT TRUE THEN
-            PERFORM create_distributed_function(v_fn, '$1', colocate_with => 'rheo.events');
-        ELSIF v_done IS NULL THEN
-            PERFORM create_distributed_function(v_fn);
-        END IF;
+        PERFORM create_distributed_function(v_fn);
     END LOOP;
 END
 $rheo_citus$;
