@@ -33,8 +33,11 @@ package rheotest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
@@ -58,9 +61,7 @@ func Open(tb testing.TB) driver.Driver {
 func OpenClock(tb testing.TB, clock driver.Clock) driver.Driver {
 	tb.Helper()
 	d, err := sqlite.Open(context.Background(), ":memory:", &sqlite.Options{Clock: clock, Migrate: true})
-	if err != nil {
-		tb.Fatalf("rheotest: open an in-memory SQLite database: %v", err)
-	}
+	require.NoError(tb, err, "rheotest: open an in-memory SQLite database")
 	tb.Cleanup(func() { _ = d.Close() })
 	return d
 }
@@ -132,17 +133,11 @@ func Work(ctx context.Context, tb testing.TB, d driver.Driver, stream, group str
 	leases, err := d.Fetch(ctx, stream, group, &rheo.FetchOptions{
 		MaxCount: 1, ConsumerID: "rheotest", LeaseDuration: worker.DefaultLeaseDuration,
 	})
-	if err != nil {
-		tb.Fatalf("rheotest: lease the next event of stream %q group %q: %v", stream, group, err)
-	}
-	if len(leases) == 0 {
-		tb.Fatalf("rheotest: stream %q group %q has no event to lease", stream, group)
-	}
+	require.NoErrorf(tb, err, "rheotest: lease the next event of stream %q group %q", stream, group)
+	require.NotEmptyf(tb, leases, "rheotest: stream %q group %q has no event to lease", stream, group)
 	l := leases[0]
 	o, handlerErr, err := handleonce.Run(ctx, d, l, h)
-	if err != nil {
-		tb.Fatalf("rheotest: settle event %s (%s): %v", l.Event.ID, o.Kind, err)
-	}
+	require.NoErrorf(tb, err, "rheotest: settle event %s (%s)", l.Event.ID, o.Kind)
 	res := Result{Lease: l, Err: handlerErr, Reason: o.Reason}
 	switch {
 	case o.DeadLettered:
@@ -162,14 +157,12 @@ func RequireAppended(tb testing.TB, d driver.Driver, stream string, match func(r
 	tb.Helper()
 	n := 0
 	for ev, err := range driver.QueryAll(context.Background(), d, stream, rheo.Query{}) {
-		if err != nil {
-			tb.Fatalf("rheotest: read stream %q: %v", stream, err)
-		}
+		require.NoErrorf(tb, err, "rheotest: read stream %q", stream)
 		if match(ev) {
 			return ev
 		}
 		n++
 	}
-	tb.Fatalf("rheotest: none of the %d events of stream %q matches", n, stream)
+	require.FailNow(tb, fmt.Sprintf("rheotest: none of the %d events of stream %q matches", n, stream))
 	return rheo.Event{}
 }

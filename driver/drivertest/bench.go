@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 )
@@ -22,9 +24,8 @@ func Benchmark(b *testing.B, h Harness) {
 		d, s := benchStream(b, h)
 		p := payload(1)
 		for b.Loop() {
-			if _, err := d.Append(ctx, s, p, nil); err != nil {
-				b.Fatal(err)
-			}
+			_, err := d.Append(ctx, s, p, nil)
+			require.NoError(b, err)
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 	})
@@ -32,9 +33,8 @@ func Benchmark(b *testing.B, h Harness) {
 	b.Run("append_batch_100", func(b *testing.B) {
 		d, s := benchStream(b, h)
 		for b.Loop() {
-			if _, err := d.AppendBatch(ctx, s, items, nil); err != nil {
-				b.Fatal(err)
-			}
+			_, err := d.AppendBatch(ctx, s, items, nil)
+			require.NoError(b, err)
 		}
 		b.ReportMetric(float64(b.N*len(items))/b.Elapsed().Seconds(), "events/s")
 	})
@@ -42,32 +42,25 @@ func Benchmark(b *testing.B, h Harness) {
 	b.Run("fetch_ack_batch_100", func(b *testing.B) {
 		d, s := benchStream(b, h)
 		g := uniqueName("bench")
-		if err := d.CreateGroup(ctx, s, g, nil); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, d.CreateGroup(ctx, s, g, nil))
 		opts := &rheo.FetchOptions{MaxCount: len(items), LeaseDuration: time.Hour}
 		ids := make([]string, 0, len(items))
 		for b.Loop() {
 			// Refill outside the measurement: one batch per iteration.
 			b.StopTimer()
-			if _, err := d.AppendBatch(ctx, s, items, nil); err != nil {
-				b.Fatal(err)
-			}
+			_, err := d.AppendBatch(ctx, s, items, nil)
+			require.NoError(b, err)
 			b.StartTimer()
 			leases, err := d.Fetch(ctx, s, g, opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(leases) != len(items) {
-				b.Fatalf("fetched %d leases, want %d", len(leases), len(items))
-			}
+			require.NoError(b, err)
+			// Equalf, not Len: Len would print every lease.
+			require.Equalf(b, len(items), len(leases), "fetched %d leases, want %d", len(leases), len(items))
 			ids = ids[:0]
 			for _, l := range leases {
 				ids = append(ids, l.LeaseID)
 			}
-			if _, err := d.AckBatch(ctx, ids); err != nil {
-				b.Fatal(err)
-			}
+			_, err = d.AckBatch(ctx, ids)
+			require.NoError(b, err)
 		}
 		b.ReportMetric(float64(b.N*len(items))/b.Elapsed().Seconds(), "events/s")
 	})
@@ -78,8 +71,6 @@ func benchStream(b *testing.B, h Harness) (driver.Driver, string) {
 	b.Helper()
 	d := h.NewDriver(b, NewClock())
 	s := uniqueName("bench")
-	if err := d.CreateStream(b.Context(), s, 1); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, d.CreateStream(b.Context(), s, 1))
 	return d, s
 }

@@ -180,7 +180,7 @@ func (c *Clock) WaitTimer(tb testing.TB, timeout time.Duration) {
 	select {
 	case <-added:
 	case <-time.After(timeout):
-		tb.Fatalf("no timer was set within %v", timeout)
+		require.FailNow(tb, fmt.Sprintf("no timer was set within %v", timeout))
 	}
 }
 

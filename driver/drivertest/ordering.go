@@ -50,7 +50,7 @@ func (b *bundle) ordering(stream, group string) rheo.Ordering {
 			return g.Ordering
 		}
 	}
-	b.t.Fatalf("group %q is not listed", group)
+	require.FailNow(b.t, fmt.Sprintf("group %q is not listed", group))
 	return ""
 }
 

@@ -1,6 +1,7 @@
 package drivertest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -34,12 +35,12 @@ func wakeupCases(t *testing.T, h Harness) {
 				break wait
 			case <-time.After(100 * time.Millisecond):
 			case <-deadline:
-				t.Fatal("no wakeup within 10s of appending")
+				require.FailNow(t, "no wakeup within 10s of appending")
 			}
 		}
 		select {
 		case w := <-otherWakeups:
-			t.Fatalf("a subscriber of %s was woken for %s", other, w.Stream)
+			require.FailNow(t, fmt.Sprintf("a subscriber of %s was woken for %s", other, w.Stream))
 		default:
 		}
 	})

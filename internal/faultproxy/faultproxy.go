@@ -47,6 +47,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Fault is what happens to a request that triggers it.
@@ -122,9 +124,7 @@ type Proxy struct {
 func New(t testing.TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("faultproxy: listen: %v", err)
-	}
+	require.NoError(t, err, "faultproxy: listen")
 	p := &Proxy{ln: ln, target: target, conns: map[*conn]bool{}}
 	p.wg.Add(1)
 	go p.accept()
@@ -139,9 +139,7 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) URL(t testing.TB, dsn string) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("faultproxy: parse %q: %v", dsn, err)
-	}
+	require.NoErrorf(t, err, "faultproxy: parse %q", dsn)
 	u.Host = p.Addr()
 	return u.String()
 }

@@ -103,7 +103,7 @@ func (b *Backend) Open(t testing.TB, clock driver.Clock) driver.Driver {
 	case NameSQLite:
 		d, err = sqlite.Open(ctx, b.DSN, &sqlite.Options{Clock: clock})
 	default:
-		t.Fatalf("unknown backend %q", b.Name)
+		require.FailNow(t, fmt.Sprintf("unknown backend %q", b.Name))
 	}
 	require.NoError(t, err, "open a %s driver", b.Name)
 	t.Cleanup(func() { _ = d.Close() })

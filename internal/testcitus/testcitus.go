@@ -50,6 +50,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/internal/testskip"
@@ -109,12 +111,10 @@ var (
 func Start(t testing.TB) *Cluster {
 	t.Helper()
 	clusterOnce.Do(func() { cluster, clusterMissing, clusterErr = findCluster() })
-	if clusterErr != nil {
-		if clusterMissing {
-			testskip.Missing(t, "Citus", clusterErr.Error())
-		}
-		t.Fatalf("start the Citus test cluster: %v", clusterErr)
+	if clusterErr != nil && clusterMissing {
+		testskip.Missing(t, "Citus", clusterErr.Error())
 	}
+	require.NoError(t, clusterErr, "start the Citus test cluster")
 	return cluster
 }
 
@@ -204,17 +204,13 @@ func (c *Cluster) URL(n Node, name string) string {
 func (c *Cluster) NewDatabase(t testing.TB) string {
 	t.Helper()
 	c.templateOnce.Do(func() { c.template, c.templateErr = c.makeTemplate() })
-	if c.templateErr != nil {
-		t.Fatalf("make the Citus template database: %v", c.templateErr)
-	}
+	require.NoError(t, c.templateErr, "make the Citus template database")
 	name := "rheo_citus_test_" + randomSuffix()
 	ctx := context.Background()
 	// Registered first, so that a database created on some nodes only is
 	// dropped too.
 	t.Cleanup(func() {
-		if err := c.dropEverywhere(context.WithoutCancel(ctx), name); err != nil {
-			t.Errorf("drop the Citus test database %s: %v", name, err)
-		}
+		assert.NoErrorf(t, c.dropEverywhere(context.WithoutCancel(ctx), name), "drop the Citus test database %s", name)
 	})
 	nodes := c.nodes()
 	err := parallel(len(nodes), func(i int) error {
@@ -224,21 +220,15 @@ func (c *Cluster) NewDatabase(t testing.TB) string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("create the Citus test database %s: %v", name, err)
-	}
+	require.NoErrorf(t, err, "create the Citus test database %s", name)
 	conn, err := pgx.Connect(ctx, c.URL(c.Coordinator, name))
-	if err != nil {
-		t.Fatalf("connect to the Citus test database %s: %v", name, err)
-	}
+	require.NoErrorf(t, err, "connect to the Citus test database %s", name)
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "SELECT citus_set_coordinator_host($1, $2)", c.Coordinator.Host, c.Coordinator.Port); err != nil {
-		t.Fatalf("register the coordinator in %s: %v", name, err)
-	}
+	_, err = conn.Exec(ctx, "SELECT citus_set_coordinator_host($1, $2)", c.Coordinator.Host, c.Coordinator.Port)
+	require.NoErrorf(t, err, "register the coordinator in %s", name)
 	for _, w := range c.Workers {
-		if _, err := conn.Exec(ctx, "SELECT citus_add_node($1, $2)", w.Host, w.Port); err != nil {
-			t.Fatalf("add the worker %s in %s: %v", w.Addr(), name, err)
-		}
+		_, err := conn.Exec(ctx, "SELECT citus_add_node($1, $2)", w.Host, w.Port)
+		require.NoErrorf(t, err, "add the worker %s in %s", w.Addr(), name)
 	}
 	return c.URL(c.Coordinator, name)
 }
@@ -346,9 +336,7 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 func (c *Cluster) WorkerURLs(t testing.TB, databaseURL string) []string {
 	t.Helper()
 	u, err := url.Parse(databaseURL)
-	if err != nil {
-		t.Fatalf("parse database URL: %v", err)
-	}
+	require.NoError(t, err, "parse database URL")
 	name := strings.TrimPrefix(u.Path, "/")
 	urls := make([]string, len(c.Workers))
 	for i, w := range c.Workers {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
@@ -139,13 +141,9 @@ func NewDatabaseFrom(t testing.TB, template string) string {
 	} else {
 		name, err = CreateDatabase(ctx, admin, "rheo_test_", "TEMPLATE "+pgx.Identifier{template}.Sanitize())
 	}
-	if err != nil {
-		t.Fatalf("create test database: %v", err)
-	}
+	require.NoError(t, err, "create test database")
 	t.Cleanup(func() {
-		if err := DropDatabase(context.WithoutCancel(ctx), admin, name); err != nil {
-			t.Errorf("drop test database: %v", err)
-		}
+		assert.NoError(t, DropDatabase(context.WithoutCancel(ctx), admin, name), "drop test database")
 	})
 	return WithDatabase(t, admin, name)
 }
@@ -186,9 +184,7 @@ func DropDatabase(ctx context.Context, admin, name string) error {
 func WithDatabase(t testing.TB, serverURL, name string) string {
 	t.Helper()
 	u, err := url.Parse(serverURL)
-	if err != nil {
-		t.Fatalf("parse server URL: %v", err)
-	}
+	require.NoError(t, err, "parse server URL")
 	u.Path = "/" + name
 	return u.String()
 }
@@ -219,13 +215,10 @@ func NewRole(t testing.TB, attributes string) string {
 		return err
 	}
 	ident := pgx.Identifier{name}.Sanitize()
-	if err := exec("CREATE ROLE " + ident + " LOGIN " + attributes); err != nil {
-		t.Fatalf("create test role: %v", err)
-	}
+	require.NoError(t, exec("CREATE ROLE "+ident+" LOGIN "+attributes), "create test role")
 	t.Cleanup(func() {
-		if err := exec("REASSIGN OWNED BY " + ident + " TO CURRENT_USER; DROP OWNED BY " + ident + "; DROP ROLE " + ident); err != nil {
-			t.Errorf("drop test role %s: %v", name, err)
-		}
+		err := exec("REASSIGN OWNED BY " + ident + " TO CURRENT_USER; DROP OWNED BY " + ident + "; DROP ROLE " + ident)
+		assert.NoErrorf(t, err, "drop test role %s", name)
 	})
 	return name
 }
@@ -235,9 +228,7 @@ func NewRole(t testing.TB, attributes string) string {
 func AsRole(t testing.TB, databaseURL, role string) string {
 	t.Helper()
 	u, err := url.Parse(databaseURL)
-	if err != nil {
-		t.Fatalf("parse database URL: %v", err)
-	}
+	require.NoError(t, err, "parse database URL")
 	u.User = url.User(role)
 	return u.String()
 }
@@ -254,15 +245,13 @@ func NewRolePrefix(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, admin)
-		if err != nil {
-			t.Errorf("drop the roles of prefix %s: %v", prefix, err)
+		if !assert.NoErrorf(t, err, "drop the roles of prefix %s", prefix) {
 			return
 		}
 		defer conn.Close(ctx)
 		for _, role := range []string{"rheo_admin", "rheo_producer", "rheo_consumer", "rheo_reader", "rheo_owner"} {
-			if _, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{prefix + role}.Sanitize()); err != nil {
-				t.Errorf("drop the roles of prefix %s: %v", prefix, err)
-			}
+			_, err := conn.Exec(ctx, "DROP ROLE IF EXISTS "+pgx.Identifier{prefix + role}.Sanitize())
+			assert.NoErrorf(t, err, "drop the roles of prefix %s", prefix)
 		}
 	})
 	return prefix

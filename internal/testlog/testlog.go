@@ -4,11 +4,14 @@ package testlog
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Record is one logged record.
@@ -89,7 +92,7 @@ func (r *Recorder) WaitCount(t testing.TB, timeout time.Duration, n int, level s
 		select {
 		case <-changed:
 		case <-deadline.C:
-			t.Fatalf("waited %s for %d %s records containing %q; logged: %v", timeout, n, level, substr, r.Records())
+			require.FailNow(t, fmt.Sprintf("waited %s for %d %s records containing %q; logged: %v", timeout, n, level, substr, r.Records()))
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/internal/testskip"
@@ -55,9 +56,7 @@ func Start(t testing.TB) *Bouncer {
 	server := testdb.ServerURL(t)
 	if raw := os.Getenv(EnvURL); raw != "" {
 		u, err := url.Parse(raw)
-		if err != nil {
-			t.Fatalf("%s: %v", EnvURL, err)
-		}
+		require.NoError(t, err, EnvURL)
 		return &Bouncer{Addr: u.Host}
 	}
 	bin, err := exec.LookPath("pgbouncer")
@@ -80,9 +79,7 @@ func Start(t testing.TB) *Bouncer {
 func (b *Bouncer) URL(t testing.TB, databaseURL string, params ...string) string {
 	t.Helper()
 	u, err := url.Parse(databaseURL)
-	if err != nil {
-		t.Fatalf("parse database URL: %v", err)
-	}
+	require.NoError(t, err, "parse database URL")
 	u.Host = b.Addr
 	q := u.Query()
 	for i := 0; i+1 < len(params); i += 2 {
@@ -104,9 +101,7 @@ func (b *Bouncer) Log() string {
 func start(t testing.TB, bin, server string) *Bouncer {
 	t.Helper()
 	su, err := url.Parse(server)
-	if err != nil {
-		t.Fatalf("parse server URL: %v", err)
-	}
+	require.NoError(t, err, "parse server URL")
 	host, port := su.Hostname(), su.Port()
 	if port == "" {
 		port = "5432"
@@ -147,9 +142,7 @@ server_check_delay = 0
 	logs := &logFile{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start pgbouncer: %v", err)
-	}
+	require.NoError(t, cmd.Start(), "start pgbouncer")
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
@@ -173,7 +166,7 @@ server_check_delay = 0
 	for {
 		select {
 		case <-exited:
-			t.Fatalf("pgbouncer exited at start:\n%s", logs)
+			require.FailNow(t, fmt.Sprintf("pgbouncer exited at start:\n%s", logs))
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -187,7 +180,7 @@ server_check_delay = 0
 			return b
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pgbouncer does not answer at %s: %v\n%s", b.Addr, err, logs)
+			require.FailNow(t, fmt.Sprintf("pgbouncer does not answer at %s: %v\n%s", b.Addr, err, logs))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -204,18 +197,14 @@ func unprivilegedUser() string {
 func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
+	require.NoError(t, err, "find a free port")
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
 
 func writeFile(t testing.TB, path, content string) {
 	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatalf("write %s: %v", path, err)
-	}
+	require.NoErrorf(t, os.WriteFile(path, []byte(content), 0o600), "write %s", path)
 }
 
 // quote writes s as a userlist.txt field: in double quotes, with double
