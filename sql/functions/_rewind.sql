@@ -23,8 +23,8 @@ DECLARE
 BEGIN
     SELECT c.next_sequence, pt.high_watermark, pt.low_watermark INTO v_next, v_high, v_low
       FROM rheo.cursors c
-      JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-     WHERE c.group_id = p_group_id AND c."partition" = p_partition;
+      JOIN rheo.partitions pt ON pt.stream = c.stream AND pt."partition" = c."partition"
+     WHERE c.stream = p_stream AND pt.stream = p_stream AND c.group_id = p_group_id AND c."partition" = p_partition;
     v_n := greatest(p_n, v_low - 1);
     IF v_next <= v_n + 1 THEN
         RETURN 0;
@@ -32,21 +32,21 @@ BEGIN
     -- Lock the deliveries in primary key order before deleting them, as
     -- every multi-row settle does (docs/design.md, "Locks").
     PERFORM 1 FROM rheo.deliveries d
-      WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n
+      WHERE d.stream = p_stream AND d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n
       ORDER BY d.sequence
         FOR UPDATE;
     -- Events blocked behind their keys ('key' ordering) and never leased
     -- were passed by the cursor but not offered (reference §1.1).
     SELECT count(*) INTO v_unoffered FROM rheo.deliveries d
-     WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n
+     WHERE d.stream = p_stream AND d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n
        AND d.state = 'blocked' AND d.attempt = 0;
     DELETE FROM rheo.deliveries AS d
-     WHERE d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n;
+     WHERE d.stream = p_stream AND d.group_id = p_group_id AND d."partition" = p_partition AND d.sequence > v_n;
     DELETE FROM rheo.dead_letters AS dl
-     WHERE dl.group_id = p_group_id AND dl."partition" = p_partition AND dl.sequence > v_n;
+     WHERE dl.stream = p_stream AND dl.group_id = p_group_id AND dl."partition" = p_partition AND dl.sequence > v_n;
     UPDATE rheo.cursors AS c
        SET next_sequence = v_n + 1
-     WHERE c.group_id = p_group_id AND c."partition" = p_partition;
+     WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = p_partition;
     -- Offered: below the cursor and existing (a cursor placed past the
     -- high watermark has offered nothing beyond it).
     RETURN greatest(0, least(v_next - 1, v_high) - v_n - v_unoffered);

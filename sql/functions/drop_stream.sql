@@ -36,19 +36,23 @@ BEGIN
     -- are all there are; then the groups' cursors and deliveries, in the
     -- order every function takes them (docs/design.md, "Locks").
     PERFORM 1 FROM rheo.partitions pt WHERE pt.stream = p_stream ORDER BY pt."partition" FOR UPDATE;
-    PERFORM 1 FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id
-      WHERE g.stream = p_stream
+    PERFORM 1 FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id AND g.stream = c.stream
+      WHERE g.stream = p_stream AND c.stream = p_stream
       ORDER BY c.group_id, c."partition"
         FOR UPDATE OF c;
-    PERFORM 1 FROM rheo.deliveries d JOIN rheo.groups g ON g.group_id = d.group_id
-      WHERE g.stream = p_stream
+    PERFORM 1 FROM rheo.deliveries d JOIN rheo.groups g ON g.group_id = d.group_id AND g.stream = d.stream
+      WHERE g.stream = p_stream AND d.stream = p_stream
       ORDER BY d.group_id, d."partition", d.sequence
         FOR UPDATE OF d;
 
-    DELETE FROM rheo.deliveries AS d USING rheo.groups g WHERE g.group_id = d.group_id AND g.stream = p_stream;
-    DELETE FROM rheo.dead_letters AS dl USING rheo.groups g WHERE g.group_id = dl.group_id AND g.stream = p_stream;
-    DELETE FROM rheo.key_wakeups AS w USING rheo.groups g WHERE g.group_id = w.group_id AND g.stream = p_stream;
-    DELETE FROM rheo.cursors AS c USING rheo.groups g WHERE g.group_id = c.group_id AND g.stream = p_stream;
+    DELETE FROM rheo.deliveries AS d USING rheo.groups g
+     WHERE g.group_id = d.group_id AND g.stream = d.stream AND g.stream = p_stream AND d.stream = p_stream;
+    DELETE FROM rheo.dead_letters AS dl USING rheo.groups g
+     WHERE g.group_id = dl.group_id AND g.stream = dl.stream AND g.stream = p_stream AND dl.stream = p_stream;
+    DELETE FROM rheo.key_wakeups AS w USING rheo.groups g
+     WHERE g.group_id = w.group_id AND g.stream = w.stream AND g.stream = p_stream AND w.stream = p_stream;
+    DELETE FROM rheo.cursors AS c USING rheo.groups g
+     WHERE g.group_id = c.group_id AND g.stream = c.stream AND g.stream = p_stream AND c.stream = p_stream;
     DELETE FROM rheo.groups AS g WHERE g.stream = p_stream;
     DELETE FROM rheo.events AS e WHERE e.stream = p_stream;
     GET DIAGNOSTICS v_deleted = ROW_COUNT;

@@ -39,9 +39,14 @@ $$;
 
 -- Made again only when they differ: CREATE TRIGGER locks rheo.events
 -- against writes until the install commits, and the install runs while
--- the application appends (docs/upgrading.md).
+-- the application appends (docs/upgrading.md). On a Citus cluster, where
+-- rheo.events is distributed (docs/citus.md), Citus makes and runs the
+-- triggers of a distributed table on its shards only once allowed to.
 DO $$
 BEGIN
+    IF EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
+        PERFORM set_config('citus.enable_unsafe_triggers', 'on', true);
+    END IF;
     IF (SELECT pg_get_triggerdef(g.oid) FROM pg_trigger g
          WHERE g.tgrelid = 'rheo.events'::regclass AND g.tgname = 'events_immutable')
        IS DISTINCT FROM 'CREATE TRIGGER events_immutable BEFORE INSERT OR DELETE OR UPDATE ON rheo.events FOR EACH STATEMENT EXECUTE FUNCTION rheo._events_guard()' THEN

@@ -88,13 +88,13 @@ BEGIN
     FOR v_p IN 0 .. v_count - 1 LOOP
         EXIT WHEN v_left = 0;
         IF p_force THEN  -- it may move them
-            PERFORM 1 FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id
-              WHERE g.stream = p_stream AND c."partition" = v_p
+            PERFORM 1 FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id AND g.stream = c.stream
+              WHERE g.stream = p_stream AND c.stream = p_stream AND c."partition" = v_p
               ORDER BY c.group_id
                 FOR UPDATE OF c;
         ELSE
-            PERFORM 1 FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id
-              WHERE g.stream = p_stream AND c."partition" = v_p
+            PERFORM 1 FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id AND g.stream = c.stream
+              WHERE g.stream = p_stream AND c.stream = p_stream AND c."partition" = v_p
               ORDER BY c.group_id
                 FOR KEY SHARE OF c;
         END IF;
@@ -108,9 +108,15 @@ BEGIN
             v_end := least(v_end, v_young - 1);
         END IF;
         IF NOT p_force THEN
-            SELECT min(rheo._frontier(c.group_id, c."partition", c.next_sequence)) INTO v_passed
-              FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id
-             WHERE g.stream = p_stream AND c."partition" = v_p;
+            -- rheo._frontier of each cursor, spelt out with the stream
+            -- so that Citus sends the statement to the stream's node.
+            SELECT min(coalesce(
+                       (SELECT d.sequence FROM rheo.deliveries d
+                         WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
+                         ORDER BY d.sequence LIMIT 1),
+                       c.next_sequence) - 1) INTO v_passed
+              FROM rheo.cursors c JOIN rheo.groups g ON g.group_id = c.group_id AND g.stream = c.stream
+             WHERE g.stream = p_stream AND c.stream = p_stream AND c."partition" = v_p;
             v_end := least(v_end, coalesce(v_passed, v_end));
         END IF;
         CONTINUE WHEN v_end < v_low;
@@ -129,9 +135,9 @@ BEGIN
         -- hold one group's delivery in partition 0 while a batch held
         -- another's in partition 1, each waiting for the other's).
         PERFORM 1 FROM rheo.deliveries d
-          JOIN rheo.groups g ON g.group_id = d.group_id
+          JOIN rheo.groups g ON g.group_id = d.group_id AND g.stream = d.stream
           JOIN unnest(v_parts, v_lows) AS r(part, low) ON r.part = d."partition"
-          WHERE g.stream = p_stream AND d.sequence < r.low
+          WHERE g.stream = p_stream AND d.stream = p_stream AND d.sequence < r.low
           ORDER BY d.group_id, d."partition", d.sequence
             FOR UPDATE OF d;
     END IF;
@@ -146,7 +152,8 @@ BEGIN
             -- The cursors move past the run.
             WITH gone AS (
                 DELETE FROM rheo.deliveries AS d USING rheo.groups g
-                 WHERE g.group_id = d.group_id AND g.stream = p_stream AND d."partition" = v_p
+                 WHERE g.group_id = d.group_id AND g.stream = d.stream AND g.stream = p_stream
+                   AND d.stream = p_stream AND d."partition" = v_p
                    AND d.sequence <= v_end
                 RETURNING d.group_id, d.key, d.has_waiters
             )
@@ -154,11 +161,13 @@ BEGIN
             SELECT p_stream, x.group_id, v_p, x.key FROM gone x WHERE x.has_waiters;
             UPDATE rheo.cursors AS c SET next_sequence = v_end + 1
               FROM rheo.groups g
-             WHERE g.group_id = c.group_id AND g.stream = p_stream AND c."partition" = v_p
+             WHERE g.group_id = c.group_id AND g.stream = c.stream AND g.stream = p_stream
+               AND c.stream = p_stream AND c."partition" = v_p
                AND c.next_sequence <= v_end;
         END IF;
         DELETE FROM rheo.dead_letters AS dl USING rheo.groups g
-         WHERE g.group_id = dl.group_id AND g.stream = p_stream AND dl."partition" = v_p
+         WHERE g.group_id = dl.group_id AND g.stream = dl.stream AND g.stream = p_stream
+           AND dl.stream = p_stream AND dl."partition" = v_p
            AND dl.sequence BETWEEN v_low AND v_end;
         DELETE FROM rheo.events AS e
          WHERE e.stream = p_stream AND e."partition" = v_p AND e.sequence BETWEEN v_low AND v_end;
@@ -170,10 +179,14 @@ BEGIN
         v_deleted := v_deleted + v_n;
     END LOOP;
 
-    -- In ascending partition order, as appends lock them.
+    -- In ascending partition order, as appends lock them. Scalars, not
+    -- subscripts, in the statement: Citus 13.2 ends the server process
+    -- (SIGSEGV) on this UPDATE when it subscripts the arrays.
     FOR i IN 1 .. cardinality(v_parts) LOOP
-        UPDATE rheo.partitions AS pt SET low_watermark = v_lows[i]
-         WHERE pt.stream = p_stream AND pt."partition" = v_parts[i];
+        v_p := v_parts[i];
+        v_low := v_lows[i];
+        UPDATE rheo.partitions AS pt SET low_watermark = v_low
+         WHERE pt.stream = p_stream AND pt."partition" = v_p;
     END LOOP;
     RETURN v_deleted;
 END

@@ -21,6 +21,7 @@ DECLARE
     v_total         bigint := 0;
     v_p             int;
     v_first         bigint;
+    v_now           timestamptz := coalesce(p_clock, now());
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
     IF num_nonnulls(p_from_sequence, p_event_ids, p_from_ts) <> 1 THEN
@@ -41,7 +42,7 @@ BEGIN
     -- Lock the cursors in partition order: replay waits for fetches in
     -- progress, and they cannot claim what it is reopening.
     PERFORM 1 FROM rheo.cursors c
-      WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+      WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
       ORDER BY c."partition"
         FOR UPDATE;
 
@@ -56,20 +57,22 @@ BEGIN
               FROM unnest(p_event_ids) AS u(id)
              CROSS JOIN LATERAL (SELECT ev."partition", ev.sequence, ev.ts, ev.key FROM rheo.events ev
                                   WHERE ev.id = u.id AND ev.stream = p_stream LIMIT 1) AS e
-              JOIN rheo.cursors c ON c.group_id = v_group.group_id AND c."partition" = e."partition"
+              JOIN rheo.cursors c ON c.stream = p_stream AND c.group_id = v_group.group_id
+                                 AND c."partition" = e."partition"
              WHERE e."partition" = ANY (v_scope)
                AND e.sequence < c.next_sequence
                AND NOT EXISTS (SELECT 1 FROM rheo.deliveries d
-                                WHERE d.group_id = v_group.group_id AND d."partition" = e."partition"
+                                WHERE d.stream = p_stream AND d.group_id = v_group.group_id
+                                  AND d."partition" = e."partition"
                                   AND d.sequence = e.sequence)
         ), cleared AS (
             DELETE FROM rheo.dead_letters AS dl
              USING target t
-             WHERE dl.group_id = v_group.group_id AND dl."partition" = t."partition" AND dl.sequence = t.sequence
+             WHERE dl.stream = p_stream AND dl.group_id = v_group.group_id AND dl."partition" = t."partition" AND dl.sequence = t.sequence
         )
         -- attempt 0: the next lease is attempt 1.
         INSERT INTO rheo.deliveries (stream, group_id, "partition", sequence, state, attempt, expires_at, ts, key)
-        SELECT p_stream, v_group.group_id, t."partition", t.sequence, 'pending', 0, coalesce(p_clock, now()), t.ts, t.key
+        SELECT p_stream, v_group.group_id, t."partition", t.sequence, 'pending', 0, v_now, t.ts, t.key
           FROM target t;
         GET DIAGNOSTICS v_total = ROW_COUNT;
         RETURN v_total;

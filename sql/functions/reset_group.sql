@@ -31,21 +31,21 @@ BEGIN
     PERFORM rheo._check_read_committed('reset_group');
 
     PERFORM 1 FROM rheo.cursors c
-      WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+      WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
       ORDER BY c."partition"
         FOR UPDATE;
     -- Deliveries are locked in primary key order before they are
     -- deleted, as every multi-row settle does (docs/design.md, "Locks").
     PERFORM 1 FROM rheo.deliveries d
-      WHERE d.group_id = v_group.group_id AND d."partition" = ANY (v_scope)
+      WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d."partition" = ANY (v_scope)
       ORDER BY d."partition", d.sequence
         FOR UPDATE;
     DELETE FROM rheo.deliveries AS d
-     WHERE d.group_id = v_group.group_id AND d."partition" = ANY (v_scope);
+     WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d."partition" = ANY (v_scope);
     DELETE FROM rheo.dead_letters AS dl
-     WHERE dl.group_id = v_group.group_id AND dl."partition" = ANY (v_scope);
+     WHERE dl.stream = p_stream AND dl.group_id = v_group.group_id AND dl."partition" = ANY (v_scope);
     DELETE FROM rheo.key_wakeups AS w
-     WHERE w.group_id = v_group.group_id AND w."partition" = ANY (v_scope);
+     WHERE w.stream = p_stream AND w.group_id = v_group.group_id AND w."partition" = ANY (v_scope);
     PERFORM rheo._place_cursors(v_group.group_id, p_stream, v_scope, p_start_after, p_start_at);
 END
 $$;
