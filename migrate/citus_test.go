@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -139,6 +140,15 @@ SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure
 		var matched int
 		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM rheo.query('orders', '{"type": "placed"}')`).Scan(&matched))
 		assert.Equal(t, 1, matched)
+		for _, raw := range []string{
+			`UPDATE rheo.events SET payload = '{}' WHERE stream = 'orders'`,
+			`DELETE FROM rheo.events WHERE stream = 'orders'`,
+		} {
+			_, err := conn.Exec(ctx, raw)
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr, raw)
+			assert.Equal(t, "RH012", pgErr.Code, "the events cannot be changed on their shards either: %s", raw)
+		}
 		plan := citusPlan(t, conn, `SELECT * FROM rheo.events WHERE stream = 'orders'`)
 		assert.Contains(t, plan, "Task Count: 1", "one stream's events are on one node")
 	})
