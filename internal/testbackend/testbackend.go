@@ -18,9 +18,7 @@ package testbackend
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -130,7 +128,7 @@ func PostgresURL(t testing.TB) string {
 // are copied from; it is dropped when the test binary ends (testskip.Run).
 func makeTemplate(t testing.TB, admin string) (string, error) {
 	ctx := context.Background()
-	dropOrphans(ctx, admin)
+	testdb.DropOrphanTemplates(ctx, admin, templatePrefix)
 	name, err := testdb.CreateDatabase(ctx, admin, templatePrefix)
 	if err != nil {
 		return "", err
@@ -145,7 +143,7 @@ func makeTemplate(t testing.TB, admin string) (string, error) {
 		return "", err
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS "+quoteLiteral(owner())); err != nil {
+	if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS "+quoteLiteral(testdb.TemplateOwner())); err != nil {
 		return "", fmt.Errorf("mark %s: %w", name, err)
 	}
 	if err := migrate.Postgres(ctx, conn, nil); err != nil {
@@ -157,46 +155,4 @@ func makeTemplate(t testing.TB, admin string) (string, error) {
 // templatePrefix begins the names of the template databases.
 const templatePrefix = "rheo_test_template_"
 
-// owner is what a template's comment says of the test binary that made
-// it: the host and the process.
-func owner() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s %s%d", host, ownerPID, os.Getpid())
-}
-
-// ownerPID precedes the process id in a template's comment.
-const ownerPID = "pid "
-
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-// dropOrphans drops the templates left by test binaries of this host
-// that ended without dropping theirs (killed, or interrupted by ^C).
-// Templates of other hosts, and of processes still running, are kept.
-func dropOrphans(ctx context.Context, admin string) {
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT datname, coalesce(shobj_description(oid, 'pg_database'), '')
-		FROM pg_database WHERE starts_with(datname, $1)`, templatePrefix)
-	if err != nil {
-		return
-	}
-	var orphans []string
-	host, _ := os.Hostname()
-	var name, comment string
-	_, err = pgx.ForEachRow(rows, []any{&name, &comment}, func() error {
-		h, pid, ok := strings.Cut(comment, " "+ownerPID)
-		if n, err := strconv.Atoi(pid); ok && h == host && err == nil && !alive(n) {
-			orphans = append(orphans, name)
-		}
-		return nil
-	})
-	if err != nil {
-		return
-	}
-	for _, name := range orphans {
-		_ = testdb.DropDatabase(ctx, admin, name)
-	}
-}

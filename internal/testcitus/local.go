@@ -20,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/internal/testskip"
 )
 
@@ -221,7 +222,7 @@ func (s *server) start(inst install, as *account, logPath string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres in %s does not answer on port %d: %v\n%s", s.dir, s.port, rootCause(err), tail(logPath))
+			return fmt.Errorf("postgres in %s does not answer on port %d: %v\n%s", s.dir, s.port, testdb.RootCause(err), tail(logPath))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -262,7 +263,7 @@ func removeOrphans() {
 			continue
 		}
 		pid, _, _ = strings.Cut(pid, "-")
-		if n, err := strconv.Atoi(pid); err != nil || alive(n) {
+		if n, err := strconv.Atoi(pid); err != nil || testdb.Alive(n) {
 			continue
 		}
 		dir := filepath.Join(os.TempDir(), e.Name())
@@ -282,7 +283,7 @@ func serverRuns(dir string) bool {
 			continue
 		}
 		first, _, _ := bytes.Cut(b, []byte("\n"))
-		if n, err := strconv.Atoi(string(first)); err == nil && alive(n) {
+		if n, err := strconv.Atoi(string(first)); err == nil && testdb.Alive(n) {
 			return true
 		}
 	}

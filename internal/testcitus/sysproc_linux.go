@@ -1,7 +1,6 @@
 package testcitus
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -57,10 +56,4 @@ func sysProcAttr(a *account, dieWithParent bool) *syscall.SysProcAttr {
 		attr.Pdeathsig = syscall.SIGQUIT
 	}
 	return attr
-}
-
-// alive reports whether the process pid exists.
-func alive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -28,7 +28,3 @@ func (*account) chown(string) error { return nil }
 // kernel cannot tie their lives to the test binary's; testskip.Run stops
 // them.
 func sysProcAttr(*account, bool) *syscall.SysProcAttr { return nil }
-
-// alive says that every process may exist: the leftovers of a cluster
-// are kept rather than removed from under a server.
-func alive(int) bool { return true }

@@ -144,7 +144,7 @@ func fromURL(raw string) (*Cluster, error) {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, raw)
 	if err != nil {
-		return nil, missing{fmt.Errorf("no Citus for tests: %s is set but unreachable: %v", EnvURL, rootCause(err))}
+		return nil, missing{fmt.Errorf("no Citus for tests: %s is set but unreachable: %v", EnvURL, testdb.RootCause(err))}
 	}
 	defer conn.Close(ctx)
 	var available bool
@@ -252,11 +252,11 @@ func (c *Cluster) makeTemplate() (string, error) {
 	nodes := c.nodes()
 	return name, parallel(len(nodes), func(i int) error {
 		admin := c.adminURL(nodes[i])
-		dropOrphans(ctx, admin)
+		testdb.DropOrphanTemplates(ctx, admin, templatePrefix)
 		ident := pgx.Identifier{name}.Sanitize()
 		err := execSQL(ctx, admin, "CREATE DATABASE "+ident)
 		if err == nil {
-			err = execSQL(ctx, admin, "COMMENT ON DATABASE "+ident+" IS "+quoteLiteral(owner()))
+			err = execSQL(ctx, admin, "COMMENT ON DATABASE "+ident+" IS "+quoteLiteral(testdb.TemplateOwner()))
 		}
 		if err == nil {
 			err = execSQL(ctx, c.URL(nodes[i], name), "CREATE EXTENSION citus")
@@ -272,48 +272,6 @@ func (c *Cluster) makeTemplate() (string, error) {
 		}
 		return nil
 	})
-}
-
-// owner is what a template's comment says of the test binary that made
-// it: the host and the process.
-func owner() string {
-	host, _ := os.Hostname()
-	return fmt.Sprintf("%s %s%d", host, ownerPID, os.Getpid())
-}
-
-// ownerPID precedes the process id in a template's comment.
-const ownerPID = "pid "
-
-// dropOrphans drops the templates that test binaries of this host left
-// on the server at admin when they ended without dropping theirs (killed,
-// or interrupted by ^C); those of other hosts and of running processes
-// are kept.
-func dropOrphans(ctx context.Context, admin string) {
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT datname, coalesce(shobj_description(oid, 'pg_database'), '')
-		FROM pg_database WHERE starts_with(datname, $1)`, templatePrefix)
-	if err != nil {
-		return
-	}
-	var orphans []string
-	host, _ := os.Hostname()
-	var name, comment string
-	if _, err := pgx.ForEachRow(rows, []any{&name, &comment}, func() error {
-		h, pid, ok := strings.Cut(comment, " "+ownerPID)
-		if n, err := strconv.Atoi(pid); ok && h == host && err == nil && !alive(n) {
-			orphans = append(orphans, name)
-		}
-		return nil
-	}); err != nil {
-		return
-	}
-	for _, name := range orphans {
-		_ = testdb.DropDatabase(ctx, admin, name)
-	}
 }
 
 // dropEverywhere drops database name on every node, the coordinator
@@ -371,26 +329,6 @@ func parallel(n int, f func(i int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// rootCause is the innermost error of err's chain, such as "connection
-// refused", without pgx's account of every address it tried.
-func rootCause(err error) error {
-	for {
-		var next error
-		switch e := err.(type) {
-		case interface{ Unwrap() error }:
-			next = e.Unwrap()
-		case interface{ Unwrap() []error }:
-			if errs := e.Unwrap(); len(errs) > 0 {
-				next = errs[0]
-			}
-		}
-		if next == nil {
-			return err
-		}
-		err = next
-	}
 }
 
 func randomSuffix() string {

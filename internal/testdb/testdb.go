@@ -53,7 +53,7 @@ func ServerURL(t testing.TB) string {
 func findServer() (string, error) {
 	if u := os.Getenv(EnvURL); u != "" {
 		if err := ping(u); err != nil {
-			return "", fmt.Errorf("%s is set but unreachable: %v", EnvURL, rootCause(err))
+			return "", fmt.Errorf("%s is set but unreachable: %v", EnvURL, RootCause(err))
 		}
 		return u, nil
 	}
@@ -63,14 +63,14 @@ func findServer() (string, error) {
 	}
 	u, err := startContainer()
 	if err != nil {
-		return "", fmt.Errorf("none at 127.0.0.1:5432 (%v), and %w", rootCause(local), err)
+		return "", fmt.Errorf("none at 127.0.0.1:5432 (%v), and %w", RootCause(local), err)
 	}
 	return u, nil
 }
 
-// rootCause is the innermost error of err's chain, such as "connection
+// RootCause is the innermost error of err's chain, such as "connection
 // refused", without pgx's account of every address it tried.
-func rootCause(err error) error {
+func RootCause(err error) error {
 	for {
 		var next error
 		switch e := err.(type) {
@@ -110,7 +110,7 @@ func startContainer() (u string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, derr := testcontainers.NewDockerClientWithOpts(ctx); derr != nil {
-		return "", fmt.Errorf("no Docker engine for a container: %v", rootCause(derr))
+		return "", fmt.Errorf("no Docker engine for a container: %v", RootCause(derr))
 	}
 	c, err := tcpostgres.Run(ctx, "postgres:15", tcpostgres.WithUsername("postgres"),
 		tcpostgres.WithPassword("postgres"), tcpostgres.BasicWaitStrategies())

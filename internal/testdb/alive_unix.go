@@ -1,14 +1,14 @@
 //go:build unix
 
-package testbackend
+package testdb
 
 import (
 	"errors"
 	"syscall"
 )
 
-// alive reports whether the process pid exists on this host.
-func alive(pid int) bool {
+// Alive reports whether the process pid exists on this host.
+func Alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
