@@ -108,6 +108,12 @@ SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure
 			var owner string
 			require.NoError(t, wc.QueryRow(ctx, `SELECT n.nspowner::regrole::text FROM pg_namespace n WHERE n.nspname = 'rheo'`).Scan(&owner))
 			assert.Equal(t, migrate.OwnerRole, owner, "schema rheo on worker %s belongs to the owner role", w)
+			var ownerLogin, othersLogin bool
+			require.NoError(t, wc.QueryRow(ctx, `
+SELECT bool_or(rolcanlogin) FILTER (WHERE rolname = $1), bool_or(rolcanlogin) FILTER (WHERE rolname <> $1)
+  FROM pg_roles WHERE rolname = ANY ($2)`, migrate.OwnerRole, migrate.Roles).Scan(&ownerLogin, &othersLogin))
+			assert.True(t, ownerLogin, "on Citus the owner role logs in between the nodes (worker %s)", w)
+			assert.False(t, othersLogin, "the application roles stay NOLOGIN (worker %s)", w)
 		}
 	})
 
