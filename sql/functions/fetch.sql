@@ -125,9 +125,17 @@ BEGIN
     IF v_locked IS NULL THEN
         -- Every partition with work, if any, is being claimed by another
         -- fetcher (or replayed or reset): wait for one rather than report
-        -- nothing. This is the only wait of a fetch, and it holds no lock
-        -- of Rheo's while it waits, so it cannot close a cycle of waits
-        -- (docs/design.md, "Locks").
+        -- nothing. This is the only wait of a fetch, and it waits only
+        -- while its transaction holds no row lock, so it cannot close a
+        -- cycle of waits (docs/design.md, "Locks"). The statement above
+        -- can leave it holding some: a cursor that a fetch committed
+        -- meanwhile is locked first and read again after, and stays
+        -- locked when it no longer has work. A transaction with an id
+        -- has locked rows (this statement's, or its caller's): it
+        -- reports nothing instead, as when there is no work.
+        IF txid_current_if_assigned() IS NOT NULL THEN
+            RETURN;
+        END IF;
         SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"

@@ -143,6 +143,70 @@ func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
 	assert.Equal(t, []bool{true, true}, oks, "ack_batch reported %v, want [true true]: it held both leases before the prune wanted them", oks)
 }
 
+// TestConcurrentFetchHoldingCursorDuringForcedPrune puts a fetch into
+// its wait (every partition with work held by others) while its
+// transaction holds the cursor of a partition without work, as the
+// fetch's own locking read leaves it when a fetch committing meanwhile
+// took that partition's work, and a forced prune, which locks every
+// partition's cursors in turn, waits for the partitions before it. A
+// fetch that waited then would close a cycle with the prune (40P01, as
+// TestChurn met): it reports nothing instead, and the prune goes on
+// once the others commit.
+func TestConcurrentFetchHoldingCursorDuringForcedPrune(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	defer cancel()
+	pool := concPool(t, 6)
+	defer pool.Close()
+
+	concExec(ctx, t, pool, `SELECT rheo.create_stream('held', 3)`)
+	concExec(ctx, t, pool, `SELECT rheo.set_retention('held', '1 hour')`)
+	concExec(ctx, t, pool, `SELECT rheo.create_group('held', 'g')`)
+	for p := 0; p < 3; p++ {
+		concExec(ctx, t, pool, `SELECT rheo.append('held', '{}', "partition" => $1, clock => '2030-01-01 00:00Z')`, p)
+	}
+	// Partition 2 has no work left.
+	concExec(ctx, t, pool, `SELECT rheo.ack(lease_id) FROM rheo.fetch('held', 'g', partitions => ARRAY[2])`)
+
+	// 1. A fetch's transaction holds the cursor of partition 1.
+	claimer, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer claimer.Rollback(context.WithoutCancel(ctx))
+	var claimed int
+	require.NoError(t, claimer.QueryRow(ctx, `SELECT count(*) FROM rheo.fetch('held', 'g', partitions => ARRAY[1])`).Scan(&claimed))
+	require.Equal(t, 1, claimed, "the claimer's fetch")
+
+	// 2. Another transaction holds the cursor of partition 2.
+	fetcher, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer fetcher.Rollback(context.WithoutCancel(ctx))
+	_, err = fetcher.Exec(ctx, `SELECT 1 FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
+		WHERE g.stream = 'held' AND c."partition" = 2 FOR NO KEY UPDATE OF c`)
+	require.NoError(t, err)
+
+	// 3. The forced prune holds partition 0's cursor and waits for 1's.
+	var pruned int64
+	prune := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+		return conn.QueryRow(ctx, `SELECT rheo.prune('held', force => true, clock => '2030-01-01 02:00Z')`).Scan(&pruned)
+	})
+	concWaitForLock(ctx, t, pool, prune.pid)
+
+	// 4. The fetch finds partitions 0 and 1 taken and 2 without work.
+	fetched := make(chan error, 1)
+	var got int
+	go func() {
+		fetched <- fetcher.QueryRow(ctx, `SELECT count(*) FROM rheo.fetch('held', 'g')`).Scan(&got)
+	}()
+	// Whether it reaches its wait before or after the claimer commits,
+	// the prune then waits for partition 2's cursor.
+	require.NoError(t, claimer.Commit(ctx))
+	require.NoError(t, <-fetched, "the fetch holding a cursor")
+	assert.Zero(t, got, "the fetch holding a cursor claimed %d leases, want none", got)
+	require.NoError(t, fetcher.Commit(ctx))
+	require.NoError(t, prune.wait(), "the forced prune")
+	assert.Equal(t, int64(3), pruned, "the forced prune deleted %d events, want 3", pruned)
+}
+
 // TestReadCommittedOnly calls each function that acts on what the
 // transactions it waits for commit inside REPEATABLE READ and
 // SERIALIZABLE transactions: each refuses with invalid_argument, whose
