@@ -61,26 +61,33 @@ func postgresHarness(tb testing.TB) drivertest.Harness {
 			return d
 		},
 		RawWrites: func(ctx context.Context, tb testing.TB, _ driver.Driver, stream string) map[string]error {
-			statements := map[string]string{
-				"update": `UPDATE rheo.events SET payload = '{}' WHERE stream = $1`,
-				"delete": `DELETE FROM rheo.events WHERE stream = $1`,
-				"insert": `INSERT INTO rheo.events (stream, "partition", sequence, id, key, payload, metadata, ts)
-					VALUES ($1, 0, 100, 'forged', NULL, '{}', '{}', now())`,
-				"truncate": `TRUNCATE rheo.events`,
-			}
-			errs := map[string]error{}
-			for kind, sql := range statements {
-				var err error
-				if kind == "truncate" {
-					_, err = pool.Exec(ctx, sql)
-				} else {
-					_, err = pool.Exec(ctx, sql, stream)
-				}
-				errs[kind] = postgresVocabulary(err)
-			}
-			return errs
+			return rawWrites(ctx, pool, stream)
 		},
 	}
+}
+
+// rawWrites tries to change stream's logged events in plain SQL as the
+// superuser of pool, and returns each attempt's error in Rheo's
+// vocabulary.
+func rawWrites(ctx context.Context, pool *pgxpool.Pool, stream string) map[string]error {
+	statements := map[string]string{
+		"update": `UPDATE rheo.events SET payload = '{}' WHERE stream = $1`,
+		"delete": `DELETE FROM rheo.events WHERE stream = $1`,
+		"insert": `INSERT INTO rheo.events (stream, "partition", sequence, id, key, payload, metadata, ts)
+			VALUES ($1, 0, 100, 'forged', NULL, '{}', '{}', now())`,
+		"truncate": `TRUNCATE rheo.events`,
+	}
+	errs := map[string]error{}
+	for kind, sql := range statements {
+		var err error
+		if kind == "truncate" {
+			_, err = pool.Exec(ctx, sql)
+		} else {
+			_, err = pool.Exec(ctx, sql, stream)
+		}
+		errs[kind] = postgresVocabulary(err)
+	}
+	return errs
 }
 
 // postgresVocabulary maps a raw statement's error to its Rheo word, as the

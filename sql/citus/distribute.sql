@@ -59,18 +59,25 @@ BEGIN
     END IF;
 
     -- Every function exists on every node, where the calls' statements
-    -- and the helpers they call run. None is distributed by its stream
-    -- argument: Citus 13.2 ends the server process (SIGSEGV) when a call
-    -- it would delegate passes NULL for that argument, which any role
-    -- with EXECUTE could do (docs/citus.md, "Calls").
+    -- and the helpers they call run. A public function whose first
+    -- argument is the stream is distributed by it, co-located with the
+    -- events: Citus runs a call of it made outside an explicit
+    -- transaction whole on the node that holds the stream.
     FOR v_fn IN
         SELECT p.oid::regprocedure
           FROM pg_proc p
          WHERE p.pronamespace = 'rheo'::regnamespace
-           AND NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
+           AND NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid
+                             AND (o.distribution_argument_index IS NOT NULL
+                                  OR p.proname LIKE '\_%' OR p.proargnames[1] IS DISTINCT FROM 'stream'))
          ORDER BY 1
     LOOP
-        PERFORM create_distributed_function(v_fn);
+        IF (SELECT p.proname NOT LIKE '\_%' AND p.proargnames[1] = 'stream' AND p.proargtypes[0] = 'text'::regtype
+              FROM pg_proc p WHERE p.oid = v_fn) THEN
+            PERFORM create_distributed_function(v_fn, 'stream', colocate_with => 'rheo.events');
+        ELSE
+            PERFORM create_distributed_function(v_fn);
+        END IF;
     END LOOP;
 END
 $rheo_citus$;
