@@ -69,7 +69,8 @@ BEGIN
          WHERE p.pronamespace = 'rheo'::regnamespace
            AND NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid
                              AND (o.distribution_argument_index IS NOT NULL
-                                  OR p.proname LIKE '\_%' OR p.proargnames[1] IS DISTINCT FROM 'stream'))
+                                  OR p.proname LIKE '\_%' OR p.pronargs = 0
+                                  OR p.proargnames[1] IS DISTINCT FROM 'stream'))
          ORDER BY 1
     LOOP
         IF (SELECT p.proname NOT LIKE '\_%' AND p.proargnames[1] = 'stream' AND p.proargtypes[0] = 'text'::regtype
