@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/internal/testcitus"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testlog"
 	"github.com/rheo-go/rheo/migrate"
 )
 
@@ -67,18 +69,20 @@ func newCitusWakeups(t *testing.T) *citusWakeups {
 }
 
 // driver returns a driver on a pool of the application role whose
-// connections, the listener's included, carry application_name name.
-func (cw *citusWakeups) driver(t *testing.T, name string, placementEvery time.Duration) *postgres.Driver {
+// connections, the listener's included, carry application_name name,
+// and the recorder of its logs.
+func (cw *citusWakeups) driver(t *testing.T, name string, placementEvery time.Duration) (*postgres.Driver, *testlog.Recorder) {
 	t.Helper()
 	pool, err := pgxpool.New(t.Context(), withParams(t, testdb.AsRole(t, cw.url, cw.app), "application_name", name))
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	d := postgres.New(pool, nil)
+	logs := testlog.New()
+	d := postgres.New(pool, &postgres.Options{Logger: logs.Logger()})
 	if placementEvery > 0 {
 		postgres.SetPlacementEvery(d, placementEvery)
 	}
 	t.Cleanup(func() { _ = d.Close() })
-	return d
+	return d, logs
 }
 
 // nodeOf returns the worker that holds stream's shard.
@@ -152,7 +156,7 @@ func TestCitusWakeups(t *testing.T) {
 	ctx := t.Context()
 
 	t.Run("an append delegated to a worker wakes the subscribers, for streams on each worker", func(t *testing.T) {
-		d := cw.driver(t, "rheo-wakeups-delegated", 0)
+		d, logs := cw.driver(t, "rheo-wakeups-delegated", 0)
 		streams := cw.streamsOn(t, d, "delegated")
 		// A listener on the coordinator alone, as before Citus: it hears
 		// nothing of a delegated append.
@@ -184,10 +188,11 @@ func TestCitusWakeups(t *testing.T) {
 		for node := range streams {
 			cw.waitListening(t, node, "rheo-wakeups-delegated", 0)
 		}
+		require.Zero(t, logs.Count(slog.LevelWarn, ""), "nothing went wrong")
 	})
 
 	t.Run("an append in a transaction, run on the coordinator, wakes the subscribers", func(t *testing.T) {
-		d := cw.driver(t, "rheo-wakeups-tx", 0)
+		d, _ := cw.driver(t, "rheo-wakeups-tx", 0)
 		for node, stream := range cw.streamsOn(t, d, "tx") {
 			wake, stop := d.Wakeups(stream)
 			cw.waitListening(t, node, "rheo-wakeups-tx", 1)
@@ -204,7 +209,7 @@ func TestCitusWakeups(t *testing.T) {
 
 	t.Run("after the stream's shard moves to the other worker, its appends wake the subscribers", func(t *testing.T) {
 		const every = 200 * time.Millisecond
-		d := cw.driver(t, "rheo-wakeups-move", every)
+		d, _ := cw.driver(t, "rheo-wakeups-move", every)
 		streams := cw.streamsOn(t, d, "move")
 		for from, stream := range streams {
 			to := cw.cluster.Workers[0]
@@ -253,8 +258,26 @@ func TestCitusWakeups(t *testing.T) {
 		}
 	})
 
+	t.Run("a lost connection to a worker is made again", func(t *testing.T) {
+		d, logs := cw.driver(t, "rheo-wakeups-lost", 0)
+		for node, stream := range cw.streamsOn(t, d, "lost") {
+			wake, stop := d.Wakeups(stream)
+			cw.waitListening(t, node, "rheo-wakeups-lost", 1)
+			var terminated bool
+			require.NoError(t, cw.workers[node].QueryRow(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = 'rheo-wakeups-lost'`).Scan(&terminated))
+			require.True(t, terminated)
+			cw.waitListening(t, node, "rheo-wakeups-lost", 1)
+			ev, err := d.Append(ctx, stream, json.RawMessage(`{}`), nil)
+			require.NoError(t, err)
+			receiveSequence(t, wake, stream, ev.Sequence)
+			stop()
+		}
+		require.Positive(t, logs.Count(slog.LevelWarn, "listen connection to a Citus node lost"))
+	})
+
 	t.Run("latency from an append to its wakeup", func(t *testing.T) {
-		d := cw.driver(t, "rheo-wakeups-latency", 0)
+		d, _ := cw.driver(t, "rheo-wakeups-latency", 0)
 		streams := cw.streamsOn(t, d, "latency")
 		names := make([]string, 0, len(streams))
 		wakes := map[string]<-chan driver.Wakeup{}
@@ -266,7 +289,7 @@ func TestCitusWakeups(t *testing.T) {
 			cw.waitListening(t, node, "rheo-wakeups-latency", 1)
 		}
 		const appends = 200
-		measure := func(inTx bool) (wakeup, call []time.Duration) {
+		measure := func(inTx bool) (wakeup, call, after []time.Duration) {
 			for i := range appends {
 				stream := names[i%len(names)]
 				start := time.Now()
@@ -285,17 +308,20 @@ func TestCitusWakeups(t *testing.T) {
 				call = append(call, time.Since(start))
 				receiveSequence(t, wakes[stream], stream, seq)
 				wakeup = append(wakeup, time.Since(start))
+				after = append(after, wakeup[i]-call[i])
 			}
-			return wakeup, call
+			return wakeup, call, after
 		}
 		for _, inTx := range []bool{false, true} {
-			wakeup, call := measure(inTx)
+			wakeup, call, after := measure(inTx)
 			how := "delegated to the workers"
 			if inTx {
 				how = "in a transaction (on the coordinator)"
 			}
-			t.Logf("Citus wakeup latency over %d appends %s: append → wakeup p50 %s p99 %s; the append call itself p50 %s p99 %s",
-				appends, how, percentile(wakeup, 50), percentile(wakeup, 99), percentile(call, 50), percentile(call, 99))
+			t.Logf("Citus wakeup latency over %d appends %s: from the call to the wakeup p50 %s p99 %s; "+
+				"the call itself p50 %s p99 %s; from its return to the wakeup p50 %s p99 %s",
+				appends, how, percentile(wakeup, 50), percentile(wakeup, 99), percentile(call, 50), percentile(call, 99),
+				percentile(after, 50), percentile(after, 99))
 		}
 	})
 }
