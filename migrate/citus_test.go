@@ -70,17 +70,23 @@ SELECT coalesce(array_agg(c.relname::text ORDER BY c.relname), '{}')
 	})
 
 	t.Run("functions", func(t *testing.T) {
-		var missing, delegated []string
+		var missing, undistributed, misdistributed []string
 		require.NoError(t, conn.QueryRow(ctx, `
-SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text)
-                FILTER (WHERE o.objid IS NULL), '{}'),
-       coalesce(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure::text)
-                FILTER (WHERE o.distribution_argument_index IS NOT NULL), '{}')
-  FROM pg_proc p
-  LEFT JOIN pg_dist_object o ON o.classid = 'pg_proc'::regclass AND o.objid = p.oid
- WHERE p.pronamespace = 'rheo'::regnamespace`).Scan(&missing, &delegated))
+SELECT coalesce(array_agg(f.name ORDER BY f.name) FILTER (WHERE o.objid IS NULL), '{}'),
+       coalesce(array_agg(f.name ORDER BY f.name)
+                FILTER (WHERE f.by_stream AND (o.distribution_argument_index IS DISTINCT FROM 0
+                                               OR o.colocationid IS DISTINCT FROM e.colocationid)), '{}'),
+       coalesce(array_agg(f.name ORDER BY f.name)
+                FILTER (WHERE NOT f.by_stream AND o.distribution_argument_index IS NOT NULL), '{}')
+  FROM (SELECT p.oid, p.oid::regprocedure::text AS name,
+               p.proname !~ '^_' AND p.pronargs > 0 AND p.proargnames[1] = 'stream' AS by_stream
+          FROM pg_proc p WHERE p.pronamespace = 'rheo'::regnamespace) f
+  LEFT JOIN pg_dist_object o ON o.classid = 'pg_proc'::regclass AND o.objid = f.oid
+ CROSS JOIN (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'rheo.events'::regclass) e`).
+			Scan(&missing, &undistributed, &misdistributed))
 		assert.Empty(t, missing, "every function is on every node")
-		assert.Empty(t, delegated, "no function is delegated by its stream argument")
+		assert.Empty(t, undistributed, "a function whose first argument is the stream is distributed by it, co-located with the events")
+		assert.Empty(t, misdistributed, "the other functions have no distribution argument")
 		for _, w := range c.WorkerURLs(t, url) {
 			var n int
 			require.NoError(t, migrateConnect(t, w).QueryRow(ctx,
@@ -90,12 +96,6 @@ SELECT coalesce(array_agg(p.oid::regprocedure::text ORDER BY p.oid::regprocedure
 				`SELECT count(*) FROM pg_proc WHERE pronamespace = 'rheo'::regnamespace`).Scan(&want))
 			assert.Equal(t, want, n, "worker %s has every function", w)
 		}
-		// Citus 13.2 ends the server process when a call it delegates
-		// passes NULL for the distribution argument.
-		_, err := conn.Exec(ctx, `SELECT * FROM rheo.stream_info(NULL)`)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "RH", "a NULL stream is refused with Rheo's vocabulary")
-		require.NoError(t, conn.Ping(ctx), "the server is still up after a NULL stream")
 	})
 
 	t.Run("roles on every node", func(t *testing.T) {
@@ -155,8 +155,17 @@ SELECT bool_or(rolcanlogin) FILTER (WHERE rolname = $1), bool_or(rolcanlogin) FI
 			require.ErrorAs(t, err, &pgErr, raw)
 			assert.Equal(t, "RH012", pgErr.Code, "the events cannot be changed on their shards either: %s", raw)
 		}
-		plan := citusPlan(t, conn, `SELECT * FROM rheo.events WHERE stream = 'orders'`)
-		assert.Contains(t, plan, "Task Count: 1", "one stream's events are on one node")
+		for _, query := range []string{
+			`SELECT * FROM rheo.events WHERE stream = 'orders'`,
+			`SELECT * FROM rheo.append('orders', '{}')`,
+			`SELECT * FROM rheo.stream_info('orders')`,
+			`SELECT * FROM rheo.fetch('orders', 'billing')`,
+			`SELECT * FROM rheo.lag('orders', 'billing')`,
+		} {
+			plan := citusPlan(t, conn, query)
+			assert.Contains(t, plan, "Task Count: 1", "one task: %s\n%s", query, plan)
+			assert.Equal(t, 1, strings.Count(plan, "Node: host="), "on one node: %s\n%s", query, plan)
+		}
 	})
 
 	t.Run("streams spread over the workers", func(t *testing.T) {
