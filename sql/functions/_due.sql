@@ -7,31 +7,29 @@
 -- leases in flight: that costs a read of the leases in flight below
 -- them). What rheo.fetch claims again under 'none' and 'key' ordering;
 -- inlined there (see rheo._route).
--- Read by the stream too, for Citus (see rheo._has_work).
-DROP FUNCTION IF EXISTS rheo._due(int, int, timestamptz, int, int, int, boolean);
-CREATE OR REPLACE FUNCTION rheo._due(stream text, group_id int, "partition" int, now timestamptz,
-                                     max_attempts int, max_count int, n int, due_known boolean)
+CREATE OR REPLACE FUNCTION rheo._due(group_id int, "partition" int, now timestamptz, max_attempts int,
+                                     max_count int, n int, due_known boolean)
 RETURNS SETOF tid
 LANGUAGE sql STABLE
 AS $$
     (SELECT y.tid
        FROM (SELECT x.ctid AS tid, x.sequence FROM rheo.deliveries x
-              WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = $3
-                AND x.expires_at <= $4
-                AND (x.state = 'pending' OR x.attempt < $5)
+              WHERE x.group_id = $1 AND x."partition" = $2
+                AND x.expires_at <= $3
+                AND (x.state = 'pending' OR x.attempt < $4)
               ORDER BY x.expires_at
-              LIMIT $6) AS y
-      WHERE $8
+              LIMIT $5) AS y
+      WHERE $7
       ORDER BY y.sequence
-      LIMIT $7)
+      LIMIT $6)
     UNION ALL
     (SELECT x.ctid FROM rheo.deliveries x
-      WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = $3
-        AND x.expires_at <= $4
-        AND (x.state = 'pending' OR x.attempt < $5)
-        AND NOT $8
+      WHERE x.group_id = $1 AND x."partition" = $2
+        AND x.expires_at <= $3
+        AND (x.state = 'pending' OR x.attempt < $4)
+        AND NOT $7
       ORDER BY x.sequence
-      LIMIT $7)
+      LIMIT $6)
 $$;
 
-SELECT rheo._access('EXECUTE', 'FUNCTION rheo._due(text, int, int, timestamptz, int, int, int, boolean)');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._due(int, int, timestamptz, int, int, int, boolean)');

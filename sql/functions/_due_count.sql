@@ -6,20 +6,18 @@
 -- max_count, those are all the deliveries due in the partition, which
 -- rheo._due then reads by the same index. One row: rheo.fetch reads it
 -- as a scalar subquery, where the planner inlines it (see rheo._route).
--- Read by the stream too, for Citus (see rheo._has_work).
-DROP FUNCTION IF EXISTS rheo._due_count(int, int, timestamptz, int, bigint);
-CREATE OR REPLACE FUNCTION rheo._due_count(stream text, group_id int, "partition" int, now timestamptz,
-                                           max_attempts int, cap bigint)
+CREATE OR REPLACE FUNCTION rheo._due_count(group_id int, "partition" int, now timestamptz, max_attempts int,
+                                           cap bigint)
 RETURNS SETOF int
 LANGUAGE sql STABLE
 AS $$
     SELECT count(*)::int
       FROM (SELECT 1 FROM rheo.deliveries d
-             WHERE d.stream = $1 AND d.group_id = $2 AND d."partition" = $3
-               AND d.expires_at <= $4
-               AND (d.state = 'pending' OR d.attempt < $5)
+             WHERE d.group_id = $1 AND d."partition" = $2
+               AND d.expires_at <= $3
+               AND (d.state = 'pending' OR d.attempt < $4)
              ORDER BY d.expires_at
-             LIMIT $6) AS r
+             LIMIT $5) AS r
 $$;
 
-SELECT rheo._access('EXECUTE', 'FUNCTION rheo._due_count(text, int, int, timestamptz, int, bigint)');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._due_count(int, int, timestamptz, int, bigint)');

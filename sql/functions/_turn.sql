@@ -3,16 +3,14 @@
 -- physical address; none when the partition has none in progress (then
 -- the next event's turn has come). rheo.fetch offers it only when it is
 -- due; inlined there (see rheo._route).
--- Read by the stream too, for Citus (see rheo._has_work).
-DROP FUNCTION IF EXISTS rheo._turn(int, int);
-CREATE OR REPLACE FUNCTION rheo._turn(stream text, group_id int, "partition" int)
+CREATE OR REPLACE FUNCTION rheo._turn(group_id int, "partition" int)
 RETURNS TABLE (tid tid, sequence bigint, state text, attempt int, expires_at timestamptz)
 LANGUAGE sql STABLE
 AS $$
     SELECT d.ctid, d.sequence, d.state, d.attempt, d.expires_at FROM rheo.deliveries d
-     WHERE d.stream = $1 AND d.group_id = $2 AND d."partition" = $3
+     WHERE d.group_id = $1 AND d."partition" = $2
      ORDER BY d.sequence
      LIMIT 1
 $$;
 
-SELECT rheo._access('EXECUTE', 'FUNCTION rheo._turn(text, int, int)');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._turn(int, int)');

@@ -69,16 +69,6 @@ DECLARE
     v_p           int;
     v_key         boolean;
     v_part        boolean;
-    v_x_parts     int[];
-    v_x_sequences bigint[];
-    v_x_attempts  int[];
-    v_x_keys      text[];
-    v_x_waiters   boolean[];
-    v_mark        text;
-    v_nonce       text;
-    v_i           int;
-    v_tids        tid[];
-    v_leases      uuid[];
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
     v_key := v_group.ordering = 'key';
@@ -123,13 +113,13 @@ BEGIN
       INTO v_locked, v_next, v_fresh, v_reclaim
       FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
                    rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count) AS fresh,
-                   (SELECT n FROM rheo._due_count(p_stream, c.group_id, c."partition", v_now, v_group.max_attempts,
+                   (SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
                                                   p_max_count::bigint + 1) AS n) AS reclaim
               FROM rheo.cursors c
               JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-             CROSS JOIN LATERAL rheo._has_work(p_stream, c.group_id, c."partition", c.next_sequence, pt.high_watermark,
+             CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, pt.high_watermark,
                                                v_now, v_key) AS h
-             WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+             WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
              ORDER BY c."partition"
                FOR NO KEY UPDATE OF c SKIP LOCKED) AS l;
     IF v_locked IS NULL THEN
@@ -149,21 +139,21 @@ BEGIN
         SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         CROSS JOIN LATERAL rheo._has_work(p_stream, c.group_id, c."partition", c.next_sequence, pt.high_watermark,
+         CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, pt.high_watermark,
                                            v_now, v_key) AS h
-         WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = ANY (v_scope);
+         WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope);
         IF v_candidates IS NULL THEN
             RETURN;
         END IF;
         v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
         SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
                ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count)],
-               ARRAY[(SELECT n FROM rheo._due_count(p_stream, c.group_id, c."partition", v_now, v_group.max_attempts,
+               ARRAY[(SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
                                                     p_max_count::bigint + 1) AS n)]
           INTO v_locked, v_next, v_fresh, v_reclaim
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = v_p
+         WHERE c.group_id = v_group.group_id AND c."partition" = v_p
            FOR NO KEY UPDATE OF c;
         IF v_locked IS NULL THEN  -- the group was dropped while this fetch waited
             RETURN;
@@ -183,30 +173,21 @@ BEGIN
     -- the key, which the 'key' mode takes below, within this fetch.
     WITH due AS MATERIALIZED (
         SELECT x.ctid AS tid FROM rheo.deliveries x
-         WHERE x.stream = p_stream AND x.group_id = v_group.group_id AND x."partition" = ANY (v_locked)
+         WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_locked)
            AND x.expires_at <= v_now
            AND x.state = 'leased' AND x.attempt >= v_group.max_attempts
            FOR UPDATE SKIP LOCKED
     ), expired AS (
         DELETE FROM rheo.deliveries AS d
-         WHERE d.stream = p_stream AND d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
+         WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
         RETURNING d."partition", d.sequence, d.attempt, d.key, d.has_waiters
-    )
-    SELECT array_agg(x."partition"), array_agg(x.sequence), array_agg(x.attempt), array_agg(x.key),
-           array_agg(x.has_waiters)
-      INTO v_x_parts, v_x_sequences, v_x_attempts, v_x_keys, v_x_waiters
-      FROM expired x;
-    -- The dead letters are written by statements of their own: Citus
-    -- cannot route an INSERT in a WITH clause to one node.
-    IF v_x_parts IS NOT NULL THEN
-        INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-        SELECT p_stream, v_group.group_id, x.part, x.sequence, x.attempt, 'lease_expired', v_now
-          FROM unnest(v_x_parts, v_x_sequences, v_x_attempts) AS x(part, sequence, attempt);
+    ), woken AS (
         INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-        SELECT p_stream, v_group.group_id, x.part, x.key
-          FROM unnest(v_x_parts, v_x_keys, v_x_waiters) AS x(part, key, has_waiters)
-         WHERE x.has_waiters;
-    END IF;
+        SELECT p_stream, v_group.group_id, x."partition", x.key FROM expired x WHERE x.has_waiters
+    )
+    INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+    SELECT p_stream, v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
+      FROM expired x;
 
     IF v_key THEN
         -- Every probe of a key's deliveries names the group and the
@@ -229,24 +210,24 @@ BEGIN
         -- events blocked.
         WITH taken AS (
             DELETE FROM rheo.key_wakeups AS w
-             WHERE w.stream = p_stream AND w.group_id = v_group.group_id AND w."partition" = ANY (v_locked)
+             WHERE w.group_id = v_group.group_id AND w."partition" = ANY (v_locked)
             RETURNING w."partition", w.key
         ), earliest AS MATERIALIZED (
             SELECT k.part, k.key, f.tid, f.state, f.has_waiters
               FROM (SELECT DISTINCT t."partition" AS part, t.key FROM taken t) AS k
              CROSS JOIN LATERAL (SELECT x.ctid AS tid, x.state, x.has_waiters FROM rheo.deliveries x
-                                  WHERE x.stream = p_stream AND x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = k.part::bigint
+                                  WHERE x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = k.part::bigint
                                     AND x.key = k.key
                                   ORDER BY x.sequence
                                   LIMIT 1) AS f
         ), marking AS MATERIALIZED (
             SELECT x.ctid AS tid FROM rheo.deliveries x
-             WHERE x.stream = p_stream AND x.ctid = ANY (ARRAY(SELECT f.tid FROM earliest f
+             WHERE x.ctid = ANY (ARRAY(SELECT f.tid FROM earliest f
                                         WHERE f.state <> 'blocked' AND NOT f.has_waiters))
                FOR UPDATE SKIP LOCKED
         ), marked AS (
             UPDATE rheo.deliveries AS d SET has_waiters = true
-             WHERE d.stream = p_stream AND d.ctid = ANY (ARRAY(SELECT m.tid FROM marking m))
+             WHERE d.ctid = ANY (ARRAY(SELECT m.tid FROM marking m))
         ), kept AS (
             INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
             SELECT p_stream, v_group.group_id, f.part, f.key FROM earliest f
@@ -256,9 +237,9 @@ BEGIN
             UPDATE rheo.deliveries AS d
                SET state = 'pending', expires_at = v_now,
                    has_waiters = EXISTS (SELECT 1 FROM rheo.deliveries y
-                                          WHERE y.stream = p_stream AND y.group_id::bigint = d.group_id::bigint AND y."partition"::bigint = d."partition"::bigint
+                                          WHERE y.group_id::bigint = d.group_id::bigint AND y."partition"::bigint = d."partition"::bigint
                                             AND y.key = d.key AND y.sequence > d.sequence)
-             WHERE d.stream = p_stream AND d.ctid = ANY (ARRAY(SELECT f.tid FROM earliest f WHERE f.state = 'blocked'))
+             WHERE d.ctid = ANY (ARRAY(SELECT f.tid FROM earliest f WHERE f.state = 'blocked'))
             RETURNING d."partition"
         )
         -- The released deliveries are due now: count them with the others.
@@ -277,7 +258,7 @@ BEGIN
                               THEN 1 ELSE 0 END ORDER BY x.ord)
           INTO v_fresh, v_reclaim
           FROM unnest(v_locked, v_fresh) WITH ORDINALITY AS x(part, f, ord)
-          LEFT JOIN LATERAL rheo._turn(p_stream, v_group.group_id, x.part) AS h ON true;
+          LEFT JOIN LATERAL rheo._turn(v_group.group_id, x.part) AS h ON true;
     END IF;
     IF p_max_count = 0 THEN
         RETURN;
@@ -323,8 +304,8 @@ BEGIN
             -- locked with SKIP LOCKED, and the conditions checked again on
             -- the row as it is once locked.
             SELECT d.ctid AS tid, d."partition" AS part, d.sequence, d.key FROM rheo.deliveries d
-             WHERE d.stream = p_stream AND d.ctid = ANY (ARRAY(SELECT due.tid FROM plan p
-                                        CROSS JOIN LATERAL rheo._due(p_stream, v_group.group_id, p.part, v_now,
+             WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM plan p
+                                        CROSS JOIN LATERAL rheo._due(v_group.group_id, p.part, v_now,
                                                                      v_group.max_attempts, p_max_count,
                                                                      p.reclaim, p.due_known) AS due(tid)
                                         WHERE p.reclaim > 0))
@@ -339,7 +320,7 @@ BEGIN
             SELECT pk.tid, pk.part, pk.key, b.state, b.has_waiters
               FROM picked pk
              CROSS JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
-                                  WHERE x.stream = p_stream AND x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = pk.part::bigint
+                                  WHERE x.group_id::bigint = v_group.group_id::bigint AND x."partition"::bigint = pk.part::bigint
                                     AND x.key = pk.key AND x.sequence < pk.sequence
                                   ORDER BY x.sequence DESC
                                   LIMIT 1) AS b
@@ -347,13 +328,13 @@ BEGIN
             UPDATE rheo.deliveries AS d
                SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
                    attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
-             WHERE d.stream = p_stream AND d.ctid = ANY (ARRAY(SELECT pk.tid FROM picked pk
+             WHERE d.ctid = ANY (ARRAY(SELECT pk.tid FROM picked pk
                                         WHERE NOT EXISTS (SELECT 1 FROM ahead a WHERE a.tid = pk.tid)))
             RETURNING d."partition", d.sequence, d.lease_id, d.attempt
         ), reblocked AS (
             UPDATE rheo.deliveries AS d
                SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
-             WHERE d.stream = p_stream AND d.ctid = ANY (ARRAY(SELECT a.tid FROM ahead a))
+             WHERE d.ctid = ANY (ARRAY(SELECT a.tid FROM ahead a))
         ), key_walk AS (
             -- 'key': the events past the cursor, leased or blocked, read
             -- in a window of twice the quota from the cursor, and again in
@@ -407,7 +388,7 @@ BEGIN
                                                      ORDER BY ev.sequence
                                                      LIMIT s.size) AS r) AS e
                                       LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
-                                                          WHERE x.stream = p_stream AND x.group_id::bigint = v_group.group_id::bigint
+                                                          WHERE x.group_id::bigint = v_group.group_id::bigint
                                                             AND x."partition"::bigint = k.part::bigint
                                                             AND x.key = e.key AND x.sequence < e.sequence
                                                             AND e.rn = 1
@@ -427,7 +408,7 @@ BEGIN
             -- a run from the cursor up (see advanced, below).
             UPDATE rheo.cursors AS c SET next_sequence = n.last + 1
               FROM (SELECT f.part, max(f.sequence) AS last FROM fresh f GROUP BY f.part) AS n
-             WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = n.part
+             WHERE c.group_id = v_group.group_id AND c."partition" = n.part
         ), inserted AS (
             INSERT INTO rheo.deliveries
                    (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at,
@@ -459,87 +440,6 @@ BEGIN
          ORDER BY 10, 11;  -- partition, sequence
         RETURN;
     END IF;
-    IF rheo._distributed() THEN
-        -- On Citus (docs/decisions.md, "Settles on Citus"): the same
-        -- claim, one partition at a time, in statements simple enough for
-        -- Citus to route to the stream's node (it plans neither an INSERT
-        -- in a WITH clause nor a WITH clause updating by ctid of the
-        -- statement above). The lease ids begin with the stream's hash
-        -- (hashtext), by which a settle finds the stream; the rest is an
-        -- md5 of a nonce of this call and the event's position, not
-        -- random per row: Citus refuses a volatile function in an
-        -- UPDATE's SET. Partitions in order, and in each the deliveries
-        -- due again before the new events: the result is in (partition,
-        -- sequence) order, as above.
-        v_mark := lpad(to_hex(hashtext(p_stream)), 8, '0');
-        v_nonce := gen_random_uuid()::text;
-        FOR v_i IN 1 .. v_k LOOP
-            CONTINUE WHEN v_quota[v_i] <= 0;
-            v_p := v_locked[v_i];
-            v_a := least(v_quota[v_i], v_reclaim[v_i]);
-            IF v_a > 0 THEN
-                IF v_part THEN
-                    SELECT array_agg(d.ctid) INTO v_tids
-                      FROM rheo.deliveries d
-                     WHERE d.stream = p_stream AND d.ctid = (SELECT t.tid FROM rheo._turn(p_stream, v_group.group_id, v_p) AS t)
-                       AND d.expires_at <= v_now AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                       FOR UPDATE SKIP LOCKED;
-                ELSE
-                    SELECT array_agg(x.ctid) INTO v_tids
-                      FROM (SELECT d.ctid FROM rheo.deliveries d
-                             WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d."partition" = v_p
-                               AND d.expires_at <= v_now AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
-                             ORDER BY d.sequence
-                             LIMIT v_a
-                               FOR UPDATE SKIP LOCKED) AS x;
-                END IF;
-                IF v_tids IS NOT NULL THEN
-                    WITH reclaimed AS (
-                        UPDATE rheo.deliveries AS d
-                           SET state = 'leased', lease_id = (v_mark || substr(md5(v_nonce || d."partition" || '/' || d.sequence), 9))::uuid,
-                               consumer_id = v_consumer, attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
-                         WHERE d.stream = p_stream AND d.ctid = ANY (v_tids)
-                        RETURNING d.sequence, d.lease_id, d.attempt
-                    )
-                    SELECT array_agg(r.sequence ORDER BY r.sequence), array_agg(r.lease_id ORDER BY r.sequence),
-                           array_agg(r.attempt ORDER BY r.sequence)
-                      INTO v_x_sequences, v_leases, v_x_attempts
-                      FROM reclaimed r;
-                    RETURN QUERY
-                    SELECT x.lease_id, x.lease_id::text, p_stream, p_group_name, v_consumer, x.attempt,
-                           v_now, v_expires, e.id, e."partition", e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
-                      FROM unnest(v_x_sequences, v_leases, v_x_attempts) WITH ORDINALITY AS x(sequence, lease_id, attempt, ord)
-                      JOIN rheo.events e ON e.stream = p_stream AND e."partition" = v_p AND e.sequence = x.sequence
-                     ORDER BY x.ord;
-                END IF;
-            END IF;
-            v_left := v_quota[v_i] - least(v_quota[v_i], v_reclaim[v_i]);
-            CONTINUE WHEN v_left <= 0;
-            INSERT INTO rheo.deliveries
-                   (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
-            SELECT e.stream, v_group.group_id, e."partition", e.sequence, 'leased',
-                   (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid,
-                   v_consumer, 1, v_now, v_expires, e.ts
-              FROM rheo.events e
-             WHERE e.stream = p_stream AND e."partition" = v_p AND e.sequence >= v_next[v_i]
-             ORDER BY e.sequence
-             LIMIT v_left;
-            GET DIAGNOSTICS v_left = ROW_COUNT;
-            CONTINUE WHEN v_left = 0;
-            UPDATE rheo.cursors AS c SET next_sequence = v_next[v_i] + v_left
-             WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = v_p;
-            RETURN QUERY
-            SELECT (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid,
-                   (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid::text,
-                   p_stream, p_group_name, v_consumer, 1,
-                   v_now, v_expires, e.id, e."partition", e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
-              FROM rheo.events e
-             WHERE e.stream = p_stream AND e."partition" = v_p
-               AND e.sequence >= v_next[v_i] AND e.sequence < v_next[v_i] + v_left
-             ORDER BY e.sequence;
-        END LOOP;
-        RETURN;
-    END IF;
     RETURN QUERY
     WITH plan AS (
         SELECT * FROM rheo._plan(v_locked, v_next, v_quota, v_reclaim, p_max_count)
@@ -549,19 +449,19 @@ BEGIN
         -- (rheo._turn), picked below only if it is still due.
         SELECT d.tid
           FROM plan p
-         CROSS JOIN LATERAL rheo._due(p_stream, v_group.group_id, p.part, v_now, v_group.max_attempts, p_max_count,
+         CROSS JOIN LATERAL rheo._due(v_group.group_id, p.part, v_now, v_group.max_attempts, p_max_count,
                                       p.reclaim, p.due_known) AS d(tid)
          WHERE p.reclaim > 0 AND NOT v_part
         UNION ALL
         SELECT d.tid
           FROM plan p
-         CROSS JOIN LATERAL rheo._turn(p_stream, v_group.group_id, p.part) AS d
+         CROSS JOIN LATERAL rheo._turn(v_group.group_id, p.part) AS d
          WHERE p.reclaim > 0 AND v_part
     ), picked AS MATERIALIZED (
         -- Locked with SKIP LOCKED, and the conditions checked again on the
         -- row as it is once locked.
         SELECT d.ctid AS tid FROM rheo.deliveries d
-         WHERE d.stream = p_stream AND d.ctid = ANY (ARRAY(SELECT c.tid FROM candidates c))
+         WHERE d.ctid = ANY (ARRAY(SELECT c.tid FROM candidates c))
            AND d.expires_at <= v_now
            AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
            FOR UPDATE SKIP LOCKED
@@ -569,7 +469,7 @@ BEGIN
         UPDATE rheo.deliveries AS d
            SET state = 'leased', lease_id = gen_random_uuid(), consumer_id = v_consumer,
                attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
-         WHERE d.stream = p_stream AND d.ctid = ANY (ARRAY(SELECT picked.tid FROM picked))
+         WHERE d.ctid = ANY (ARRAY(SELECT picked.tid FROM picked))
         RETURNING d."partition", d.sequence, d.lease_id, d.attempt
     ), fresh AS (
         -- The lease ids are made here, so that the result can be read from
@@ -597,7 +497,7 @@ BEGIN
         -- taken are a run from the cursor: it moves past the last one.
         UPDATE rheo.cursors AS c SET next_sequence = n.last + 1
           FROM (SELECT f.part, max(f.sequence) AS last FROM fresh f GROUP BY f.part) AS n
-         WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = n.part
+         WHERE c.group_id = v_group.group_id AND c."partition" = n.part
     )
     SELECT r.lease_id, r.lease_id::text, p_stream, p_group_name, v_consumer, r.attempt,
            v_now, v_expires, e.id, r."partition", r.sequence, e.key, e.type, e.payload, e.metadata, e.ts
