@@ -221,16 +221,27 @@ func (c *Cluster) NewDatabase(t testing.TB) string {
 		return nil
 	})
 	require.NoErrorf(t, err, "create the Citus test database %s", name)
-	conn, err := pgx.Connect(ctx, c.URL(c.Coordinator, name))
-	require.NoErrorf(t, err, "connect to the Citus test database %s", name)
+	u := c.URL(c.Coordinator, name)
+	c.Register(t, u)
+	return u
+}
+
+// Register makes the database at databaseURL (a URL of NewDatabase) a
+// cluster: it registers the coordinator (citus_set_coordinator_host) and
+// adds the workers (citus_add_node) in it. NewDatabase does this; a test
+// that drops and creates the citus extension again does it again.
+func (c *Cluster) Register(t testing.TB, databaseURL string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, databaseURL)
+	require.NoErrorf(t, err, "connect to the Citus test database %s", databaseURL)
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "SELECT citus_set_coordinator_host($1, $2)", c.Coordinator.Host, c.Coordinator.Port)
-	require.NoErrorf(t, err, "register the coordinator in %s", name)
+	require.NoErrorf(t, err, "register the coordinator in %s", databaseURL)
 	for _, w := range c.Workers {
 		_, err := conn.Exec(ctx, "SELECT citus_add_node($1, $2)", w.Host, w.Port)
-		require.NoErrorf(t, err, "add the worker %s in %s", w.Addr(), name)
+		require.NoErrorf(t, err, "add the worker %s in %s", w.Addr(), databaseURL)
 	}
-	return c.URL(c.Coordinator, name)
 }
 
 // templatePrefix begins the names of the template databases.

@@ -12,6 +12,8 @@ DO $rheo_citus$
 DECLARE
     v_table text;
     v_fn    regprocedure;
+    v_role  text;
+    v_member text;
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
         RETURN;
@@ -24,6 +26,45 @@ BEGIN
     PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
 
     IF NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = 'rheo.events'::regclass) THEN
+        -- An install made before citus was created (docs/citus.md,
+        -- "Converting an install") has its schema on the coordinator
+        -- only. Citus copies it to the workers with the tables, under
+        -- the role running this, and then grants on the functions as
+        -- their owner, who may not use that copy: make the copy the
+        -- owner's first.
+        -- Its roles too: Citus copies the roles that objects depend on,
+        -- not those that are only granted something. Each Rheo role of
+        -- the install is made on every worker where it is missing, with
+        -- the memberships among them (the application's login roles are
+        -- the operator's to make there: docs/citus.md).
+        FOR v_role IN
+            SELECT r.rolname FROM pg_roles r
+             WHERE r.rolname IN (SELECT coalesce(current_setting('rheo.role_prefix', true), '') || x
+                                   FROM unnest(ARRAY['rheo_owner', 'rheo_reader', 'rheo_producer', 'rheo_consumer',
+                                                     'rheo_admin']) x)
+        LOOP
+            PERFORM run_command_on_workers(format(
+                'SET citus.enable_ddl_propagation = off; '
+                'DO $r$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %L) THEN CREATE ROLE %I NOLOGIN; END IF; END$r$',
+                v_role, v_role));
+        END LOOP;
+        FOR v_role, v_member IN
+            SELECT r.rolname, m.rolname
+              FROM pg_auth_members a
+              JOIN pg_roles r ON r.oid = a.roleid
+              JOIN pg_roles m ON m.oid = a.member
+             WHERE r.rolname IN (SELECT coalesce(current_setting('rheo.role_prefix', true), '') || x
+                                   FROM unnest(ARRAY['rheo_reader', 'rheo_producer', 'rheo_consumer']) x)
+               AND m.rolname IN (SELECT coalesce(current_setting('rheo.role_prefix', true), '') || x
+                                   FROM unnest(ARRAY['rheo_producer', 'rheo_consumer', 'rheo_admin']) x)
+        LOOP
+            PERFORM run_command_on_workers(format('SET citus.enable_ddl_propagation = off; GRANT %I TO %I',
+                                                  v_role, v_member));
+        END LOOP;
+        PERFORM run_command_on_workers(format('SET citus.enable_ddl_propagation = off; '
+                                              'CREATE SCHEMA IF NOT EXISTS rheo; ALTER SCHEMA rheo OWNER TO %I',
+                                              (SELECT pg_get_userbyid(n.nspowner) FROM pg_namespace n
+                                                WHERE n.nspname = 'rheo')));
         -- Unique keys and foreign keys of distributed tables include the
         -- distribution column. The stream comes last, so that the lookups
         -- by group, partition and sequence use the keys as they did.
@@ -44,7 +85,12 @@ BEGIN
         FOREACH v_table IN ARRAY ARRAY['streams', 'schema_version', 'role_prefix', 'function_set'] LOOP
             PERFORM create_reference_table(format('rheo.%I', v_table));
         END LOOP;
+        -- Citus moves the events of a converted install into the shards
+        -- with plain writes, which the immutability guard refuses: it
+        -- is off until they are there, inside this transaction only.
+        ALTER TABLE rheo.events DISABLE TRIGGER events_immutable;
         PERFORM create_distributed_table('rheo.events', 'stream');
+        ALTER TABLE rheo.events ENABLE TRIGGER events_immutable;
         FOREACH v_table IN ARRAY ARRAY['partitions', 'time_marks', 'groups', 'cursors', 'deliveries', 'dead_letters',
                                        'key_wakeups'] LOOP
             PERFORM create_distributed_table(format('rheo.%I', v_table), 'stream', colocate_with => 'rheo.events');
