@@ -131,7 +131,7 @@ $rheo_citus$;
 
 -- The claims and the settles (docs/decisions.md, "Settles on Citus").
 -- rheo._distributed() turns true, which chooses the statements Citus can
--- route in rheo.fetch and the settles; the settles find a lease's stream
+-- route in rheo.fetch (rheo._fetch_citus) and the settles; the settles find a lease's stream
 -- among those with the hash its lease id begins with, by an index of the
 -- stream catalog. Their statements are planned for each call's values:
 -- Citus routes a generic plan only for the simplest statements. Again
@@ -157,8 +157,7 @@ BEGIN
     PERFORM run_command_on_workers(format(
         'CREATE SEQUENCE IF NOT EXISTS rheo.fetch_rotation; ALTER SEQUENCE rheo.fetch_rotation OWNER TO %I',
         (SELECT c.relowner::regrole::text FROM pg_class c WHERE c.oid = 'rheo.fetch_rotation'::regclass)));
-    FOREACH v_fn IN ARRAY ARRAY['rheo.fetch(text, text, int, text, int, int[], timestamptz)',
-                                'rheo.ack(uuid, timestamptz)', 'rheo.ack_batch(uuid[], timestamptz)',
+    FOREACH v_fn IN ARRAY ARRAY['rheo.ack(uuid, timestamptz)', 'rheo.ack_batch(uuid[], timestamptz)',
                                 'rheo.renew(uuid, int, timestamptz)', 'rheo.retry(uuid, text, int, timestamptz)',
                                 'rheo.reject(uuid, text, timestamptz)']::regprocedure[] LOOP
         IF NOT EXISTS (SELECT FROM pg_proc p
