@@ -20,7 +20,8 @@
 --    volatile function in an UPDATE's SET;
 --  * each statement is planned for the call's values (Citus routes a
 --    generic plan only for the simplest statements).
--- 'key' ordering is not claimed on Citus yet: it fails feature_not_supported.
+--  * under 'key' ordering, the wakeups are taken key by key, and the
+--    window walk of the new events is a loop of windows.
 CREATE OR REPLACE FUNCTION rheo._fetch_citus(stream text, group_name text, max_count int, consumer_id text,
                                              lease_ms int, partitions int[], clock timestamptz)
 RETURNS SETOF rheo.lease
@@ -57,6 +58,23 @@ DECLARE
     v_left        int;
     v_i           int;
     v_part        boolean;
+    v_key         boolean;
+    v_wparts      int[];
+    v_wkeys       text[];
+    v_wp          int;
+    v_wk          text;
+    v_tid         tid;
+    v_state       text;
+    v_has         boolean;
+    v_released    int[];
+    v_size        bigint;
+    v_read        bigint;
+    v_leasable    bigint;
+    v_blocked     boolean[];
+    v_wake        boolean[];
+    v_ahead       tid[];
+    v_wakes_p     int[];
+    v_wakes_k     text[];
     v_tids        tid[];
     v_sequences   bigint[];
     v_attempts    int[];
@@ -69,6 +87,7 @@ DECLARE
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
     v_part := v_group.ordering = 'partition';
+    v_key := v_group.ordering = 'key';
     IF p_max_count IS NULL OR p_max_count < 0 THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
             DETAIL = format('max_count must be >= 0, got %s', coalesce(p_max_count::text, 'NULL'));
@@ -83,11 +102,6 @@ BEGIN
     END IF;
     IF p_clock IS NOT NULL THEN
         PERFORM rheo._check_time('clock', p_clock);
-    END IF;
-    IF v_group.ordering = 'key' THEN
-        RAISE EXCEPTION 'feature_not_supported' USING ERRCODE = '0A000',
-            DETAIL = format('group %L of stream %L is ordered by key, which Rheo does not claim on Citus yet',
-                            p_group_name, p_stream);
     END IF;
     v_scope := rheo._partitions(p_partitions, v_group.partition_count);
     IF cardinality(v_scope) = 0 THEN
@@ -121,7 +135,10 @@ BEGIN
                AND (c.next_sequence <= pt.high_watermark
                     OR EXISTS (SELECT 1 FROM rheo.deliveries d
                                 WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                  AND d.expires_at <= v_now))
+                                  AND d.expires_at <= v_now)
+                    OR (v_key AND EXISTS (SELECT 1 FROM rheo.key_wakeups w
+                                           WHERE w.stream = p_stream AND w.group_id = c.group_id
+                                             AND w."partition" = c."partition")))
              ORDER BY c."partition"
                FOR NO KEY UPDATE OF c SKIP LOCKED) AS l;
     IF v_locked IS NULL THEN
@@ -136,7 +153,10 @@ BEGIN
            AND (c.next_sequence <= pt.high_watermark
                 OR EXISTS (SELECT 1 FROM rheo.deliveries d
                             WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
-                              AND d.expires_at <= v_now));
+                              AND d.expires_at <= v_now)
+                OR (v_key AND EXISTS (SELECT 1 FROM rheo.key_wakeups w
+                                       WHERE w.stream = p_stream AND w.group_id = c.group_id
+                                         AND w."partition" = c."partition")));
         IF v_candidates IS NULL THEN
             RETURN;
         END IF;
@@ -187,7 +207,57 @@ BEGIN
          WHERE x.has_waiters;
     END IF;
 
-    IF v_part THEN
+    IF v_key THEN
+        -- 'key': the wakeups of the partitions locked, as in rheo.fetch,
+        -- key by key: a blocked earliest delivery is released (pending, due
+        -- now), one leased or pending without waiters is marked as having
+        -- some (or, held by a settle, its wakeup kept for the next fetch).
+        WITH taken AS (
+            DELETE FROM rheo.key_wakeups AS w
+             WHERE w.stream = p_stream AND w.group_id = v_group.group_id AND w."partition" = ANY (v_locked)
+            RETURNING w."partition", w.key
+        )
+        SELECT array_agg(t.part ORDER BY t.part, t.key), array_agg(t.key ORDER BY t.part, t.key)
+          INTO v_wparts, v_wkeys
+          FROM (SELECT DISTINCT x."partition" AS part, x.key FROM taken x) AS t;
+        v_released := array_fill(0, ARRAY[cardinality(v_locked)]);
+        FOR v_i IN 1 .. coalesce(cardinality(v_wparts), 0) LOOP
+            v_wp := v_wparts[v_i];
+            v_wk := v_wkeys[v_i];
+            SELECT x.ctid, x.state, x.has_waiters INTO v_tid, v_state, v_has
+              FROM rheo.deliveries x
+             WHERE x.stream = p_stream AND x.group_id::bigint = v_group.group_id::bigint
+               AND x."partition"::bigint = v_wp::bigint AND x.key = v_wk
+             ORDER BY x.sequence
+             LIMIT 1;
+            CONTINUE WHEN NOT FOUND;
+            IF v_state = 'blocked' THEN
+                SELECT EXISTS (SELECT 1 FROM rheo.deliveries y
+                                WHERE y.stream = p_stream AND y.group_id::bigint = v_group.group_id::bigint
+                                  AND y."partition"::bigint = v_wp::bigint AND y.key = v_wk
+                                  AND y.sequence > (SELECT z.sequence FROM rheo.deliveries z
+                                                     WHERE z.stream = p_stream AND z.ctid = v_tid))
+                  INTO v_has;
+                UPDATE rheo.deliveries AS d
+                   SET state = 'pending', expires_at = v_now, has_waiters = v_has
+                 WHERE d.stream = p_stream AND d.ctid = v_tid;
+                IF FOUND THEN
+                    v_k := array_position(v_locked, v_wp);
+                    v_released[v_k] := v_released[v_k] + 1;
+                END IF;
+            ELSIF NOT v_has THEN
+                PERFORM FROM rheo.deliveries x WHERE x.stream = p_stream AND x.ctid = v_tid FOR UPDATE SKIP LOCKED;
+                IF FOUND THEN
+                    UPDATE rheo.deliveries AS d SET has_waiters = true WHERE d.stream = p_stream AND d.ctid = v_tid;
+                ELSE
+                    INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+                    VALUES (p_stream, v_group.group_id, v_wp, v_wk);
+                END IF;
+            END IF;
+        END LOOP;
+        SELECT array_agg(least(p_max_count::bigint + 1, x.r + x.n)::int ORDER BY x.ord) INTO v_reclaim
+          FROM unnest(v_reclaim, v_released) WITH ORDINALITY AS x(r, n, ord);
+    ELSIF v_part THEN
         -- 'partition': the earliest delivery in progress when due, else
         -- one new event (rheo._turn written out).
         SELECT array_agg(CASE WHEN h.sequence IS NULL THEN least(1, x.f) ELSE 0 END ORDER BY x.ord),
@@ -243,6 +313,33 @@ BEGIN
                          LIMIT v_a
                            FOR UPDATE SKIP LOCKED) AS x;
             END IF;
+            IF v_tids IS NOT NULL AND v_key THEN
+                -- 'key': a delivery due behind an earlier one of its key not
+                -- terminal is blocked again instead of leased; one behind a
+                -- delivery not marked as having waiters wakes the key.
+                SELECT array_agg(x.tid) FILTER (WHERE b.state IS NOT NULL),
+                       array_agg(x.key) FILTER (WHERE b.state <> 'blocked' AND NOT b.has_waiters)
+                  INTO v_ahead, v_keys
+                  FROM (SELECT d.ctid AS tid, d.sequence, d.key FROM rheo.deliveries d
+                         WHERE d.stream = p_stream AND d.ctid = ANY (v_tids)) AS x
+                 CROSS JOIN LATERAL (SELECT y.state, y.has_waiters FROM rheo.deliveries y
+                                      WHERE y.stream = p_stream AND y.group_id::bigint = v_group.group_id::bigint
+                                        AND y."partition"::bigint = v_p::bigint
+                                        AND y.key = x.key AND y.sequence < x.sequence
+                                      ORDER BY y.sequence DESC
+                                      LIMIT 1) AS b;
+                IF v_ahead IS NOT NULL THEN
+                    UPDATE rheo.deliveries AS d
+                       SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
+                     WHERE d.stream = p_stream AND d.ctid = ANY (v_ahead);
+                    v_tids := ARRAY(SELECT t FROM unnest(v_tids) AS t WHERE t <> ALL (v_ahead));
+                    IF cardinality(v_tids) = 0 THEN
+                        v_tids := NULL;
+                    END IF;
+                    v_wakes_p := coalesce(v_wakes_p, '{}') || array_fill(v_p, ARRAY[coalesce(cardinality(v_keys), 0)]);
+                    v_wakes_k := coalesce(v_wakes_k, '{}') || coalesce(v_keys, '{}');
+                END IF;
+            END IF;
             IF v_tids IS NOT NULL THEN
                 WITH reclaimed AS (
                     UPDATE rheo.deliveries AS d
@@ -266,6 +363,79 @@ BEGIN
         -- Then the new events from the cursor, which moves past them.
         v_left := v_quota[v_i] - v_a;
         CONTINUE WHEN v_left <= 0;
+        IF v_key THEN
+            -- 'key': the events past the cursor, leased or blocked, read in
+            -- a window of twice the quota from the cursor, and again in one
+            -- twice the last while a window read whole leases fewer than
+            -- the quota, as in rheo.fetch; cut after the quota's last lease.
+            v_size := 2 * v_left::bigint;
+            LOOP
+                SELECT array_agg(z.sequence ORDER BY z.sequence), array_agg(z.blocked ORDER BY z.sequence),
+                       array_agg(z.has_waiters ORDER BY z.sequence), array_agg(z.wake ORDER BY z.sequence),
+                       array_agg(z.key ORDER BY z.sequence), max(z.n_read), max(z.n_leasable)
+                  INTO v_sequences, v_blocked, v_waiters, v_wake, v_keys, v_read, v_leasable
+                  FROM (SELECT y.*,
+                               count(*) FILTER (WHERE NOT y.blocked) OVER (ORDER BY y.sequence) AS n_leased,
+                               count(*) FILTER (WHERE NOT y.blocked) OVER () AS n_leasable,
+                               count(*) OVER () AS n_read
+                          FROM (SELECT e.sequence, e.key,
+                                       e.key IS NOT NULL AND (e.rn > 1 OR b.state IS NOT NULL) AS blocked,
+                                       e.key IS NOT NULL AND e.rn < e.cnt AS has_waiters,
+                                       coalesce(b.state <> 'blocked' AND NOT b.has_waiters, false) AS wake
+                                  FROM (SELECT r.*,
+                                               row_number() OVER (PARTITION BY r.key ORDER BY r.sequence) AS rn,
+                                               count(*) OVER (PARTITION BY r.key) AS cnt
+                                          FROM (SELECT ev.sequence, ev.key FROM rheo.events ev
+                                                 WHERE ev.stream = p_stream AND ev."partition" = v_p
+                                                   AND ev.sequence >= v_next[v_i]
+                                                 ORDER BY ev.sequence
+                                                 LIMIT v_size) AS r) AS e
+                                  LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
+                                                      WHERE x.stream = p_stream
+                                                        AND x.group_id::bigint = v_group.group_id::bigint
+                                                        AND x."partition"::bigint = v_p::bigint
+                                                        AND x.key = e.key AND x.sequence < e.sequence
+                                                        AND e.rn = 1
+                                                      ORDER BY x.sequence DESC
+                                                      LIMIT 1) AS b ON true) AS y) AS z
+                 WHERE z.n_leased < v_left OR (z.n_leased = v_left AND NOT z.blocked);
+                EXIT WHEN v_sequences IS NULL OR NOT (v_read = v_size AND v_leasable < v_left);
+                v_size := 2 * v_size;
+            END LOOP;
+            CONTINUE WHEN v_sequences IS NULL;
+            -- The cursor passes the leased and the blocked events alike.
+            INSERT INTO rheo.deliveries
+                   (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at,
+                    ts, key, has_waiters)
+            SELECT e.stream, v_group.group_id, e."partition", e.sequence,
+                   CASE WHEN x.blocked THEN 'blocked' ELSE 'leased' END,
+                   CASE WHEN x.blocked THEN NULL
+                        ELSE (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid END,
+                   CASE WHEN x.blocked THEN NULL ELSE v_consumer END,
+                   CASE WHEN x.blocked THEN 0 ELSE 1 END,
+                   CASE WHEN x.blocked THEN NULL ELSE v_now END,
+                   CASE WHEN x.blocked THEN 'infinity' ELSE v_expires END,
+                   e.ts, e.key, x.has_waiters
+              FROM unnest(v_sequences, v_blocked, v_waiters) AS x(sequence, blocked, has_waiters)
+              JOIN rheo.events e ON e.stream = p_stream AND e."partition" = v_p AND e.sequence = x.sequence;
+            UPDATE rheo.cursors AS c SET next_sequence = v_sequences[cardinality(v_sequences)] + 1
+             WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = v_p;
+            SELECT coalesce(v_wakes_p, '{}') || array_agg(v_p), coalesce(v_wakes_k, '{}') || array_agg(x.key)
+              INTO v_wakes_p, v_wakes_k
+              FROM unnest(v_keys, v_wake) AS x(key, wake)
+             WHERE x.wake
+            HAVING count(*) > 0;
+            RETURN QUERY
+            SELECT (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid,
+                   (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid::text,
+                   p_stream, p_group_name, v_consumer, 1,
+                   v_now, v_expires, e.id, e."partition", e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
+              FROM unnest(v_sequences, v_blocked) AS x(sequence, blocked)
+              JOIN rheo.events e ON e.stream = p_stream AND e."partition" = v_p AND e.sequence = x.sequence
+             WHERE NOT x.blocked
+             ORDER BY e.sequence;
+            CONTINUE;
+        END IF;
         INSERT INTO rheo.deliveries
                (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
         SELECT e.stream, v_group.group_id, e."partition", e.sequence, 'leased',
@@ -289,6 +459,11 @@ BEGIN
            AND e.sequence >= v_next[v_i] AND e.sequence < v_next[v_i] + v_left
          ORDER BY e.sequence;
     END LOOP;
+    IF v_wakes_p IS NOT NULL THEN
+        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+        SELECT DISTINCT p_stream, v_group.group_id, w.part, w.key
+          FROM unnest(v_wakes_p, v_wakes_k) AS w(part, key);
+    END IF;
 END
 $$;
 
