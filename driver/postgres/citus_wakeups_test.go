@@ -151,7 +151,8 @@ func receiveSequence(t *testing.T, ch <-chan driver.Wakeup, stream string, seque
 // Citus, where an append called outside a transaction notifies on the
 // worker that holds its stream, and measures how soon.
 func TestCitusWakeups(t *testing.T) {
-	t.Parallel()
+	testcitus.Start(t)
+	verifyNoLeaks(t) // the node connections end with their driver
 	cw := newCitusWakeups(t)
 	ctx := t.Context()
 
