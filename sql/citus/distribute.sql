@@ -128,3 +128,42 @@ BEGIN
     END LOOP;
 END
 $rheo_citus$;
+
+-- The claims and the settles (docs/decisions.md, "Settles on Citus").
+-- rheo._distributed() turns true, which chooses the statements Citus can
+-- route in rheo.fetch (rheo._fetch_citus) and the settles; the settles find a lease's stream
+-- among those with the hash its lease id begins with, by an index of the
+-- stream catalog. Their statements are planned for each call's values:
+-- Citus routes a generic plan only for the simplest statements. Again
+-- after every install of the functions, which resets them.
+DO $rheo_citus_claims$
+DECLARE
+    v_fn regprocedure;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
+        RETURN;
+    END IF;
+    IF NOT rheo._distributed() THEN
+        CREATE OR REPLACE FUNCTION rheo._distributed()
+        RETURNS boolean
+        LANGUAGE sql IMMUTABLE PARALLEL SAFE
+        AS $fn$
+            SELECT true
+        $fn$;
+    END IF;
+    CREATE INDEX IF NOT EXISTS streams_hash_idx ON rheo.streams (hashtext(stream));
+    -- A fetch run whole on a worker rotates by that worker's copy of the
+    -- rotation sequence (a stream's fetches all run on its node).
+    PERFORM run_command_on_workers(format(
+        'CREATE SEQUENCE IF NOT EXISTS rheo.fetch_rotation; ALTER SEQUENCE rheo.fetch_rotation OWNER TO %I',
+        (SELECT c.relowner::regrole::text FROM pg_class c WHERE c.oid = 'rheo.fetch_rotation'::regclass)));
+    FOREACH v_fn IN ARRAY ARRAY['rheo.ack(uuid, timestamptz)', 'rheo.ack_batch(uuid[], timestamptz)',
+                                'rheo.renew(uuid, int, timestamptz)', 'rheo.retry(uuid, text, int, timestamptz)',
+                                'rheo.reject(uuid, text, timestamptz)']::regprocedure[] LOOP
+        IF NOT EXISTS (SELECT FROM pg_proc p
+                        WHERE p.oid = v_fn AND 'plan_cache_mode=force_custom_plan' = ANY (p.proconfig)) THEN
+            EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', v_fn);
+        END IF;
+    END LOOP;
+END
+$rheo_citus_claims$;

@@ -24,6 +24,7 @@ DECLARE
     v_partition int;
     v_key       text;
     v_waiters   boolean;
+    v_held      boolean;
 BEGIN
     IF p_lease_id IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_id must not be NULL';
@@ -32,10 +33,26 @@ BEGIN
     IF p_clock IS NOT NULL THEN
         PERFORM rheo._check_time('clock', p_clock);
     END IF;
-    DELETE FROM rheo.deliveries AS d WHERE d.lease_id = p_lease_id AND d.state = 'leased'
-    RETURNING d.stream, d.group_id, d."partition", d.key, d.has_waiters
-         INTO v_stream, v_group_id, v_partition, v_key, v_waiters;
-    IF NOT FOUND THEN
+    IF rheo._distributed() THEN
+        -- On Citus, by the stream the lease id names (rheo._lease_hash),
+        -- so that the delete goes to the node that holds the lease.
+        v_held := false;
+        FOR v_stream IN SELECT s.stream FROM rheo.streams s
+                         WHERE hashtext(s.stream) = rheo._lease_hash(p_lease_id) ORDER BY 1 LOOP
+            DELETE FROM rheo.deliveries AS d
+             WHERE d.stream = v_stream AND d.lease_id = p_lease_id AND d.state = 'leased'
+            RETURNING d.group_id, d."partition", d.key, d.has_waiters
+                 INTO v_group_id, v_partition, v_key, v_waiters;
+            v_held := FOUND;
+            EXIT WHEN v_held;
+        END LOOP;
+    ELSE
+        DELETE FROM rheo.deliveries AS d WHERE d.lease_id = p_lease_id AND d.state = 'leased'
+        RETURNING d.stream, d.group_id, d."partition", d.key, d.has_waiters
+             INTO v_stream, v_group_id, v_partition, v_key, v_waiters;
+        v_held := FOUND;
+    END IF;
+    IF NOT v_held THEN
         RAISE EXCEPTION 'stale_lease' USING ERRCODE = 'RH004',
             DETAIL = format('lease %s is no longer held', p_lease_id);
     END IF;

@@ -18,6 +18,13 @@ DECLARE
     p_lease_ids ALIAS FOR $1;
     p_clock     ALIAS FOR $2;
     v_tids      tid[];
+    v_stream    text;
+    v_settled   uuid[] := '{}';
+    v_ids       uuid[];
+    v_parts     int[];
+    v_groups    int[];
+    v_keys      text[];
+    v_waiters   boolean[];
 BEGIN
     IF p_lease_ids IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_ids must not be NULL';
@@ -40,6 +47,41 @@ BEGIN
     -- next statement sees what it locked. They are then deleted by their
     -- physical address. Those with later events of their key blocked
     -- behind them leave a wakeup of the key ('key' ordering).
+    IF rheo._distributed() THEN
+        -- On Citus, stream by stream, each named as its lease ids name it
+        -- (see rheo.ack), so that each statement goes to one node; the
+        -- wakeups are written by a statement of their own, as Citus cannot
+        -- route an INSERT in a WITH clause.
+        FOR v_stream IN SELECT s.stream FROM rheo.streams s
+                         WHERE hashtext(s.stream) = ANY (ARRAY(SELECT rheo._lease_hash(u.id) FROM unnest(p_lease_ids) AS u(id)))
+                         ORDER BY 1 LOOP
+            SELECT array_agg(h.tid) INTO v_tids
+              FROM (SELECT d.ctid AS tid FROM rheo.deliveries d
+                     WHERE d.stream = v_stream AND d.lease_id = ANY (p_lease_ids) AND d.state = 'leased'
+                     ORDER BY d.group_id, d."partition", d.sequence
+                       FOR UPDATE) AS h;
+            CONTINUE WHEN v_tids IS NULL;
+            WITH settled AS (
+                DELETE FROM rheo.deliveries AS d
+                 WHERE d.stream = v_stream AND d.ctid = ANY (v_tids)
+                RETURNING d.lease_id, d.group_id, d."partition", d.key, d.has_waiters
+            )
+            SELECT array_agg(s.lease_id), array_agg(s.group_id), array_agg(s."partition"), array_agg(s.key),
+                   array_agg(s.has_waiters)
+              INTO v_ids, v_groups, v_parts, v_keys, v_waiters
+              FROM settled s;
+            v_settled := v_settled || v_ids;
+            INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+            SELECT v_stream, w.group_id, w.part, w.key
+              FROM unnest(v_groups, v_parts, v_keys, v_waiters) AS w(group_id, part, key, has_waiters)
+             WHERE w.has_waiters;
+        END LOOP;
+        RETURN QUERY
+        SELECT u.id, u.id = ANY (v_settled) AND row_number() OVER (PARTITION BY u.id ORDER BY u.ord) = 1
+          FROM unnest(p_lease_ids) WITH ORDINALITY AS u(id, ord)
+         ORDER BY u.ord;
+        RETURN;
+    END IF;
     SELECT array_agg(h.tid) INTO v_tids
       FROM (SELECT d.ctid AS tid FROM rheo.deliveries d
              WHERE d.lease_id = ANY (p_lease_ids) AND d.state = 'leased'

@@ -70,6 +70,13 @@ DECLARE
     v_key         boolean;
     v_part        boolean;
 BEGIN
+    -- On Citus, the claim in statements Citus can route (rheo._fetch_citus).
+    -- A constant false here: the single server pays nothing for it.
+    IF rheo._distributed() THEN
+        RETURN QUERY SELECT * FROM rheo._fetch_citus(p_stream, p_group_name, p_max_count, p_consumer_id, p_lease_ms,
+                                                     p_partitions, p_clock);
+        RETURN;
+    END IF;
     v_group := rheo._group(p_stream, p_group_name);
     v_key := v_group.ordering = 'key';
     v_part := v_group.ordering = 'partition';

@@ -11,6 +11,10 @@ DECLARE
     p_lease_id ALIAS FOR $1;
     p_reason   ALIAS FOR $2;
     p_clock    ALIAS FOR $3;
+    v_stream   text;
+    v_row      record;
+    v_held     boolean := false;
+    v_now      timestamptz := coalesce(p_clock, now());
 BEGIN
     IF p_lease_id IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_id must not be NULL';
@@ -19,21 +23,35 @@ BEGIN
     IF p_clock IS NOT NULL THEN
         PERFORM rheo._check_time('clock', p_clock);
     END IF;
-    WITH gone AS (
+    -- The delivery is deleted, then its dead letter written by a statement
+    -- of its own: Citus cannot route an INSERT in a WITH clause. On Citus
+    -- the delete names the stream the lease id names (see rheo.ack).
+    IF rheo._distributed() THEN
+        FOR v_stream IN SELECT s.stream FROM rheo.streams s
+                         WHERE hashtext(s.stream) = rheo._lease_hash(p_lease_id) ORDER BY 1 LOOP
+            DELETE FROM rheo.deliveries AS d
+             WHERE d.stream = v_stream AND d.lease_id = p_lease_id AND d.state = 'leased'
+            RETURNING d.stream, d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters INTO v_row;
+            v_held := FOUND;
+            EXIT WHEN v_held;
+        END LOOP;
+    ELSE
         DELETE FROM rheo.deliveries AS d
          WHERE d.lease_id = p_lease_id AND d.state = 'leased'
-        RETURNING d.stream, d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters
-    ), woken AS (
-        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-        SELECT g.stream, g.group_id, g."partition", g.key FROM gone g WHERE g.has_waiters
-    )
-    INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-    SELECT g.stream, g.group_id, g."partition", g.sequence, g.attempt, coalesce(p_reason, 'rejected'), coalesce(p_clock, now())
-      FROM gone g;
-    IF NOT FOUND THEN
+        RETURNING d.stream, d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters INTO v_row;
+        v_held := FOUND;
+    END IF;
+    IF NOT v_held THEN
         RAISE EXCEPTION 'stale_lease' USING ERRCODE = 'RH004',
             DETAIL = format('lease %s is no longer held', p_lease_id);
     END IF;
+    v_stream := v_row.stream;
+    IF v_row.has_waiters THEN
+        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+        VALUES (v_stream, v_row.group_id, v_row."partition", v_row.key);
+    END IF;
+    INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+    VALUES (v_stream, v_row.group_id, v_row."partition", v_row.sequence, v_row.attempt, coalesce(p_reason, 'rejected'), v_now);
 END
 $$;
 

@@ -1,0 +1,161 @@
+package migrate_test
+
+import (
+	"context"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rheo-go/rheo/internal/testcitus"
+	"github.com/rheo-go/rheo/migrate"
+)
+
+// TestCitusRouting checks where the claims and the settles run on a Citus
+// cluster (docs/decisions.md, "Settles on Citus"): a fetch is one task on
+// the node that holds its stream; its lease ids begin with the stream's
+// hash; and a settle, called in a transaction so that it runs on the
+// coordinator, sends its statements to that node only, never to every
+// shard.
+func TestCitusRouting(t *testing.T) {
+	c := testcitus.Start(t)
+	url := c.NewDatabase(t)
+	ctx := context.Background()
+	conn := migrateConnect(t, url)
+	require.NoError(t, migrate.Postgres(ctx, conn, nil))
+	_, err := conn.Exec(ctx, `SELECT rheo.create_stream('routed', 4)`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `BEGIN; SELECT rheo.create_group('routed', 'g'); COMMIT`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SELECT count(*) FROM rheo.append_batch('routed',
+  (SELECT jsonb_agg(jsonb_build_object('type', 'x', 'n', g)) FROM generate_series(1, 400) g))`)
+	require.NoError(t, err)
+	var node string
+	require.NoError(t, conn.QueryRow(ctx, `
+SELECT s.nodename || ':' || s.nodeport FROM citus_shards s
+ WHERE s.table_name = 'rheo.events'::regclass
+   AND s.shardid = get_shard_id_for_distribution_column('rheo.events', 'routed')`).Scan(&node))
+
+	t.Run("fetch is one task on the stream's node", func(t *testing.T) {
+		plan := citusPlan(t, conn, `SELECT * FROM rheo.fetch('routed', 'g')`)
+		assert.Contains(t, plan, "Task Count: 1", plan)
+		assert.Equal(t, 1, strings.Count(plan, "Node: host="), plan)
+		host, port, _ := strings.Cut(node, ":")
+		assert.Contains(t, plan, "Node: host="+host+" port="+port, "the node that holds the stream\n%s", plan)
+	})
+
+	t.Run("lease ids begin with the stream's hash", func(t *testing.T) {
+		var prefixes []string
+		require.NoError(t, conn.QueryRow(ctx, `
+SELECT array_agg(DISTINCT substr(f.lease_id::text, 1, 8)) FROM rheo.fetch('routed', 'g', 20) f`).Scan(&prefixes))
+		var hash string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT lpad(to_hex(hashtext('routed')), 8, '0')`).Scan(&hash))
+		assert.Equal(t, []string{hash}, prefixes)
+	})
+
+	t.Run("a settle goes to the lease's node only", func(t *testing.T) {
+		// citus.log_remote_commands reports each command the coordinator
+		// sends, with the node it goes to.
+		cfg, err := pgx.ParseConfig(url)
+		require.NoError(t, err)
+		var mu sync.Mutex
+		var notices []string
+		cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+			mu.Lock()
+			defer mu.Unlock()
+			notices = append(notices, n.Message+" "+n.Detail)
+		}
+		logged, err := pgx.ConnectConfig(ctx, cfg)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = logged.Close(context.WithoutCancel(ctx)) })
+		var leases []string
+		require.NoError(t, logged.QueryRow(ctx,
+			`SELECT array_agg(lease_id::text) FROM rheo.fetch('routed', 'g', 6)`).Scan(&leases))
+		require.Len(t, leases, 6)
+
+		for _, call := range []string{
+			`SELECT rheo.ack($1::uuid)`,
+			`SELECT rheo.renew($1::uuid)`,
+			`SELECT rheo.retry($1::uuid)`,
+			`SELECT rheo.reject($1::uuid)`,
+			`SELECT count(*) FROM rheo.ack_batch(ARRAY[$1::uuid])`,
+		} {
+			lease := leases[0]
+			leases = leases[1:]
+			tx, err := logged.Begin(ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, `SET LOCAL citus.log_remote_commands = on`)
+			require.NoError(t, err)
+			mu.Lock()
+			notices = nil
+			mu.Unlock()
+			_, err = tx.Exec(ctx, call, lease)
+			require.NoError(t, err, call)
+			require.NoError(t, tx.Commit(ctx))
+			mu.Lock()
+			nodes := remoteNodes(notices)
+			mu.Unlock()
+			assert.Equal(t, []string{node}, nodes, "%s sends its statements to the lease's node only", call)
+		}
+	})
+
+	t.Run("what a settle costs", func(t *testing.T) {
+		// Not an assertion: the numbers go to the test log.
+		const n = 100
+		var leases []string
+		require.NoError(t, conn.QueryRow(ctx,
+			`SELECT array_agg(lease_id::text) FROM rheo.fetch('routed', 'g', $1)`, 2*n).Scan(&leases))
+		require.Len(t, leases, 2*n)
+		start := time.Now()
+		for _, lease := range leases[:n] {
+			_, err := conn.Exec(ctx, `SELECT rheo.ack($1::uuid)`, lease)
+			require.NoError(t, err)
+		}
+		auto := time.Since(start) / n
+		start = time.Now()
+		for _, lease := range leases[n:] {
+			tx, err := conn.Begin(ctx)
+			require.NoError(t, err)
+			_, err = tx.Exec(ctx, `SELECT rheo.ack($1::uuid)`, lease)
+			require.NoError(t, err)
+			require.NoError(t, tx.Commit(ctx))
+		}
+		inTx := time.Since(start) / n
+		start = time.Now()
+		for range n {
+			_, err := conn.Exec(ctx, `SELECT count(*) FROM rheo.fetch('routed', 'g', 1)`)
+			require.NoError(t, err)
+		}
+		fetch := time.Since(start) / n
+		t.Logf("on Citus: an ack %v (its own transaction), %v (BEGIN, ack, COMMIT); a fetch of one lease %v (delegated)",
+			auto, inTx, fetch)
+	})
+}
+
+// remoteNodes lists the nodes, host:port, that Citus's logged remote
+// commands went to, sorted and without duplicates.
+func remoteNodes(notices []string) []string {
+	re := regexp.MustCompile(`on server [^@ ]+@([^ ]+:\d+)`)
+	seen := map[string]bool{}
+	var nodes []string
+	for _, n := range notices {
+		if !strings.HasPrefix(n, "issuing") {
+			continue
+		}
+		for _, m := range re.FindAllStringSubmatch(n, -1) {
+			if !seen[m[1]] {
+				seen[m[1]] = true
+				nodes = append(nodes, m[1])
+			}
+		}
+	}
+	sort.Strings(nodes)
+	return nodes
+}

@@ -1,0 +1,102 @@
+BEGIN;
+SELECT plan(7);
+
+-- rheo._fetch_citus and the settles' Citus statements, run here on a
+-- single server by turning rheo._distributed() true in this transaction:
+-- the same scenario, under each ordering, gives what the single server's
+-- statements give (leases, attempts, dead letters, deliveries, cursors),
+-- lease ids apart, which begin with the stream's hash.
+
+-- Runs the scenario on a stream of its own and returns what it saw, one
+-- line per lease, settle and row left.
+CREATE FUNCTION pg_temp.scenario(p_stream text, p_ordering text) RETURNS SETOF text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_t0     timestamptz := '2030-01-01Z';
+    v_ids    uuid[];
+    v_first  uuid;
+BEGIN
+    PERFORM rheo.create_stream(p_stream, 2, clock => v_t0);
+    PERFORM rheo.create_group(p_stream, 'g', max_attempts => 2, ordering => p_ordering, clock => v_t0);
+    PERFORM rheo.append(p_stream, jsonb_build_object('n', n), key => (ARRAY['a', 'b', 'a', 'c', NULL, 'a', 'b', 'c'])[n],
+                        clock => v_t0)
+       FROM generate_series(1, 8) n;
+    FOR round IN 1 .. 5 LOOP
+        SELECT array_agg(f.lease_id ORDER BY f."partition", f.sequence) INTO v_ids
+          FROM rheo.fetch(p_stream, 'g', 3, lease_ms => 1000, clock => v_t0 + make_interval(secs => round)) f;
+        RETURN QUERY
+        SELECT format('round %s: lease %s/%s attempt %s key %s', round, d."partition", d.sequence, d.attempt, d.key)
+          FROM rheo.deliveries d
+         WHERE d.stream = p_stream AND d.lease_id = ANY (v_ids)
+         ORDER BY d."partition", d.sequence;
+        CONTINUE WHEN v_ids IS NULL;
+        v_first := v_ids[1];
+        -- First retried, second rejected, third renewed then left to expire,
+        -- in odd rounds; all acked by a batch (with a repeat) in even ones.
+        IF round % 2 = 1 THEN
+            RETURN NEXT 'retry ' || rheo.retry(v_ids[1], 'r', clock => v_t0 + make_interval(secs => round));
+            IF cardinality(v_ids) >= 2 THEN
+                PERFORM rheo.reject(v_ids[2], clock => v_t0 + make_interval(secs => round));
+            END IF;
+            IF cardinality(v_ids) >= 3 THEN
+                RETURN NEXT 'renew ' || rheo.renew(v_ids[3], 500, clock => v_t0 + make_interval(secs => round));
+            END IF;
+        ELSE
+            RETURN QUERY SELECT 'ack ' || b.ok FROM rheo.ack_batch(v_ids || v_ids[1], clock => v_t0) b;
+        END IF;
+    END LOOP;
+    BEGIN
+        PERFORM rheo.ack(v_first);
+        RETURN NEXT 'ack held';
+    EXCEPTION WHEN SQLSTATE 'RH004' THEN
+        RETURN NEXT 'ack stale';
+    END;
+    RETURN QUERY
+    SELECT format('delivery %s/%s %s attempt %s waiters %s', d."partition", d.sequence, d.state, d.attempt, d.has_waiters)
+      FROM rheo.deliveries d WHERE d.stream = p_stream ORDER BY d."partition", d.sequence;
+    RETURN QUERY
+    SELECT format('dead %s/%s attempt %s %s', x."partition", x.sequence, x.attempt, x.reason)
+      FROM rheo.dead_letters x WHERE x.stream = p_stream ORDER BY x."partition", x.sequence;
+    RETURN QUERY
+    SELECT format('cursor %s at %s', c."partition", c.next_sequence)
+      FROM rheo.cursors c WHERE c.stream = p_stream ORDER BY c."partition";
+    RETURN QUERY
+    SELECT format('wakeup %s %s', w."partition", w.key)
+      FROM rheo.key_wakeups w WHERE w.stream = p_stream ORDER BY w."partition", w.key;
+END
+$fn$;
+
+CREATE TEMP TABLE single AS
+    SELECT o.ordering, s.line, s.n
+      FROM unnest(ARRAY['none', 'partition', 'key']) AS o(ordering)
+     CROSS JOIN LATERAL pg_temp.scenario('single-' || o.ordering, o.ordering) WITH ORDINALITY AS s(line, n);
+
+CREATE OR REPLACE FUNCTION rheo._distributed() RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT true $$;
+
+CREATE TEMP TABLE citus AS
+    SELECT o.ordering, s.line, s.n
+      FROM unnest(ARRAY['none', 'partition', 'key']) AS o(ordering)
+     CROSS JOIN LATERAL pg_temp.scenario('citus-' || o.ordering, o.ordering) WITH ORDINALITY AS s(line, n);
+
+SELECT ok((SELECT count(*) FROM single WHERE line LIKE 'round%') > 10, 'the scenario leases events');
+SELECT ok((SELECT count(*) FROM single WHERE line LIKE 'dead%') > 0 AND (SELECT count(*) FROM single WHERE line = 'ack true') > 0,
+    'the scenario dead-letters and acks');
+SELECT results_eq($$SELECT line FROM citus WHERE ordering = 'none' ORDER BY n$$,
+                  $$SELECT line FROM single WHERE ordering = 'none' ORDER BY n$$,
+    'Citus statements: what the single server''s give, under none');
+SELECT results_eq($$SELECT line FROM citus WHERE ordering = 'partition' ORDER BY n$$,
+                  $$SELECT line FROM single WHERE ordering = 'partition' ORDER BY n$$,
+    'Citus statements: what the single server''s give, under partition');
+SELECT results_eq($$SELECT line FROM citus WHERE ordering = 'key' ORDER BY n$$,
+                  $$SELECT line FROM single WHERE ordering = 'key' ORDER BY n$$,
+    'Citus statements: what the single server''s give, under key');
+SELECT rheo.append('citus-none', '{}', clock => '2030-01-01Z');
+SELECT results_eq(
+    $$SELECT substr(f.lease_id::text, 1, 8) FROM rheo.fetch('citus-none', 'g', clock => '2030-01-02Z') f LIMIT 1$$,
+    $$VALUES (lpad(to_hex(hashtext('citus-none')), 8, '0'))$$,
+    'Citus lease ids begin with the hash of their stream');
+SELECT throws_ok($$SELECT rheo.ack('00000000-0000-4000-8000-000000000000')$$, 'RH004', 'stale_lease',
+    'Citus statements: a lease id no fetch made is stale');
+
+SELECT * FROM finish();
+ROLLBACK;
