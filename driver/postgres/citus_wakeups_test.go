@@ -17,12 +17,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/internal/testcitus"
 	"github.com/rheo-go/rheo/internal/testdb"
 	"github.com/rheo-go/rheo/internal/testlog"
 	"github.com/rheo-go/rheo/migrate"
+	"github.com/rheo-go/rheo/worker"
 )
 
 // citusWakeups is Rheo installed distributed on the Citus test cluster,
@@ -151,7 +153,8 @@ func receiveSequence(t *testing.T, ch <-chan driver.Wakeup, stream string, seque
 // Citus, where an append called outside a transaction notifies on the
 // worker that holds its stream, and measures how soon.
 func TestCitusWakeups(t *testing.T) {
-	t.Parallel()
+	testcitus.Start(t)
+	verifyNoLeaks(t) // the node connections end with their driver
 	cw := newCitusWakeups(t)
 	ctx := t.Context()
 
@@ -274,6 +277,33 @@ func TestCitusWakeups(t *testing.T) {
 			stop()
 		}
 		require.Positive(t, logs.Count(slog.LevelWarn, "listen connection to a Citus node lost"))
+	})
+
+	t.Run("a worker that polls once an hour handles an event appended on a worker at once", func(t *testing.T) {
+		d, _ := cw.driver(t, "rheo-wakeups-worker", 0)
+		for node, stream := range cw.streamsOn(t, d, "consumed") {
+			require.NoError(t, d.CreateGroup(ctx, stream, "g", nil))
+			handled := make(chan int64, 1)
+			w, err := worker.New(d, &worker.Config{
+				Stream: stream, Group: "g", Concurrency: 1, PollInterval: time.Hour,
+				Handler: func(ctx context.Context, lease rheo.Lease) error {
+					handled <- lease.Event.Sequence
+					return nil
+				},
+			})
+			require.NoError(t, err)
+			require.NoError(t, w.Start(ctx))
+			cw.waitListening(t, node, "rheo-wakeups-worker", 1)
+			ev, err := d.Append(ctx, stream, json.RawMessage(`{}`), nil)
+			require.NoError(t, err)
+			select {
+			case seq := <-handled:
+				require.Equal(t, ev.Sequence, seq)
+			case <-time.After(10 * time.Second):
+				require.FailNow(t, "the event was not handled within 10s")
+			}
+			require.NoError(t, w.Stop(ctx))
+		}
 	})
 
 	t.Run("latency from an append to its wakeup", func(t *testing.T) {
