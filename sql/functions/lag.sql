@@ -17,6 +17,9 @@ SET search_path = pg_catalog, pg_temp
 -- server's key does not hold) would otherwise make a new install's
 -- planner sort every delivery of the partition instead.
 SET enable_sort = off
+-- A sort the plan cannot do without is then costed as disabled, far
+-- above jit_above_cost: no JIT compilation for a statement this small.
+SET jit = off
 AS $$
 DECLARE
     p_stream     ALIAS FOR $1;
