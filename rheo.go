@@ -151,6 +151,9 @@ type StreamSummary struct {
 	PartitionCount int `json:"partition_count"`
 	// CreatedAt is when the stream was created.
 	CreatedAt time.Time `json:"created_at"`
+	// Node is, on a Citus cluster, the node that holds the stream's rows
+	// (host:port, as the cluster names it); empty on a single server.
+	Node string `json:"node,omitempty"`
 }
 
 // GroupSummary describes a consumer group, as ListGroups lists it;

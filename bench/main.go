@@ -65,6 +65,7 @@ type config struct {
 	orderingBacklogs   []int
 	orderingFetched    int
 	workerSizes        // slow and competing
+	citus              citusSizes
 	workloads          []string
 
 	srv *server
@@ -164,6 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.orderingFetched, "ordering-fetched", 10_000, "events of other keys fetched behind each hot key backlog")
 	c.retention.flags(fs)
 	c.workerFlags(fs)
+	c.citus.flags(fs)
 	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ",")+
 		" by default; also, only when named: "+strings.Join(optInWorkloads, ","))
 	if err := fs.Parse(args); err != nil {
@@ -184,6 +186,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"slow-n": "500", "competing-n": "2000",
 		}
 		maps.Copy(quick, retentionQuick)
+		maps.Copy(quick, citusQuick)
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {

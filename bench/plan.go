@@ -113,6 +113,9 @@ func (c *config) plan(report *textReport) []measurement {
 		plan = append(plan, c.orderingMeasurements()...)
 	}
 	plan = append(plan, c.retentionPlan(report)...)
+	if c.runs(workloadCitus) {
+		plan = append(plan, c.citusMeasurement(report))
+	}
 	return plan
 }
 

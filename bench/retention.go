@@ -36,7 +36,7 @@ const (
 )
 
 // optInWorkloads run only when --workloads names them.
-var optInWorkloads = []string{workloadPrune, workloadPruneLatency, workloadHorizon}
+var optInWorkloads = []string{workloadPrune, workloadPruneLatency, workloadHorizon, workloadCitus}
 
 // retentionSizes are the sizes of the retention workloads.
 type retentionSizes struct {

@@ -128,6 +128,13 @@ func (r *results) writeSummary(w io.Writer) {
 			fmt.Fprintf(w, "river %s: %s %s\n", f.name, format(median(f.river)), f.unit)
 		}
 	}
+	// The citus workload's figures, on the cluster over the single server.
+	for _, f := range r.figures {
+		rest, ok := strings.CutPrefix(f.name, "citus ")
+		if single := r.byName["single "+rest]; ok && single != nil && len(f.rheo) > 0 && len(single.rheo) > 0 {
+			fmt.Fprintf(w, "ratio rheo citus/single %s: %.2f\n", rest, median(f.rheo)/median(single.rheo))
+		}
+	}
 }
 
 // textReport keeps the sections printed after the table of figures, each

@@ -50,11 +50,13 @@ type streamRow struct {
 	Rate          string
 	Groups        int
 	CreatedAt     time.Time
+	Node          string // on a Citus cluster, the node that holds the stream
 }
 
 type streamsData struct {
 	page
 	Streams []streamRow
+	Nodes   bool // some stream names its node: the page shows the column
 }
 
 func (h *Handler) streamsPage(w http.ResponseWriter, r *http.Request) {
@@ -86,8 +88,9 @@ func (h *Handler) streamsPage(w http.ResponseWriter, r *http.Request) {
 		}
 		row := streamRow{
 			Name: s.Name, URL: h.path("streams", s.Name), Partitions: s.PartitionCount,
-			Retention: info.MaxAge, Groups: len(groups), CreatedAt: s.CreatedAt, Rate: h.rate(s.Name),
+			Retention: info.MaxAge, Groups: len(groups), CreatedAt: s.CreatedAt, Rate: h.rate(s.Name), Node: s.Node,
 		}
+		data.Nodes = data.Nodes || s.Node != ""
 		for i, p := range info.Partitions {
 			row.HighWatermark += p.HighWatermark
 			row.Retained += p.HighWatermark - p.LowWatermark + 1

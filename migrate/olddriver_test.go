@@ -98,7 +98,7 @@ func TestOldDriver(t *testing.T) {
 	}), "install release %s", previousRelease)
 	exec(t, admin, "GRANT rheo_admin TO "+pgx.Identifier{app}.Sanitize())
 
-	runCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	runCtx, cancel := context.WithTimeout(ctx, 5*time.Minute) // beyond the program's own bound
 	defer cancel()
 	cmd := osexec.CommandContext(runCtx, bin)
 	cmd.Env = append(os.Environ(), "RHEO_URL="+testdb.AsRole(t, adminURL, app))

@@ -19,12 +19,16 @@ import (
 	"github.com/rheo-go/rheo/worker"
 )
 
-// shortLease makes the worker's call timeout (half the lease) short, so
-// that a black-holed call ends quickly. Leases expire by the fake clock,
-// and a poll comes well before they do.
+// The lease sets the worker's call timeout (half the lease, in real
+// time): blackHoleLease makes it short, so that a black-holed call ends
+// quickly, and still long enough for the calls that pass on a loaded
+// machine; faultLease leaves every call that reaches the server the
+// longest call timeout. Leases expire by the fake clock, and a poll comes
+// well before they do.
 const (
-	shortLease   = time.Second
-	pollInterval = 100 * time.Millisecond
+	blackHoleLease = 4 * time.Second
+	faultLease     = 20 * time.Second
+	pollInterval   = 100 * time.Millisecond
 )
 
 // netBundle is a PostgreSQL bundle whose worker reaches the database
@@ -34,10 +38,12 @@ type netBundle struct {
 	p   *faultproxy.Proxy
 	drv driver.Driver // through the proxy, for the worker
 
+	lease   time.Duration // the worker's LeaseDuration
 	mu      sync.Mutex
 	handled map[string][]int // attempts handled, by event id
 }
 
+// setupNet makes a bundle whose worker takes leases of faultLease.
 func setupNet(t *testing.T) *netBundle {
 	t.Helper()
 	b := testbackend.Postgres(t)
@@ -45,14 +51,23 @@ func setupNet(t *testing.T) *netBundle {
 	u, err := url.Parse(b.DSN)
 	require.NoError(t, err)
 	p := faultproxy.New(t, u.Host)
-	return &netBundle{bundle: bd, p: p, drv: openPostgres(t, p.URL(t, b.DSN), bd.clock), handled: map[string][]int{}}
+	return &netBundle{bundle: bd, p: p, drv: openPostgres(t, p.URL(t, b.DSN), bd.clock), lease: faultLease,
+		handled: map[string][]int{}}
 }
 
-// config is a worker config of one handler slot and short leases.
+// setupBlackHole is setupNet with leases of blackHoleLease.
+func setupBlackHole(t *testing.T) *netBundle {
+	t.Helper()
+	nb := setupNet(t)
+	nb.lease = blackHoleLease
+	return nb
+}
+
+// config is a worker config of one handler slot and leases of nb.lease.
 func (nb *netBundle) config(h worker.Handler) *worker.Config {
 	cfg := nb.bundle.config(h)
 	cfg.Concurrency = 1
-	cfg.LeaseDuration = shortLease
+	cfg.LeaseDuration = nb.lease
 	cfg.PollInterval = pollInterval
 	return cfg
 }
@@ -110,7 +125,7 @@ func waitFired(t *testing.T, tr *faultproxy.Trigger) {
 // also fires its poll, and waits until cond holds (pollUntil).
 func (nb *netBundle) expireUntil(t *testing.T, what string, cond func(s recorded) bool) recorded {
 	t.Helper()
-	nb.clock.Advance(2 * shortLease)
+	nb.clock.Advance(2 * nb.lease)
 	return nb.pollUntil(t, what, cond)
 }
 
@@ -192,7 +207,7 @@ func TestWorkerBoundsTransactionCalls(t *testing.T) {
 		{"a black-holed commit", faultproxy.Statement("commit"), "ack", []error{context.DeadlineExceeded, rheo.ErrAmbiguous}, true},
 	} {
 		t.Run(tc.name+" gives the lease up and frees the slot", func(t *testing.T) {
-			nb := setupNet(t)
+			nb := setupBlackHole(t)
 			createSideTable(t, nb.bundle.drv)
 			events := appendN(t, nb.bundle.drv, nb.stream, 2)
 			tr := nb.p.Arm(faultproxy.BlackHole, tc.match)
@@ -204,7 +219,7 @@ func TestWorkerBoundsTransactionCalls(t *testing.T) {
 			f := s.settleFailed[0]
 			givenUp(t, f, tc.op, tc.want...)
 			assert.Equal(t, events[0].ID, f.Lease.Event.ID)
-			assert.Less(t, time.Since(start), 10*time.Second, "bounded by the call timeout (500ms), as the fault held")
+			assert.Less(t, time.Since(start), 10*time.Second, "bounded by the call timeout (2s), as the fault held")
 			renewals := len(s.renewed)
 
 			// The only slot is free: the second event is handled.
@@ -333,7 +348,7 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 
 func TestConsumerSettlesAreBounded(t *testing.T) {
 	t.Parallel()
-	nb := setupNet(t)
+	nb := setupBlackHole(t)
 	appendN(t, nb.bundle.drv, nb.stream, 1)
 	cfg := nb.config(nil)
 	cfg.Concurrency = 0

@@ -49,9 +49,49 @@ func (o *ops) ListStreams(ctx context.Context) ([]rheo.StreamSummary, error) {
 			err := row.Scan(&s.Name, &s.PartitionCount, &s.CreatedAt)
 			return s, err
 		})
-		return err
+		if err != nil || len(streams) == 0 {
+			return err
+		}
+		return streamNodes(ctx, q, streams)
 	})
 	return streams, err
+}
+
+// streamNodes sets the node of each stream on a Citus cluster, from
+// Citus's catalog of placements: the node of the shard of rheo.events
+// that holds the stream (docs/citus.md). On a single server it changes
+// nothing.
+func streamNodes(ctx context.Context, q querier, streams []rheo.StreamSummary) error {
+	var distributed bool
+	err := q.QueryRow(ctx, `SELECT to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL`).Scan(&distributed)
+	if err != nil || !distributed {
+		return err
+	}
+	names := make([]string, len(streams))
+	for i, s := range streams {
+		names[i] = s.Name
+	}
+	rows, err := q.Query(ctx, `
+SELECT s.stream, n.nodename || ':' || n.nodeport
+  FROM unnest($1::text[]) AS s(stream)
+  JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column('rheo.events', s.stream)
+  JOIN pg_dist_node n ON n.groupid = p.groupid AND n.noderole = 'primary'
+ WHERE EXISTS (SELECT FROM pg_dist_partition d WHERE d.logicalrelid = 'rheo.events'::regclass)`, names)
+	if err != nil {
+		return err
+	}
+	nodes := map[string]string{}
+	var stream, node string
+	if _, err := pgx.ForEachRow(rows, []any{&stream, &node}, func() error {
+		nodes[stream] = node
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i := range streams {
+		streams[i].Node = nodes[streams[i].Name]
+	}
+	return nil
 }
 
 // ListGroups lists a stream's groups ordered by name.

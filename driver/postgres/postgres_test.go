@@ -102,6 +102,7 @@ func TestNew(t *testing.T) {
 		streams, err := d.ListStreams(ctx)
 		require.NoError(t, err)
 		require.True(t, at.Equal(streams[0].CreatedAt))
+		require.Empty(t, streams[0].Node, "a single server names no node")
 	})
 }
 

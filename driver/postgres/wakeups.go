@@ -39,12 +39,28 @@ type listener struct {
 	done   chan struct{}      // closed when the running loop has returned
 	closed bool
 	loops  sync.WaitGroup
+
+	// On Citus (wakeups_citus.go): how often the placements of the
+	// subscribed streams are read again, the streams the last reading
+	// covered, whether a subscription or a lost node connection asks for
+	// a reading now, and the cancel of the coordinator connection's
+	// current wait, which such a request calls. nextLocate and
+	// locateFailing belong to the connection loop alone.
+	placementEvery time.Duration
+	located        map[string]struct{}
+	relocate       bool
+	interrupt      context.CancelFunc
+	nextLocate     time.Time
+	locateFailing  bool
 }
 
 // newListener returns a listener that connects with config, or never
 // connects when config is nil (poll-only).
 func newListener(config *pgx.ConnConfig, logger *slog.Logger) *listener {
-	return &listener{config: config, logger: logger, subs: map[string]map[chan driver.Wakeup]struct{}{}}
+	return &listener{
+		config: config, logger: logger, subs: map[string]map[chan driver.Wakeup]struct{}{},
+		placementEvery: citusPlacementEvery,
+	}
 }
 
 // checkWith makes the listener check, every `every` while it listens,
@@ -70,6 +86,9 @@ func (l *listener) subscribe(stream string) (<-chan driver.Wakeup, func()) {
 	}
 	l.subs[stream][ch] = struct{}{}
 	l.count++
+	if _, ok := l.located[stream]; !ok {
+		l.requestLocate()
+	}
 	if l.stop == nil && l.config != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		l.stop, l.done = cancel, make(chan struct{})
@@ -144,9 +163,11 @@ func (l *listener) publish(w driver.Wakeup) {
 func (l *listener) run(ctx context.Context, done chan struct{}) {
 	defer l.loops.Done()
 	defer close(done)
+	nodes := newNodeSet(l)
+	defer nodes.close()
 	backoff := minBackoff
 	for {
-		listened, err := l.listen(ctx)
+		listened, err := l.listen(ctx, nodes)
 		if ctx.Err() != nil {
 			return
 		}
@@ -167,8 +188,11 @@ func (l *listener) run(ctx context.Context, done chan struct{}) {
 
 // listen connects, listens and publishes notifications until the
 // connection fails or ctx ends. listened tells whether LISTEN succeeded.
-func (l *listener) listen(ctx context.Context) (listened bool, err error) {
-	conn, err := pgx.ConnectConfig(ctx, l.config)
+// On Citus it keeps nodes listening on the workers that hold the
+// subscribed streams, reading their placements on this connection
+// between notifications (wakeups_citus.go).
+func (l *listener) listen(ctx context.Context, nodes *nodeSet) (listened bool, err error) {
+	conn, err := connectListener(ctx, l.config)
 	if err != nil {
 		return false, err
 	}
@@ -177,6 +201,12 @@ func (l *listener) listen(ctx context.Context) (listened bool, err error) {
 		defer cancel()
 		_ = conn.Close(closeCtx)
 	}()
+	// Before LISTEN, so that a listener on a single server has LISTEN
+	// for its last statement (pg_stat_activity.query).
+	citus, err := l.detectCitus(ctx, conn)
+	if err != nil {
+		return false, err
+	}
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return false, err
 	}
@@ -193,31 +223,55 @@ func (l *listener) listen(ctx context.Context) (listened bool, err error) {
 		}()
 	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
+		if !citus {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				return true, err
+			}
+			l.receive(ctx, n.Payload)
+			continue
+		}
+		if err := l.locateIfDue(ctx, conn, nodes); err != nil {
 			return true, err
 		}
-		var payload struct {
-			Stream    string `json:"stream"`
-			Partition int    `json:"partition"`
-			Sequence  int64  `json:"sequence"`
-			Check     string `json:"rheo_check"`
+		waitCtx, cancel := l.untilLocate(ctx)
+		n, err := conn.WaitForNotification(waitCtx)
+		due := waitCtx.Err() != nil
+		cancel()
+		if n != nil {
+			l.receive(ctx, n.Payload)
 		}
-		if json.Unmarshal([]byte(n.Payload), &payload) != nil {
-			continue
+		if err != nil && !(due && ctx.Err() == nil && !conn.IsClosed()) {
+			return true, err
 		}
-		if payload.Check != "" {
-			// A check, the listener's own or another's: never a wakeup.
-			if l.check != nil {
-				l.check.arrived(ctx, payload.Check)
-			}
-			continue
-		}
-		if payload.Stream == "" {
-			continue
-		}
-		l.publish(driver.Wakeup{Stream: payload.Stream, Partition: payload.Partition, Sequence: payload.Sequence})
+		// Else the wait ended to read the placements again, on the same
+		// connection.
 	}
+}
+
+// receive publishes the wakeup that payload, a notification of
+// rheo_events, names, and hands a check's token to the checker.
+func (l *listener) receive(ctx context.Context, payload string) {
+	var p struct {
+		Stream    string `json:"stream"`
+		Partition int    `json:"partition"`
+		Sequence  int64  `json:"sequence"`
+		Check     string `json:"rheo_check"`
+	}
+	if json.Unmarshal([]byte(payload), &p) != nil {
+		return
+	}
+	if p.Check != "" {
+		// A check, the listener's own or another's: never a wakeup.
+		if l.check != nil {
+			l.check.arrived(ctx, p.Check)
+		}
+		return
+	}
+	if p.Stream == "" {
+		return
+	}
+	l.publish(driver.Wakeup{Stream: p.Stream, Partition: p.Partition, Sequence: p.Sequence})
 }
 
 // checker tells whether notifications reach the listener. Behind a

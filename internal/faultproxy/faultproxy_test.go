@@ -108,10 +108,16 @@ func TestProxy(t *testing.T) {
 
 	t.Run("a black hole never delivers the statement", func(t *testing.T) {
 		p, pool, direct := setup(t)
+		// Connected first, so that the short deadline is spent on the
+		// statement alone, whatever the load.
+		conn, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		require.NoError(t, conn.Ping(ctx))
 		tr := p.Arm(faultproxy.BlackHole, faultproxy.Contains("INSERT INTO x"))
 		cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
-		_, err := pool.Exec(cctx, "INSERT INTO x VALUES ($1)", 1)
+		_, err = conn.Exec(cctx, "INSERT INTO x VALUES ($1)", 1)
+		conn.Release()
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		fired(t, tr)
 		require.Zero(t, count(t, direct))

@@ -21,6 +21,7 @@ DECLARE
     v_count        int;
     v_scope        int[];
     v_group_id     int;
+    v_now          timestamptz := coalesce(p_clock, now());
 BEGIN
     v_count := rheo._stream(p_stream);
     -- Holds off drop_stream and prune of the stream until this commits,
@@ -50,18 +51,40 @@ BEGIN
     PERFORM rheo._check_ordering(p_ordering);
     PERFORM rheo._check_read_committed('create_group');
 
-    INSERT INTO rheo.groups (stream, group_name, max_attempts, created_at, ordering)
-    VALUES (p_stream, p_group_name, p_max_attempts, coalesce(p_clock, now()), p_ordering)
-    ON CONFLICT ON CONSTRAINT groups_stream_group_name_key DO NOTHING
-    RETURNING groups.group_id INTO v_group_id;
-    IF v_group_id IS NULL THEN  -- a concurrent create won the race
-        RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
-            DETAIL = format('group %L already exists on stream %L', p_group_name, p_stream);
+    IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
+        INSERT INTO rheo.groups (stream, group_name, max_attempts, created_at, ordering)
+        VALUES (p_stream, p_group_name, p_max_attempts, v_now, p_ordering)
+        ON CONFLICT ON CONSTRAINT groups_stream_group_name_key DO NOTHING
+        RETURNING groups.group_id INTO v_group_id;
+        IF v_group_id IS NULL THEN  -- a concurrent create won the race
+            RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
+                DETAIL = format('group %L already exists on stream %L', p_group_name, p_stream);
+        END IF;
+    ELSE
+        -- On Citus (docs/decisions.md, "Citus") the call may run on the
+        -- worker that holds the stream, where the int identity cannot be
+        -- drawn. The key there is (group_id, stream), so the id need only
+        -- be new on its stream: a random one, drawn again on a clash.
+        -- Random rather than counted per stream, so that the ids of a
+        -- shard's many streams stay apart in its group_id indexes.
+        LOOP
+            v_group_id := 1 + floor(random() * 2147483646)::int;
+            INSERT INTO rheo.groups (group_id, stream, group_name, max_attempts, created_at, ordering)
+            OVERRIDING SYSTEM VALUE
+            VALUES (v_group_id, p_stream, p_group_name, p_max_attempts, v_now, p_ordering)
+            ON CONFLICT DO NOTHING;
+            EXIT WHEN FOUND;
+            IF EXISTS (SELECT 1 FROM rheo.groups g WHERE g.stream = p_stream AND g.group_name = p_group_name) THEN
+                RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
+                    DETAIL = format('group %L already exists on stream %L', p_group_name, p_stream);
+            END IF;
+        END LOOP;
     END IF;
     -- Every partition from its first retained event; the start options
-    -- then place the listed ones.
+    -- then place the listed ones. The stream is the partitions' own
+    -- column, by which Citus sends the rows to the shard they come from.
     INSERT INTO rheo.cursors (stream, group_id, "partition", next_sequence)
-    SELECT p_stream, v_group_id, pt."partition", pt.low_watermark
+    SELECT pt.stream, v_group_id, pt."partition", pt.low_watermark
       FROM rheo.partitions pt WHERE pt.stream = p_stream;
     IF p_start_after IS NOT NULL OR p_start_at IS NOT NULL THEN
         PERFORM rheo._place_cursors(v_group_id, p_stream, v_scope, p_start_after, p_start_at);

@@ -26,7 +26,7 @@ BEGIN
     IF p_after IS NOT NULL THEN
         SELECT dl."partition", dl.sequence INTO v_after_p, v_after_s
           FROM rheo.events e
-          JOIN rheo.dead_letters dl ON dl.group_id = v_group.group_id
+          JOIN rheo.dead_letters dl ON dl.stream = p_stream AND dl.group_id = v_group.group_id
                                    AND dl."partition" = e."partition" AND dl.sequence = e.sequence
          WHERE e.id = p_after AND e.stream = p_stream;
         IF NOT FOUND THEN
@@ -41,7 +41,7 @@ BEGIN
          CROSS JOIN LATERAL (SELECT ev.* FROM rheo.events ev
                               WHERE ev.stream = p_stream AND ev."partition" = dl."partition"
                                 AND ev.sequence = dl.sequence LIMIT 1) AS e
-         WHERE dl.group_id = v_group.group_id
+         WHERE dl.stream = p_stream AND dl.group_id = v_group.group_id
            AND (dl."partition", dl.sequence) > (v_after_p, v_after_s)
          ORDER BY dl."partition", dl.sequence
          LIMIT p_max_count;

@@ -23,18 +23,18 @@ BEGIN
     -- (docs/design.md, "Locks"): fetches in progress finish first, and
     -- settles in progress then find their lease gone.
     PERFORM 1 FROM rheo.cursors c
-      WHERE c.group_id = v_group.group_id
+      WHERE c.stream = p_stream AND c.group_id = v_group.group_id
       ORDER BY c."partition"
         FOR UPDATE;
     PERFORM 1 FROM rheo.deliveries d
-      WHERE d.group_id = v_group.group_id
+      WHERE d.stream = p_stream AND d.group_id = v_group.group_id
       ORDER BY d."partition", d.sequence
         FOR UPDATE;
-    DELETE FROM rheo.deliveries AS d WHERE d.group_id = v_group.group_id;
-    DELETE FROM rheo.dead_letters AS dl WHERE dl.group_id = v_group.group_id;
-    DELETE FROM rheo.key_wakeups AS w WHERE w.group_id = v_group.group_id;
-    DELETE FROM rheo.cursors AS c WHERE c.group_id = v_group.group_id;
-    DELETE FROM rheo.groups AS g WHERE g.group_id = v_group.group_id;
+    DELETE FROM rheo.deliveries AS d WHERE d.stream = p_stream AND d.group_id = v_group.group_id;
+    DELETE FROM rheo.dead_letters AS dl WHERE dl.stream = p_stream AND dl.group_id = v_group.group_id;
+    DELETE FROM rheo.key_wakeups AS w WHERE w.stream = p_stream AND w.group_id = v_group.group_id;
+    DELETE FROM rheo.cursors AS c WHERE c.stream = p_stream AND c.group_id = v_group.group_id;
+    DELETE FROM rheo.groups AS g WHERE g.stream = p_stream AND g.group_id = v_group.group_id;
 END
 $$;
 

@@ -25,9 +25,13 @@ DECLARE
     p_clock      ALIAS FOR $3;
     v_group      record;
     v_now        timestamptz := coalesce(p_clock, now());
+    v_lag        bigint;
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
     PERFORM rheo._check_time('clock', p_clock);
+    -- Summed beforehand: Citus cannot plan a statement that reads its
+    -- tables both directly and through a function.
+    SELECT coalesce(sum(l.lag), 0)::bigint INTO v_lag FROM rheo.lag(p_stream, p_group_name) l;
     RETURN QUERY
     WITH delivered AS (
         SELECT count(*) FILTER (WHERE d.state = 'leased' AND d.expires_at > v_now) AS inflight,
@@ -35,7 +39,7 @@ BEGIN
                                   AND NOT (d.state = 'leased' AND d.expires_at > v_now)) AS pending_retry,
                min(d.ts) AS oldest
           FROM rheo.deliveries d
-         WHERE d.group_id = v_group.group_id
+         WHERE d.stream = p_stream AND d.group_id = v_group.group_id
     ), unoffered AS (
         SELECT min(least(head.ts, marks.ts, tail.ts)) AS oldest
           FROM rheo.cursors c
@@ -52,11 +56,10 @@ BEGIN
                               WHERE m.stream = p_stream AND m."partition" = c."partition"
                                 AND m.sequence > b.k AND m.sequence <= b.last_mark) AS marks
          CROSS JOIN LATERAL (SELECT CASE WHEN b.last_mark >= b.k THEN pt.tail_min_ts END AS ts) AS tail
-         WHERE c.group_id = v_group.group_id AND c.next_sequence <= pt.high_watermark
+         WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c.next_sequence <= pt.high_watermark
     )
-    SELECT (SELECT coalesce(sum(l.lag), 0)::bigint FROM rheo.lag(p_stream, p_group_name) l),
-           dl.inflight, dl.pending_retry,
-           (SELECT count(*) FROM rheo.dead_letters x WHERE x.group_id = v_group.group_id),
+    SELECT v_lag, dl.inflight, dl.pending_retry,
+           (SELECT count(*) FROM rheo.dead_letters x WHERE x.stream = p_stream AND x.group_id = v_group.group_id),
            least(dl.oldest, u.oldest)
       FROM delivered dl, unoffered u;
 END

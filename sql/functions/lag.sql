@@ -1,5 +1,11 @@
 -- Frontier, high watermark and lag per partition, ordered by partition.
 -- Each row is two index lookups, whatever the history's size.
+--
+-- The frontier of a group in a partition: everything below the lowest
+-- non-terminal delivery is terminal, and with no delivery in progress
+-- everything below the cursor is. It is written out here, with the
+-- stream on every table, so that Citus routes the whole statement to the
+-- stream's node (a helper function's statement would be planned apart).
 CREATE OR REPLACE FUNCTION rheo.lag(stream text, group_name text, partitions int[] DEFAULT NULL)
 RETURNS TABLE ("partition" int, frontier bigint, high_watermark bigint, lag bigint)
 LANGUAGE plpgsql STABLE
@@ -19,10 +25,17 @@ BEGIN
         SELECT c."partition", f.frontier, pt.high_watermark, greatest(0, pt.high_watermark - f.frontier)
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         CROSS JOIN LATERAL (SELECT rheo._frontier(c.group_id, c."partition", c.next_sequence) AS frontier) AS f
-         WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+         CROSS JOIN LATERAL (SELECT coalesce((SELECT d.sequence FROM rheo.deliveries d
+                                               WHERE d.stream = p_stream AND d.group_id = c.group_id
+                                                 AND d."partition" = c."partition"
+                                               ORDER BY d.sequence LIMIT 1),
+                                             c.next_sequence) - 1 AS frontier) AS f
+         WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
          ORDER BY c."partition";
 END
 $$;
+
+-- The frontier was a helper of its own before; lag was its last caller.
+DROP FUNCTION IF EXISTS rheo._frontier(int, int, bigint);
 
 SELECT rheo._access('EXECUTE', 'FUNCTION rheo.lag(text, text, int[])', 'rheo_reader');

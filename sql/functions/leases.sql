@@ -34,14 +34,15 @@ BEGIN
          CROSS JOIN LATERAL (SELECT x."partition", x.sequence, x.state, x.consumer_id, x.attempt, x.leased_at,
                                     x.expires_at, x.reason
                                FROM rheo.deliveries x
-                              WHERE x.group_id = c.group_id AND x."partition" = c."partition"
+                              WHERE x.stream = p_stream AND x.group_id = c.group_id
+                                AND x."partition" = c."partition"
                                 AND x.expires_at < 'infinity'
                               ORDER BY x.expires_at
                               LIMIT p_max_count) AS d
          CROSS JOIN LATERAL (SELECT ev.id FROM rheo.events ev
                               WHERE ev.stream = p_stream AND ev."partition" = d."partition"
                                 AND ev.sequence = d.sequence LIMIT 1) AS e
-         WHERE c.group_id = v_group.group_id
+         WHERE c.stream = p_stream AND c.group_id = v_group.group_id
          ORDER BY d.expires_at, d."partition", d.sequence
          LIMIT p_max_count;
 END

@@ -25,40 +25,41 @@ DECLARE
     p_group_name ALIAS FOR $2;
     p_ordering   ALIAS FOR $3;
     v_group      record;
+    v_now        timestamptz := now();
 BEGIN
     v_group := rheo._group(p_stream, p_group_name);
     PERFORM rheo._check_ordering(p_ordering);
     PERFORM rheo._check_read_committed('set_ordering');
 
     PERFORM 1 FROM rheo.cursors c
-      WHERE c.group_id = v_group.group_id
+      WHERE c.stream = p_stream AND c.group_id = v_group.group_id
       ORDER BY c."partition"
         FOR UPDATE;
-    UPDATE rheo.groups AS g SET ordering = p_ordering WHERE g.group_id = v_group.group_id;
+    UPDATE rheo.groups AS g SET ordering = p_ordering WHERE g.stream = p_stream AND g.group_id = v_group.group_id;
     IF p_ordering = 'key' AND v_group.ordering <> 'key' THEN
         -- Fetches under the other orderings do not copy the event's key
         -- into its delivery; the deliveries in progress get it now, so
         -- that the later events of their keys wait for them. Locked in
         -- primary key order first, as ack_batch locks them.
         PERFORM 1 FROM rheo.deliveries d
-          WHERE d.group_id = v_group.group_id AND d.key IS NULL
+          WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d.key IS NULL
           ORDER BY d."partition", d.sequence
             FOR UPDATE;
         UPDATE rheo.deliveries AS d SET key = e.key
           FROM rheo.events e
-         WHERE d.group_id = v_group.group_id AND d.key IS NULL
+         WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d.key IS NULL
            AND e.stream = p_stream AND e."partition" = d."partition" AND e.sequence = d.sequence
            AND e.key IS NOT NULL;
     END IF;
     IF p_ordering <> 'key' THEN
         PERFORM 1 FROM rheo.deliveries d
-          WHERE d.group_id = v_group.group_id AND d.state = 'blocked'
+          WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d.state = 'blocked'
           ORDER BY d."partition", d.sequence
             FOR UPDATE;
         UPDATE rheo.deliveries AS d
-           SET state = 'pending', expires_at = now()
-         WHERE d.group_id = v_group.group_id AND d.state = 'blocked';
-        DELETE FROM rheo.key_wakeups AS w WHERE w.group_id = v_group.group_id;
+           SET state = 'pending', expires_at = v_now
+         WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d.state = 'blocked';
+        DELETE FROM rheo.key_wakeups AS w WHERE w.stream = p_stream AND w.group_id = v_group.group_id;
     END IF;
 END
 $$;

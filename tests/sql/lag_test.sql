@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(22);
+SELECT plan(23);
 
 -- The signature reference §6.3 pins.
 SELECT has_function('rheo', 'lag', ARRAY['text', 'text', 'integer[]']::name[], 'rheo.lag has the reference''s argument types');
@@ -74,6 +74,11 @@ SELECT throws_ok($$SELECT * FROM rheo.lag('s', 'g', partitions => '{2}')$$, 'RH0
 
 SELECT results_eq($$SELECT "partition", high_watermark FROM rheo.lag(stream => 's', group_name => 'g', partitions => '{1}')$$,
     $$VALUES (1, 4::bigint)$$, 'lag called with every argument by name');
+
+-- The frontier is written out in lag (Citus routes one statement); the
+-- helper that computed it is gone, upgrades included.
+SELECT hasnt_function('rheo', '_frontier', ARRAY['integer', 'integer', 'bigint']::name[],
+    'no rheo._frontier helper is left');
 
 SELECT * FROM finish();
 ROLLBACK;

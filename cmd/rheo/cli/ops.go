@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
@@ -41,6 +42,14 @@ func streamsCommand() *command {
 						return err
 					}
 					return c.emit(nonNil(streams), func(w io.Writer) error {
+						// On a Citus cluster, the node that holds each.
+						if slices.ContainsFunc(streams, func(s rheo.StreamSummary) bool { return s.Node != "" }) {
+							t := newTable("STREAM", "PARTITIONS", "CREATED_AT", "NODE")
+							for _, s := range streams {
+								t.add(s.Name, s.PartitionCount, s.CreatedAt, s.Node)
+							}
+							return t.write(w)
+						}
 						t := newTable("STREAM", "PARTITIONS", "CREATED_AT")
 						for _, s := range streams {
 							t.add(s.Name, s.PartitionCount, s.CreatedAt)

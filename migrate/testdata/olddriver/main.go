@@ -58,7 +58,9 @@ const (
 )
 
 func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	// A bound for a stuck run, not a budget: on a loaded machine the
+	// upgrade it spans can take a minute or more.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var r report
 	if err := run(ctx, &r); err != nil {
