@@ -106,6 +106,83 @@ SELECT array_agg(DISTINCT substr(f.lease_id::text, 1, 8)) FROM rheo.fetch('route
 		}
 	})
 
+	t.Run("concurrent fetchers never share an event", func(t *testing.T) {
+		// Half the fetchers run delegated (each call on its own), half in
+		// transactions of their own (each statement routed).
+		_, err := conn.Exec(ctx, `SELECT rheo.create_stream('shared', 4)`)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, `BEGIN; SELECT rheo.create_group('shared', 'g'); COMMIT`)
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, `SELECT count(*) FROM rheo.append_batch('shared',
+  (SELECT jsonb_agg(jsonb_build_object('n', g)) FROM generate_series(1, 300) g),
+  keys => (SELECT array_agg('k' || g % 7) FROM generate_series(1, 300) g))`)
+		require.NoError(t, err)
+		var mu sync.Mutex
+		seen := map[[2]int64]int{}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := pgx.Connect(ctx, url)
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer c.Close(context.WithoutCancel(ctx))
+				for range 40 {
+					var parts []int64
+					var seqs []int64
+					var settled []bool
+					fetchAck := func(q pgx.Tx) error {
+						return q.QueryRow(ctx, `
+WITH l AS MATERIALIZED (SELECT array_agg("partition"::bigint) AS p, array_agg(sequence) AS s, array_agg(lease_id) AS ids
+                          FROM rheo.fetch('shared', 'g', 5))
+SELECT coalesce(l.p, '{}'), coalesce(l.s, '{}'), coalesce((SELECT array_agg(b.ok) FROM rheo.ack_batch(coalesce(l.ids, '{}')) b), '{}')
+  FROM l`).Scan(&parts, &seqs, &settled)
+					}
+					if w%2 == 0 {
+						// Delegated: the fetch, then the batch, each a call of its own.
+						var ids []string
+						if err := c.QueryRow(ctx, `SELECT coalesce(array_agg("partition"::bigint), '{}'), coalesce(array_agg(sequence), '{}'),
+       coalesce(array_agg(lease_id::text), '{}') FROM rheo.fetch('shared', 'g', 5)`).Scan(&parts, &seqs, &ids); err != nil {
+							errs <- err
+							return
+						}
+						if err := c.QueryRow(ctx, `SELECT coalesce(array_agg(ok), '{}') FROM rheo.ack_batch($1::uuid[])`, ids).Scan(&settled); err != nil {
+							errs <- err
+							return
+						}
+					} else if err := pgx.BeginFunc(ctx, c, fetchAck); err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					for i := range parts {
+						seen[[2]int64{parts[i], seqs[i]}]++
+					}
+					mu.Unlock()
+					for _, ok := range settled {
+						if !ok {
+							errs <- assert.AnError
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err, "a fetcher failed, or one of its leases did not settle")
+		}
+		for pos, n := range seen {
+			assert.Equal(t, 1, n, "event %v leased once", pos)
+		}
+		assert.Len(t, seen, 300, "every event leased")
+	})
+
 	t.Run("what a settle costs", func(t *testing.T) {
 		// Not an assertion: the numbers go to the test log.
 		const n = 100

@@ -14,10 +14,8 @@
 --    partition by partition, partitions in order and in each the
 --    deliveries due again before the new events, so the result is in
 --    (partition, sequence) order;
---  * the lease ids begin with the stream's hash (hashtext), by which the
---    settles find the stream; the rest is an md5 of a nonce of this call
---    and the event's position, not random per row: Citus refuses a
---    volatile function in an UPDATE's SET;
+--  * the lease ids begin with the stream's hash, by which the settles
+--    find the stream (rheo._lease_id);
 --  * each statement is planned for the call's values (Citus routes a
 --    generic plan only for the simplest statements).
 --  * under 'key' ordering, the wakeups are taken key by key, and the
@@ -343,7 +341,7 @@ BEGIN
             IF v_tids IS NOT NULL THEN
                 WITH reclaimed AS (
                     UPDATE rheo.deliveries AS d
-                       SET state = 'leased', lease_id = (v_mark || substr(md5(v_nonce || d."partition" || '/' || d.sequence), 9))::uuid,
+                       SET state = 'leased', lease_id = rheo._lease_id(v_mark, v_nonce, d."partition", d.sequence),
                            consumer_id = v_consumer, attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
                      WHERE d.stream = p_stream AND d.ctid = ANY (v_tids)
                     RETURNING d.sequence, d.lease_id, d.attempt
@@ -410,7 +408,7 @@ BEGIN
             SELECT e.stream, v_group.group_id, e."partition", e.sequence,
                    CASE WHEN x.blocked THEN 'blocked' ELSE 'leased' END,
                    CASE WHEN x.blocked THEN NULL
-                        ELSE (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid END,
+                        ELSE rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence) END,
                    CASE WHEN x.blocked THEN NULL ELSE v_consumer END,
                    CASE WHEN x.blocked THEN 0 ELSE 1 END,
                    CASE WHEN x.blocked THEN NULL ELSE v_now END,
@@ -426,8 +424,8 @@ BEGIN
              WHERE x.wake
             HAVING count(*) > 0;
             RETURN QUERY
-            SELECT (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid,
-                   (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid::text,
+            SELECT rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence),
+                   rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence)::text,
                    p_stream, p_group_name, v_consumer, 1,
                    v_now, v_expires, e.id, e."partition", e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
               FROM unnest(v_sequences, v_blocked) AS x(sequence, blocked)
@@ -439,7 +437,7 @@ BEGIN
         INSERT INTO rheo.deliveries
                (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
         SELECT e.stream, v_group.group_id, e."partition", e.sequence, 'leased',
-               (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid,
+               rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence),
                v_consumer, 1, v_now, v_expires, e.ts
           FROM rheo.events e
          WHERE e.stream = p_stream AND e."partition" = v_p AND e.sequence >= v_next[v_i]
@@ -450,8 +448,8 @@ BEGIN
         UPDATE rheo.cursors AS c SET next_sequence = v_next[v_i] + v_left
          WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = v_p;
         RETURN QUERY
-        SELECT (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid,
-               (v_mark || substr(md5(v_nonce || e."partition" || '/' || e.sequence), 9))::uuid::text,
+        SELECT rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence),
+               rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence)::text,
                p_stream, p_group_name, v_consumer, 1,
                v_now, v_expires, e.id, e."partition", e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
           FROM rheo.events e

@@ -34,11 +34,10 @@ BEGIN
         PERFORM rheo._check_time('clock', p_clock);
     END IF;
     IF rheo._distributed() THEN
-        -- On Citus, by the stream the lease id names (rheo._lease_hash),
+        -- On Citus, by the stream the lease id names (rheo._lease_streams),
         -- so that the delete goes to the node that holds the lease.
         v_held := false;
-        FOR v_stream IN SELECT s.stream FROM rheo.streams s
-                         WHERE hashtext(s.stream) = rheo._lease_hash(p_lease_id) ORDER BY 1 LOOP
+        FOREACH v_stream IN ARRAY rheo._lease_streams(p_lease_id) LOOP
             DELETE FROM rheo.deliveries AS d
              WHERE d.stream = v_stream AND d.lease_id = p_lease_id AND d.state = 'leased'
             RETURNING d.group_id, d."partition", d.key, d.has_waiters

@@ -52,8 +52,7 @@ BEGIN
         -- (see rheo.ack), so that each statement goes to one node; the
         -- wakeups are written by a statement of their own, as Citus cannot
         -- route an INSERT in a WITH clause.
-        FOR v_stream IN SELECT s.stream FROM rheo.streams s
-                         WHERE hashtext(s.stream) = ANY (ARRAY(SELECT rheo._lease_hash(u.id) FROM unnest(p_lease_ids) AS u(id)))
+        FOR v_stream IN SELECT DISTINCT l FROM unnest(p_lease_ids) AS u(id), unnest(rheo._lease_streams(u.id)) AS l
                          ORDER BY 1 LOOP
             SELECT array_agg(h.tid) INTO v_tids
               FROM (SELECT d.ctid AS tid FROM rheo.deliveries d
@@ -77,7 +76,7 @@ BEGIN
              WHERE w.has_waiters;
         END LOOP;
         RETURN QUERY
-        SELECT u.id, u.id = ANY (v_settled) AND row_number() OVER (PARTITION BY u.id ORDER BY u.ord) = 1
+        SELECT u.id, coalesce(u.id = ANY (v_settled), false) AND row_number() OVER (PARTITION BY u.id ORDER BY u.ord) = 1
           FROM unnest(p_lease_ids) WITH ORDINALITY AS u(id, ord)
          ORDER BY u.ord;
         RETURN;

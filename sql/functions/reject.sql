@@ -27,8 +27,7 @@ BEGIN
     -- of its own: Citus cannot route an INSERT in a WITH clause. On Citus
     -- the delete names the stream the lease id names (see rheo.ack).
     IF rheo._distributed() THEN
-        FOR v_stream IN SELECT s.stream FROM rheo.streams s
-                         WHERE hashtext(s.stream) = rheo._lease_hash(p_lease_id) ORDER BY 1 LOOP
+        FOREACH v_stream IN ARRAY rheo._lease_streams(p_lease_id) LOOP
             DELETE FROM rheo.deliveries AS d
              WHERE d.stream = v_stream AND d.lease_id = p_lease_id AND d.state = 'leased'
             RETURNING d.stream, d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters INTO v_row;

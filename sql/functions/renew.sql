@@ -29,8 +29,7 @@ BEGIN
         -- expiry computed first, as Citus evaluates no now() in an
         -- UPDATE's coalesce.
         v_expires := coalesce(p_clock, now()) + make_interval(secs => p_lease_ms / 1000.0);
-        FOR v_stream IN SELECT s.stream FROM rheo.streams s
-                         WHERE hashtext(s.stream) = rheo._lease_hash(p_lease_id) ORDER BY 1 LOOP
+        FOREACH v_stream IN ARRAY rheo._lease_streams(p_lease_id) LOOP
             UPDATE rheo.deliveries AS d
                SET expires_at = v_expires
              WHERE d.stream = v_stream AND d.lease_id = p_lease_id AND d.state = 'leased';

@@ -32,8 +32,7 @@ BEGIN
     END IF;
     IF rheo._distributed() THEN
         -- On Citus, by the stream the lease id names (see rheo.ack).
-        FOR v_stream IN SELECT s.stream FROM rheo.streams s
-                         WHERE hashtext(s.stream) = rheo._lease_hash(p_lease_id) ORDER BY 1 LOOP
+        FOREACH v_stream IN ARRAY rheo._lease_streams(p_lease_id) LOOP
             SELECT d.stream, d.group_id, d."partition", d.sequence, d.attempt, d.key, d.has_waiters, g.max_attempts
               INTO v_row
               FROM rheo.deliveries d

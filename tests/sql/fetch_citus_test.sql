@@ -42,7 +42,7 @@ BEGIN
                 RETURN NEXT 'renew ' || rheo.renew(v_ids[3], 500, clock => v_t0 + make_interval(secs => round));
             END IF;
         ELSE
-            RETURN QUERY SELECT 'ack ' || b.ok FROM rheo.ack_batch(v_ids || v_ids[1], clock => v_t0) b;
+            RETURN QUERY SELECT 'ack ' || b.ok FROM rheo.ack_batch(v_ids || v_ids[1] || NULL::uuid, clock => v_t0) b;
         END IF;
     END LOOP;
     BEGIN

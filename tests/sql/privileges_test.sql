@@ -86,7 +86,7 @@ CREATE TEMP TABLE inlined(signature) AS VALUES
     ('rheo._due_count(integer,integer,timestamp with time zone,integer,bigint)'),
     ('rheo._fresh(bigint,bigint,integer)'),
     ('rheo._due(integer,integer,timestamp with time zone,integer,integer,integer,boolean)'),
-    ('rheo._turn(integer,integer)'), ('rheo._distributed()'), ('rheo._lease_hash(uuid)'),
+    ('rheo._turn(integer,integer)'), ('rheo._distributed()'), ('rheo._lease_hash(uuid)'), ('rheo._lease_id(text,text,integer,bigint)'),
     ('rheo._plan(integer[],bigint[],integer[],integer[],integer)'),
     ('rheo._event(text,integer,bigint)');
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
