@@ -118,7 +118,9 @@ type Options struct {
 	// transaction mode (PgBouncer's pool_mode = transaction) LISTEN does
 	// not work, since the server connection that ran it goes back to the
 	// pooler's pool: point this at the server directly, or set PollOnly.
-	// Open reads it from the URL parameter rheo_listen_url too. Defaults
+	// On a Citus cluster the connections to the workers use it too, with
+	// each worker's host and port. Open reads it from the URL parameter
+	// rheo_listen_url too. Defaults
 	// to nil: the pool's connection settings.
 	ListenConfig *pgx.ConnConfig
 	// PollOnly turns wakeups off: the driver never LISTENs, Wakeups
@@ -314,7 +316,9 @@ func (d *Driver) Capabilities() driver.Capabilities {
 
 // Wakeups subscribes to appends to stream, by any process, through
 // LISTEN rheo_events on one dedicated connection per Driver (made with
-// Options.ListenConfig, else like the pool's). The connection starts with
+// Options.ListenConfig, else like the pool's), and on a Citus cluster one
+// more to each worker that holds a subscribed stream, with the same
+// settings and that worker's address (docs/citus.md). The connection starts with
 // the first subscription and stops with the last one or with Close; when
 // it drops it is reconnected with a backoff from 100 ms doubling to 5 s.
 // Notifications sent while it is not listening are lost, and a
