@@ -383,7 +383,7 @@ func remoteCommands(ctx context.Context, s *rheoSystem) (string, error) {
 		{"append", `SELECT sequence FROM rheo.append($1, '{}')`},
 		{"append_batch of 100", `SELECT count(*) FROM rheo.append_batch($1, (SELECT jsonb_agg('{}'::jsonb) FROM generate_series(1, 100)))`},
 		{"fetch of 10", `SELECT min(lease_id::text) FROM rheo.fetch($1, 'g', max_count => 10)`},
-		{"ack", `SELECT rheo.ack($2::uuid)`},
+		{"ack", `SELECT rheo.ack($1::uuid)`},
 		{"lag", `SELECT sum(lag) FROM rheo.lag($1, 'g')`},
 		{"group_info", `SELECT count(*) FROM rheo.group_info($1, 'g')`},
 		{"stream_info", `SELECT count(*) FROM rheo.stream_info($1)`},
@@ -395,8 +395,8 @@ func remoteCommands(ctx context.Context, s *rheoSystem) (string, error) {
 		commands = nil
 		mu.Unlock()
 		args := []any{stream}
-		if strings.Contains(call.sql, "$2") {
-			args = append(args, lease)
+		if call.name == "ack" {
+			args = []any{lease}
 		}
 		var out any
 		if err := conn.QueryRow(ctx, call.sql, args...).Scan(&out); err != nil {

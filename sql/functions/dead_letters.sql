@@ -8,6 +8,14 @@ RETURNS TABLE (event_id text, "partition" int, sequence bigint, attempt int, rea
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- A page is read in key order from the primary key, whatever the
+-- statistics say: the filter on the stream (which the single server's
+-- key does not hold) would otherwise make the planner sort every dead
+-- letter of the group instead.
+SET enable_sort = off
+-- A sort the plan cannot do without is then costed as disabled, far
+-- above jit_above_cost: no JIT compilation for a statement this small.
+SET jit = off
 AS $$
 DECLARE
     p_stream     ALIAS FOR $1;

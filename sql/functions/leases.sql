@@ -16,6 +16,14 @@ LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
+-- Each partition's deliveries are read in due order from their index,
+-- whatever the statistics say: the filter on the stream (which the
+-- single server's index does not hold) would otherwise make the planner
+-- sort every delivery of the partition instead.
+SET enable_sort = off
+-- A sort the plan cannot do without is then costed as disabled, far
+-- above jit_above_cost: no JIT compilation for a statement this small.
+SET jit = off
 AS $$
 DECLARE
     p_stream     ALIAS FOR $1;
