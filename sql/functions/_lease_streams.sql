@@ -4,10 +4,8 @@
 -- copy on every node, by its index of the hash (sql/citus/distribute.sql):
 -- one, unless two names hash alike. The settles then name the stream, and
 -- Citus routes them to that node alone (docs/decisions.md, "Settles on
--- Citus"). Any other id names no stream: it was taken before the install
--- was converted to Citus, or made up, and its settle reports stale_lease
--- without asking any node (the event of a lease taken before the
--- conversion is delivered again once the lease expires).
+-- Citus"). Any other id was taken before the install was converted to
+-- Citus, or made up: the deliveries of every shard are asked for it.
 CREATE OR REPLACE FUNCTION rheo._lease_streams(lease_id uuid)
 RETURNS text[]
 LANGUAGE plpgsql STABLE
@@ -16,12 +14,15 @@ AS $$
 DECLARE
     p_lease_id ALIAS FOR $1;
 BEGIN
-    IF p_lease_id IS NULL OR substr(p_lease_id::text, 15, 1) <> '8' THEN
+    IF p_lease_id IS NULL THEN
         RETURN '{}';
     END IF;
-    RETURN ARRAY(SELECT s.stream FROM rheo.streams s
-                  WHERE hashtext(s.stream) = rheo._lease_hash(p_lease_id)
-                  ORDER BY 1);
+    IF substr(p_lease_id::text, 15, 1) = '8' THEN
+        RETURN ARRAY(SELECT s.stream FROM rheo.streams s
+                      WHERE hashtext(s.stream) = rheo._lease_hash(p_lease_id)
+                      ORDER BY 1);
+    END IF;
+    RETURN ARRAY(SELECT DISTINCT d.stream FROM rheo.deliveries d WHERE d.lease_id = p_lease_id ORDER BY 1);
 END
 $$;
 
