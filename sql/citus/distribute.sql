@@ -165,5 +165,20 @@ BEGIN
             EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', v_fn);
         END IF;
     END LOOP;
+    -- An ack hands its work to rheo._ack_on, distributed by its stream:
+    -- Citus delegates the nested call, one round trip to the stream's
+    -- node, when it does not take the calling function for a
+    -- transaction of several statements. Inside a caller's transaction
+    -- it still does, and the statements are routed one by one.
+    IF NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass
+                     AND o.objid = 'rheo._ack_on(text, uuid[])'::regprocedure AND o.distribution_argument_index = 0) THEN
+        PERFORM create_distributed_function('rheo._ack_on(text, uuid[])', 'stream', colocate_with => 'rheo.events');
+    END IF;
+    FOREACH v_fn IN ARRAY ARRAY['rheo.ack(uuid, timestamptz)', 'rheo.ack_batch(uuid[], timestamptz)']::regprocedure[] LOOP
+        IF NOT EXISTS (SELECT FROM pg_proc p
+                        WHERE p.oid = v_fn AND 'citus.function_opens_transaction_block=off' = ANY (p.proconfig)) THEN
+            EXECUTE format('ALTER FUNCTION %s SET citus.function_opens_transaction_block = off', v_fn);
+        END IF;
+    END LOOP;
 END
 $rheo_citus_claims$;

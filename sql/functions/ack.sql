@@ -35,14 +35,11 @@ BEGIN
     END IF;
     IF rheo._distributed() THEN
         -- On Citus, by the stream the lease id names (rheo._lease_streams),
-        -- so that the delete goes to the node that holds the lease.
+        -- with rheo._ack_on, which Citus runs whole on the node that holds
+        -- the lease and which leaves the wakeup itself.
         v_held := false;
         FOREACH v_stream IN ARRAY rheo._lease_streams(p_lease_id) LOOP
-            DELETE FROM rheo.deliveries AS d
-             WHERE d.stream = v_stream AND d.lease_id = p_lease_id AND d.state = 'leased'
-            RETURNING d.group_id, d."partition", d.key, d.has_waiters
-                 INTO v_group_id, v_partition, v_key, v_waiters;
-            v_held := FOUND;
+            SELECT cardinality(a) > 0 INTO v_held FROM rheo._ack_on(v_stream, ARRAY[p_lease_id]) AS a;
             EXIT WHEN v_held;
         END LOOP;
     ELSE

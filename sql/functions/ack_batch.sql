@@ -21,10 +21,6 @@ DECLARE
     v_stream    text;
     v_settled   uuid[] := '{}';
     v_ids       uuid[];
-    v_parts     int[];
-    v_groups    int[];
-    v_keys      text[];
-    v_waiters   boolean[];
 BEGIN
     IF p_lease_ids IS NULL THEN
         RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011', DETAIL = 'lease_ids must not be NULL';
@@ -49,31 +45,12 @@ BEGIN
     -- behind them leave a wakeup of the key ('key' ordering).
     IF rheo._distributed() THEN
         -- On Citus, stream by stream, each named as its lease ids name it
-        -- (see rheo.ack), so that each statement goes to one node; the
-        -- wakeups are written by a statement of their own, as Citus cannot
-        -- route an INSERT in a WITH clause.
+        -- (see rheo.ack), by rheo._ack_on, which Citus runs whole on the
+        -- stream's node.
         FOR v_stream IN SELECT DISTINCT l FROM unnest(p_lease_ids) AS u(id), unnest(rheo._lease_streams(u.id)) AS l
                          ORDER BY 1 LOOP
-            SELECT array_agg(h.tid) INTO v_tids
-              FROM (SELECT d.ctid AS tid FROM rheo.deliveries d
-                     WHERE d.stream = v_stream AND d.lease_id = ANY (p_lease_ids) AND d.state = 'leased'
-                     ORDER BY d.group_id, d."partition", d.sequence
-                       FOR UPDATE) AS h;
-            CONTINUE WHEN v_tids IS NULL;
-            WITH settled AS (
-                DELETE FROM rheo.deliveries AS d
-                 WHERE d.stream = v_stream AND d.ctid = ANY (v_tids)
-                RETURNING d.lease_id, d.group_id, d."partition", d.key, d.has_waiters
-            )
-            SELECT array_agg(s.lease_id), array_agg(s.group_id), array_agg(s."partition"), array_agg(s.key),
-                   array_agg(s.has_waiters)
-              INTO v_ids, v_groups, v_parts, v_keys, v_waiters
-              FROM settled s;
+            SELECT a INTO v_ids FROM rheo._ack_on(v_stream, p_lease_ids) AS a;
             v_settled := v_settled || v_ids;
-            INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-            SELECT v_stream, w.group_id, w.part, w.key
-              FROM unnest(v_groups, v_parts, v_keys, v_waiters) AS w(group_id, part, key, has_waiters)
-             WHERE w.has_waiters;
         END LOOP;
         RETURN QUERY
         SELECT u.id, coalesce(u.id = ANY (v_settled), false) AND row_number() OVER (PARTITION BY u.id ORDER BY u.ord) = 1

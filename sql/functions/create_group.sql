@@ -51,16 +51,7 @@ BEGIN
     PERFORM rheo._check_ordering(p_ordering);
     PERFORM rheo._check_read_committed('create_group');
 
-    IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
-        INSERT INTO rheo.groups (stream, group_name, max_attempts, created_at, ordering)
-        VALUES (p_stream, p_group_name, p_max_attempts, v_now, p_ordering)
-        ON CONFLICT ON CONSTRAINT groups_stream_group_name_key DO NOTHING
-        RETURNING groups.group_id INTO v_group_id;
-        IF v_group_id IS NULL THEN  -- a concurrent create won the race
-            RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
-                DETAIL = format('group %L already exists on stream %L', p_group_name, p_stream);
-        END IF;
-    ELSE
+    IF rheo._distributed() THEN
         -- On Citus (docs/decisions.md, "Citus") the call may run on the
         -- worker that holds the stream, where the int identity cannot be
         -- drawn. The key there is (group_id, stream), so the id need only
@@ -79,6 +70,15 @@ BEGIN
                     DETAIL = format('group %L already exists on stream %L', p_group_name, p_stream);
             END IF;
         END LOOP;
+    ELSE
+        INSERT INTO rheo.groups (stream, group_name, max_attempts, created_at, ordering)
+        VALUES (p_stream, p_group_name, p_max_attempts, v_now, p_ordering)
+        ON CONFLICT ON CONSTRAINT groups_stream_group_name_key DO NOTHING
+        RETURNING groups.group_id INTO v_group_id;
+        IF v_group_id IS NULL THEN  -- a concurrent create won the race
+            RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
+                DETAIL = format('group %L already exists on stream %L', p_group_name, p_stream);
+        END IF;
     END IF;
     -- Every partition from its first retained event; the start options
     -- then place the listed ones. The stream is the partitions' own

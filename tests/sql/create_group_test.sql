@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(50);
+SELECT plan(58);
 
 -- The signature reference §3.2 pins: ordering after clock, and no
 -- overload left of the signature without it.
@@ -163,6 +163,37 @@ SELECT set_eq(
     $$SELECT group_name FROM rheo.list_groups('s')$$,
     $$VALUES ('by-name'::text), ('after1-none'), ('after1-p1'), ('after2'), ('at-future'), ('at-p0'), ('at0230'), ('g'), ('now-clock'), ('once'), ('ordered'), ('serial')$$,
     'every created group is listed');
+
+-- The Citus group id (docs/decisions.md, "Citus"), run here by turning
+-- rheo._distributed() true in this transaction: a random id new on its
+-- stream, drawn again when the stream has it, cursors and all.
+CREATE OR REPLACE FUNCTION rheo._distributed() RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT true $$;
+SELECT rheo.create_stream('citus', 2);
+SELECT setseed(0.25);
+SELECT lives_ok($$SELECT rheo.create_group('citus', 'a', clock => '2030-01-02 00:00:00Z')$$,
+    'a group is created with a drawn id');
+-- The same seed draws a's id first for b: taken, so drawn again.
+SELECT setseed(0.25);
+SELECT lives_ok($$SELECT rheo.create_group('citus', 'b', start_after => 1)$$,
+    'a drawn id the stream has is drawn again');
+SELECT is((SELECT count(DISTINCT g.group_id) FROM rheo.groups g WHERE g.stream = 'citus'), 2::bigint,
+    'the two groups have ids of their own');
+SELECT setseed(0.25);
+SELECT is((SELECT g.group_id FROM rheo.groups g WHERE g.stream = 'citus' AND g.group_name = 'a'),
+    1 + floor(random() * 2147483646)::int, 'a has the first draw');
+SELECT is((SELECT g.group_id FROM rheo.groups g WHERE g.stream = 'citus' AND g.group_name = 'b'),
+    1 + floor(random() * 2147483646)::int, 'b has the second, the first being taken');
+SELECT results_eq(
+    $$SELECT g.group_name, count(c.*) FROM rheo.groups g JOIN rheo.cursors c ON c.group_id = g.group_id AND c.stream = g.stream
+       WHERE g.stream = 'citus' GROUP BY 1 ORDER BY 1$$,
+    $$VALUES ('a'::text, 2::bigint), ('b', 2::bigint)$$,
+    'each has a cursor per partition, under its own id');
+SELECT results_eq($$SELECT group_name, max_attempts, created_at FROM rheo.list_groups('citus') WHERE group_name = 'a'$$,
+    $$VALUES ('a'::text, 20, '2030-01-02 00:00:00Z'::timestamptz)$$,
+    'its row is the one the identity would have made');
+SELECT setseed(0.25);
+SELECT throws_ok($$SELECT rheo.create_group('citus', 'a')$$, 'RH003', 'already_exists',
+    'a duplicate group with a drawn id is already_exists');
 
 SELECT * FROM finish();
 ROLLBACK;
