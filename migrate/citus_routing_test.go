@@ -211,8 +211,16 @@ SELECT coalesce(l.p, '{}'), coalesce(l.s, '{}'), coalesce((SELECT array_agg(b.ok
 			require.NoError(t, err)
 		}
 		fetch := time.Since(start) / n
-		t.Logf("on Citus: an ack %v (its own transaction), %v (BEGIN, ack, COMMIT); a fetch of one lease %v (delegated)",
-			auto, inTx, fetch)
+		// A yardstick on the same cluster at the same moment: an append,
+		// delegated too.
+		start = time.Now()
+		for range n {
+			_, err := conn.Exec(ctx, `SELECT rheo.append('routed', '{"type": "yardstick"}')`)
+			require.NoError(t, err)
+		}
+		appendCost := time.Since(start) / n
+		t.Logf("on Citus: an ack %v (its own transaction), %v (BEGIN, ack, COMMIT); a fetch of one lease %v (delegated); "+
+			"an append %v (delegated)", auto, inTx, fetch, appendCost)
 	})
 }
 
