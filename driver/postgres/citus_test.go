@@ -2,21 +2,15 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/drivertest"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/internal/testcitus"
-	"github.com/rheo-go/rheo/internal/testdb"
-	"github.com/rheo-go/rheo/migrate"
 )
 
 // TestCitusConformance runs the driver conformance suite against Rheo
@@ -29,34 +23,17 @@ func TestCitusConformance(t *testing.T) {
 }
 
 // citusHarness installs Rheo in a database of its own on the test
-// cluster's coordinator and makes an application role, which Citus
-// creates on every node.
+// cluster's coordinator, with an application role that Citus creates on
+// every node (testcitus.NewRheo).
 func citusHarness(t *testing.T) drivertest.Harness {
 	t.Helper()
 	ctx := context.Background()
 	c := testcitus.Start(t)
-	url := c.NewDatabase(t)
-	conn, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
-	require.NoError(t, migrate.Postgres(ctx, conn, nil))
-
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	app := "rheo_test_role_" + hex.EncodeToString(suffix)
-	ident := pgx.Identifier{app}.Sanitize()
-	_, err = conn.Exec(ctx, "CREATE ROLE "+ident+" LOGIN")
-	require.NoError(t, err)
-	_, err = conn.Exec(ctx, "GRANT rheo_admin TO "+ident)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		_, err := conn.Exec(context.WithoutCancel(ctx), "DROP OWNED BY "+ident+"; DROP ROLE "+ident)
-		assert.NoError(t, err, "drop the application role")
-	})
-	pool, err := pgxpool.New(ctx, url)
+	adminURL, appURL := c.NewRheo(t)
+	pool, err := pgxpool.New(ctx, adminURL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	appPool, err := pgxpool.New(ctx, testdb.AsRole(t, url, app))
+	appPool, err := pgxpool.New(ctx, appURL)
 	require.NoError(t, err)
 	t.Cleanup(appPool.Close)
 
