@@ -50,3 +50,44 @@ func TestCitusListStreams(t *testing.T) {
 		assert.Positive(t, held[w.Addr()], "worker %s holds streams: %v", w.Addr(), held)
 	}
 }
+
+// TestCitusGroupStatus reads the view rheo.group_status on a Citus
+// cluster as an application role, which may read the view and not the
+// tables under it: the rows are those of the single server.
+func TestCitusGroupStatus(t *testing.T) {
+	t.Parallel()
+	c := testcitus.Start(t)
+	adminURL, appURL := c.NewRheo(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, appURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	for _, sql := range []string{
+		`SELECT rheo.create_stream('status', 2)`,
+		`SELECT rheo.create_group('status', 'g')`,
+		`SELECT count(*) FROM rheo.append_batch('status', '[{}, {}, {}]', "partition" => 1)`,
+		`SELECT count(*) FROM rheo.fetch('status', 'g', max_count => 1)`,
+	} {
+		_, err := pool.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	rows, err := pool.Query(ctx, `SELECT "partition", frontier, high_watermark, lag, inflight, dead_letters
+		FROM rheo.group_status WHERE stream = 'status' AND group_name = 'g' ORDER BY "partition"`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([6]int64, error) {
+		var r [6]int64
+		err := row.Scan(&r[0], &r[1], &r[2], &r[3], &r[4], &r[5])
+		return r, err
+	})
+	require.NoError(t, err)
+	assert.Equal(t, [][6]int64{{0, 0, 0, 0, 0, 0}, {1, 0, 3, 3, 1, 0}}, got, "partition, frontier, high watermark, lag, in flight, dead letters")
+
+	_, err = pool.Exec(ctx, `SELECT * FROM rheo._group_status()`)
+	require.NoError(t, err, "the view's function is readable by rheo_reader")
+	admin, err := pgx.Connect(ctx, adminURL)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var owner string
+	require.NoError(t, admin.QueryRow(ctx, `SELECT proowner::regrole::text FROM pg_proc WHERE oid = 'rheo._group_status()'::regprocedure`).Scan(&owner))
+	assert.Equal(t, "rheo_owner", owner, "the view's function runs with Rheo's privileges")
+}

@@ -182,3 +182,46 @@ BEGIN
     END LOOP;
 END
 $rheo_citus_claims$;
+
+-- rheo.group_status on Citus. Citus runs a view's statement on the
+-- workers with the privileges of the role that queries it, not of the
+-- view's owner (citus#1683), so rheo_reader, which may read the view and
+-- not the tables under it, would be refused. On Citus the view's
+-- statement moves into rheo._group_status(), SECURITY DEFINER, and the
+-- view reads that function: its columns, its rows and who may read it
+-- stay as they are. Again after every install of the functions, which
+-- makes the view anew from sql/functions/group_status.sql.
+DO $rheo_citus_group_status$
+DECLARE
+    v_query   text;
+    v_columns text;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
+        RETURN;
+    END IF;
+    v_query := rtrim(pg_get_viewdef('rheo.group_status'::regclass), '; ' || chr(10));
+    IF v_query LIKE '%rheo._group_status()%' THEN
+        RETURN;
+    END IF;
+    SELECT string_agg(format('%I %s', a.attname, format_type(a.atttypid, a.atttypmod)), ', ' ORDER BY a.attnum)
+      INTO v_columns
+      FROM pg_attribute a
+     WHERE a.attrelid = 'rheo.group_status'::regclass AND a.attnum > 0 AND NOT a.attisdropped;
+    EXECUTE format($f$CREATE OR REPLACE FUNCTION rheo._group_status()
+RETURNS TABLE (%s)
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS %L$f$, v_columns, '#variable_conflict use_column' || chr(10) || 'BEGIN RETURN QUERY ' || v_query || '; END');
+    -- Its owner's privileges, Rheo's own, not those of the role running
+    -- this.
+    EXECUTE format('ALTER FUNCTION rheo._group_status() OWNER TO %I',
+                   (SELECT pg_get_userbyid(n.nspowner) FROM pg_namespace n WHERE n.nspname = 'rheo'));
+    IF NOT EXISTS (SELECT FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass
+                     AND o.objid = 'rheo._group_status()'::regprocedure) THEN
+        PERFORM create_distributed_function('rheo._group_status()');
+    END IF;
+    PERFORM rheo._access('EXECUTE', 'FUNCTION rheo._group_status()', 'rheo_reader');
+    CREATE OR REPLACE VIEW rheo.group_status AS SELECT * FROM rheo._group_status();
+END
+$rheo_citus_group_status$;
