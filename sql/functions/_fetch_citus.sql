@@ -1,6 +1,6 @@
 -- rheo.fetch on a Citus cluster (docs/citus.md; docs/decisions.md,
--- "Settles on Citus"): the same claim, with the same arguments, result
--- and errors, in statements Citus routes to the node that holds the
+-- "Settles on Citus"): the same claim, once rheo.fetch has checked its
+-- arguments and read the group, in statements Citus routes to the node that holds the
 -- stream, whether the call runs whole there (outside a transaction) or
 -- on the coordinator (inside the caller's, each statement routed).
 --
@@ -20,8 +20,10 @@
 --    generic plan only for the simplest statements).
 --  * under 'key' ordering, the wakeups are taken key by key, and the
 --    window walk of the new events is a loop of windows.
-CREATE OR REPLACE FUNCTION rheo._fetch_citus(stream text, group_name text, max_count int, consumer_id text,
-                                             lease_ms int, partitions int[], clock timestamptz)
+DROP FUNCTION IF EXISTS rheo._fetch_citus(text, text, int, text, int, int[], timestamptz);
+CREATE OR REPLACE FUNCTION rheo._fetch_citus(stream text, group_name text, group_id int, max_attempts int,
+                                             ordering text, max_count int, consumer_id text, scope int[],
+                                             now timestamptz, expires_at timestamptz)
 RETURNS SETOF rheo.lease
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -30,18 +32,16 @@ SET plan_cache_mode = force_custom_plan
 SET jit = off
 AS $$
 DECLARE
-    p_stream      ALIAS FOR $1;
-    p_group_name  ALIAS FOR $2;
-    p_max_count   ALIAS FOR $3;
-    p_consumer_id ALIAS FOR $4;
-    p_lease_ms    ALIAS FOR $5;
-    p_partitions  ALIAS FOR $6;
-    p_clock       ALIAS FOR $7;
-    v_group       record;
-    v_scope       int[];
-    v_now         timestamptz;
-    v_expires     timestamptz;
-    v_consumer    text;
+    p_stream       ALIAS FOR $1;
+    p_group_name   ALIAS FOR $2;
+    p_group_id     ALIAS FOR $3;
+    p_max_attempts ALIAS FOR $4;
+    p_ordering     ALIAS FOR $5;
+    p_max_count    ALIAS FOR $6;
+    v_consumer     text := $7;
+    v_scope        int[] := $8;
+    v_now          timestamptz := $9;
+    v_expires      timestamptz := $10;
     v_candidates  int[];
     v_locked      int[];
     v_next        bigint[];
@@ -83,32 +83,8 @@ DECLARE
     v_mark        text;
     v_nonce       text;
 BEGIN
-    v_group := rheo._group(p_stream, p_group_name);
-    v_part := v_group.ordering = 'partition';
-    v_key := v_group.ordering = 'key';
-    IF p_max_count IS NULL OR p_max_count < 0 THEN
-        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = format('max_count must be >= 0, got %s', coalesce(p_max_count::text, 'NULL'));
-    END IF;
-    IF p_lease_ms IS NULL OR p_lease_ms < 1 THEN
-        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = format('lease_ms must be >= 1, got %s', coalesce(p_lease_ms::text, 'NULL'));
-    END IF;
-    IF octet_length(p_consumer_id) > 1024 THEN
-        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = format('consumer_id must be at most 1024 bytes, got %s bytes', octet_length(p_consumer_id));
-    END IF;
-    IF p_clock IS NOT NULL THEN
-        PERFORM rheo._check_time('clock', p_clock);
-    END IF;
-    v_scope := rheo._partitions(p_partitions, v_group.partition_count);
-    IF cardinality(v_scope) = 0 THEN
-        RETURN;
-    END IF;
-
-    v_now := coalesce(p_clock, now());
-    v_expires := v_now + make_interval(secs => p_lease_ms / 1000.0);
-    v_consumer := coalesce(p_consumer_id, 'consumer-' || gen_random_uuid());
+    v_part := p_ordering = 'partition';
+    v_key := p_ordering = 'key';
     v_mark := lpad(to_hex(hashtext(p_stream)), 8, '0');
     v_nonce := gen_random_uuid()::text;
 
@@ -124,12 +100,12 @@ BEGIN
                       FROM (SELECT 1 FROM rheo.deliveries d
                              WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
                                AND d.expires_at <= v_now
-                               AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+                               AND (d.state = 'pending' OR d.attempt < p_max_attempts)
                              ORDER BY d.expires_at
                              LIMIT p_max_count::bigint + 1) AS r) AS reclaim
               FROM rheo.cursors c
               JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-             WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+             WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = ANY (v_scope)
                AND (c.next_sequence <= pt.high_watermark
                     OR EXISTS (SELECT 1 FROM rheo.deliveries d
                                 WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
@@ -147,7 +123,7 @@ BEGIN
         SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+         WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = ANY (v_scope)
            AND (c.next_sequence <= pt.high_watermark
                 OR EXISTS (SELECT 1 FROM rheo.deliveries d
                             WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
@@ -165,13 +141,13 @@ BEGIN
                         FROM (SELECT 1 FROM rheo.deliveries d
                                WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
                                  AND d.expires_at <= v_now
-                                 AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+                                 AND (d.state = 'pending' OR d.attempt < p_max_attempts)
                                ORDER BY d.expires_at
                                LIMIT p_max_count::bigint + 1) AS r)]
           INTO v_locked, v_next, v_fresh, v_reclaim
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = v_p
+         WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = v_p
            FOR NO KEY UPDATE OF c;
         IF v_locked IS NULL THEN
             RETURN;
@@ -182,9 +158,9 @@ BEGIN
     -- rheo.fetch; the dead letters and wakeups by statements of their own.
     WITH due AS MATERIALIZED (
         SELECT x.ctid AS tid FROM rheo.deliveries x
-         WHERE x.stream = p_stream AND x.group_id = v_group.group_id AND x."partition" = ANY (v_locked)
+         WHERE x.stream = p_stream AND x.group_id = p_group_id AND x."partition" = ANY (v_locked)
            AND x.expires_at <= v_now
-           AND x.state = 'leased' AND x.attempt >= v_group.max_attempts
+           AND x.state = 'leased' AND x.attempt >= p_max_attempts
            FOR UPDATE SKIP LOCKED
     ), expired AS (
         DELETE FROM rheo.deliveries AS d
@@ -197,10 +173,10 @@ BEGIN
       FROM expired x;
     IF v_parts IS NOT NULL THEN
         INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-        SELECT p_stream, v_group.group_id, x.part, x.sequence, x.attempt, 'lease_expired', v_now
+        SELECT p_stream, p_group_id, x.part, x.sequence, x.attempt, 'lease_expired', v_now
           FROM unnest(v_parts, v_sequences, v_attempts) AS x(part, sequence, attempt);
         INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-        SELECT p_stream, v_group.group_id, x.part, x.key
+        SELECT p_stream, p_group_id, x.part, x.key
           FROM unnest(v_parts, v_keys, v_waiters) AS x(part, key, has_waiters)
          WHERE x.has_waiters;
     END IF;
@@ -212,7 +188,7 @@ BEGIN
         -- some (or, held by a settle, its wakeup kept for the next fetch).
         WITH taken AS (
             DELETE FROM rheo.key_wakeups AS w
-             WHERE w.stream = p_stream AND w.group_id = v_group.group_id AND w."partition" = ANY (v_locked)
+             WHERE w.stream = p_stream AND w.group_id = p_group_id AND w."partition" = ANY (v_locked)
             RETURNING w."partition", w.key
         )
         SELECT array_agg(t.part ORDER BY t.part, t.key), array_agg(t.key ORDER BY t.part, t.key)
@@ -224,14 +200,14 @@ BEGIN
             v_wk := v_wkeys[v_i];
             SELECT x.ctid, x.state, x.has_waiters INTO v_tid, v_state, v_has
               FROM rheo.deliveries x
-             WHERE x.stream = p_stream AND x.group_id::bigint = v_group.group_id::bigint
+             WHERE x.stream = p_stream AND x.group_id::bigint = p_group_id::bigint
                AND x."partition"::bigint = v_wp::bigint AND x.key = v_wk
              ORDER BY x.sequence
              LIMIT 1;
             CONTINUE WHEN NOT FOUND;
             IF v_state = 'blocked' THEN
                 SELECT EXISTS (SELECT 1 FROM rheo.deliveries y
-                                WHERE y.stream = p_stream AND y.group_id::bigint = v_group.group_id::bigint
+                                WHERE y.stream = p_stream AND y.group_id::bigint = p_group_id::bigint
                                   AND y."partition"::bigint = v_wp::bigint AND y.key = v_wk
                                   AND y.sequence > (SELECT z.sequence FROM rheo.deliveries z
                                                      WHERE z.stream = p_stream AND z.ctid = v_tid))
@@ -249,7 +225,7 @@ BEGIN
                     UPDATE rheo.deliveries AS d SET has_waiters = true WHERE d.stream = p_stream AND d.ctid = v_tid;
                 ELSE
                     INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-                    VALUES (p_stream, v_group.group_id, v_wp, v_wk);
+                    VALUES (p_stream, p_group_id, v_wp, v_wk);
                 END IF;
             END IF;
         END LOOP;
@@ -259,12 +235,12 @@ BEGIN
         -- 'partition': the earliest delivery in progress when due, else
         -- one new event (rheo._turn written out).
         SELECT array_agg(CASE WHEN h.sequence IS NULL THEN least(1, x.f) ELSE 0 END ORDER BY x.ord),
-               array_agg(CASE WHEN h.expires_at <= v_now AND (h.state = 'pending' OR h.attempt < v_group.max_attempts)
+               array_agg(CASE WHEN h.expires_at <= v_now AND (h.state = 'pending' OR h.attempt < p_max_attempts)
                               THEN 1 ELSE 0 END ORDER BY x.ord)
           INTO v_fresh, v_reclaim
           FROM unnest(v_locked, v_fresh) WITH ORDINALITY AS x(part, f, ord)
           LEFT JOIN LATERAL (SELECT d.sequence, d.state, d.attempt, d.expires_at FROM rheo.deliveries d
-                              WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d."partition" = x.part
+                              WHERE d.stream = p_stream AND d.group_id = p_group_id AND d."partition" = x.part
                               ORDER BY d.sequence
                               LIMIT 1) AS h ON true;
     END IF;
@@ -294,19 +270,19 @@ BEGIN
             IF v_part THEN
                 SELECT array_agg(x.ctid) INTO v_tids
                   FROM (SELECT d.ctid FROM rheo.deliveries d
-                         WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d."partition" = v_p
+                         WHERE d.stream = p_stream AND d.group_id = p_group_id AND d."partition" = v_p
                          ORDER BY d.sequence
                          LIMIT 1) AS t
                   JOIN LATERAL (SELECT y.ctid FROM rheo.deliveries y
                                  WHERE y.stream = p_stream AND y.ctid = t.ctid
                                    AND y.expires_at <= v_now
-                                   AND (y.state = 'pending' OR y.attempt < v_group.max_attempts)
+                                   AND (y.state = 'pending' OR y.attempt < p_max_attempts)
                                    FOR UPDATE SKIP LOCKED) AS x ON true;
             ELSE
                 SELECT array_agg(x.ctid) INTO v_tids
                   FROM (SELECT d.ctid FROM rheo.deliveries d
-                         WHERE d.stream = p_stream AND d.group_id = v_group.group_id AND d."partition" = v_p
-                           AND d.expires_at <= v_now AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
+                         WHERE d.stream = p_stream AND d.group_id = p_group_id AND d."partition" = v_p
+                           AND d.expires_at <= v_now AND (d.state = 'pending' OR d.attempt < p_max_attempts)
                          ORDER BY d.sequence
                          LIMIT v_a
                            FOR UPDATE SKIP LOCKED) AS x;
@@ -321,7 +297,7 @@ BEGIN
                   FROM (SELECT d.ctid AS tid, d.sequence, d.key FROM rheo.deliveries d
                          WHERE d.stream = p_stream AND d.ctid = ANY (v_tids)) AS x
                  CROSS JOIN LATERAL (SELECT y.state, y.has_waiters FROM rheo.deliveries y
-                                      WHERE y.stream = p_stream AND y.group_id::bigint = v_group.group_id::bigint
+                                      WHERE y.stream = p_stream AND y.group_id::bigint = p_group_id::bigint
                                         AND y."partition"::bigint = v_p::bigint
                                         AND y.key = x.key AND y.sequence < x.sequence
                                       ORDER BY y.sequence DESC
@@ -390,7 +366,7 @@ BEGIN
                                                  LIMIT v_size) AS r) AS e
                                   LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
                                                       WHERE x.stream = p_stream
-                                                        AND x.group_id::bigint = v_group.group_id::bigint
+                                                        AND x.group_id::bigint = p_group_id::bigint
                                                         AND x."partition"::bigint = v_p::bigint
                                                         AND x.key = e.key AND x.sequence < e.sequence
                                                         AND e.rn = 1
@@ -405,7 +381,7 @@ BEGIN
             INSERT INTO rheo.deliveries
                    (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at,
                     ts, key, has_waiters)
-            SELECT e.stream, v_group.group_id, e."partition", e.sequence,
+            SELECT e.stream, p_group_id, e."partition", e.sequence,
                    CASE WHEN x.blocked THEN 'blocked' ELSE 'leased' END,
                    CASE WHEN x.blocked THEN NULL
                         ELSE rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence) END,
@@ -417,7 +393,7 @@ BEGIN
               FROM unnest(v_sequences, v_blocked, v_waiters) AS x(sequence, blocked, has_waiters)
               JOIN rheo.events e ON e.stream = p_stream AND e."partition" = v_p AND e.sequence = x.sequence;
             UPDATE rheo.cursors AS c SET next_sequence = v_sequences[cardinality(v_sequences)] + 1
-             WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = v_p;
+             WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = v_p;
             SELECT coalesce(v_wakes_p, '{}') || array_agg(v_p), coalesce(v_wakes_k, '{}') || array_agg(x.key)
               INTO v_wakes_p, v_wakes_k
               FROM unnest(v_keys, v_wake) AS x(key, wake)
@@ -436,7 +412,7 @@ BEGIN
         END IF;
         INSERT INTO rheo.deliveries
                (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
-        SELECT e.stream, v_group.group_id, e."partition", e.sequence, 'leased',
+        SELECT e.stream, p_group_id, e."partition", e.sequence, 'leased',
                rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence),
                v_consumer, 1, v_now, v_expires, e.ts
           FROM rheo.events e
@@ -446,7 +422,7 @@ BEGIN
         GET DIAGNOSTICS v_left = ROW_COUNT;
         CONTINUE WHEN v_left = 0;
         UPDATE rheo.cursors AS c SET next_sequence = v_next[v_i] + v_left
-         WHERE c.stream = p_stream AND c.group_id = v_group.group_id AND c."partition" = v_p;
+         WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = v_p;
         RETURN QUERY
         SELECT rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence),
                rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence)::text,
@@ -459,10 +435,10 @@ BEGIN
     END LOOP;
     IF v_wakes_p IS NOT NULL THEN
         INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-        SELECT DISTINCT p_stream, v_group.group_id, w.part, w.key
+        SELECT DISTINCT p_stream, p_group_id, w.part, w.key
           FROM unnest(v_wakes_p, v_wakes_k) AS w(part, key);
     END IF;
 END
 $$;
 
-SELECT rheo._access('EXECUTE', 'FUNCTION rheo._fetch_citus(text, text, int, text, int, int[], timestamptz)');
+SELECT rheo._access('EXECUTE', 'FUNCTION rheo._fetch_citus(text, text, int, int, text, int, text, int[], timestamptz, timestamptz)');

@@ -70,13 +70,6 @@ DECLARE
     v_key         boolean;
     v_part        boolean;
 BEGIN
-    -- On Citus, the claim in statements Citus can route (rheo._fetch_citus).
-    -- A constant false here: the single server pays nothing for it.
-    IF rheo._distributed() THEN
-        RETURN QUERY SELECT * FROM rheo._fetch_citus(p_stream, p_group_name, p_max_count, p_consumer_id, p_lease_ms,
-                                                     p_partitions, p_clock);
-        RETURN;
-    END IF;
     v_group := rheo._group(p_stream, p_group_name);
     v_key := v_group.ordering = 'key';
     v_part := v_group.ordering = 'partition';
@@ -104,6 +97,14 @@ BEGIN
     v_now := coalesce(p_clock, now());
     v_expires := v_now + make_interval(secs => p_lease_ms / 1000.0);
     v_consumer := coalesce(p_consumer_id, 'consumer-' || gen_random_uuid());
+    -- On Citus, the claim in statements Citus can route (rheo._fetch_citus).
+    -- A constant false here: the single server pays nothing for it.
+    IF rheo._distributed() THEN
+        RETURN QUERY SELECT * FROM rheo._fetch_citus(p_stream, p_group_name, v_group.group_id, v_group.max_attempts,
+                                                     v_group.ordering, p_max_count, v_consumer, v_scope, v_now,
+                                                     v_expires);
+        RETURN;
+    END IF;
 
     -- Lock the cursor rows of the partitions with work (rheo._has_work),
     -- and read what each can give: events past the cursor (rheo._fresh),
