@@ -20,11 +20,8 @@ import (
 func TestCitusListStreams(t *testing.T) {
 	t.Parallel()
 	c := testcitus.Start(t)
-	adminURL, appURL := c.NewRheo(t)
+	adminURL, pool := citusAppPool(t, c)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, appURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
 	d := postgres.New(pool, nil)
 	t.Cleanup(func() { _ = d.Close() })
 	for i := range 8 {
@@ -57,11 +54,8 @@ func TestCitusListStreams(t *testing.T) {
 func TestCitusGroupStatus(t *testing.T) {
 	t.Parallel()
 	c := testcitus.Start(t)
-	adminURL, appURL := c.NewRheo(t)
+	adminURL, pool := citusAppPool(t, c)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, appURL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
 	for _, sql := range []string{
 		`SELECT rheo.create_stream('status', 2)`,
 		`SELECT rheo.create_group('status', 'g')`,
@@ -90,4 +84,15 @@ func TestCitusGroupStatus(t *testing.T) {
 	var owner string
 	require.NoError(t, admin.QueryRow(ctx, `SELECT proowner::regrole::text FROM pg_proc WHERE oid = 'rheo._group_status()'::regprocedure`).Scan(&owner))
 	assert.Equal(t, "rheo_owner", owner, "the view's function runs with Rheo's privileges")
+}
+
+// citusAppPool installs Rheo on a database of c (testcitus.NewRheo) and
+// returns its superuser URL and a pool of the application role.
+func citusAppPool(t *testing.T, c *testcitus.Cluster) (adminURL string, pool *pgxpool.Pool) {
+	t.Helper()
+	adminURL, appURL := c.NewRheo(t)
+	pool, err := pgxpool.New(context.Background(), appURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return adminURL, pool
 }
