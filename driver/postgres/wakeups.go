@@ -165,16 +165,26 @@ func (l *listener) run(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	nodes := newNodeSet(l)
 	defer nodes.close()
+	keepListening(ctx, func() (bool, error) { return l.listen(ctx, nodes) }, func(err error, retryIn time.Duration) {
+		l.logger.WarnContext(ctx, "rheo wakeups: listen connection lost", "error", err, "retry_in", retryIn)
+	})
+}
+
+// keepListening calls listen until ctx ends, waiting between calls with
+// a backoff from minBackoff doubling to maxBackoff, back to minBackoff
+// after a call that listened; lost is told of each failure and the wait
+// before the next call.
+func keepListening(ctx context.Context, listen func() (listened bool, err error), lost func(err error, retryIn time.Duration)) {
 	backoff := minBackoff
 	for {
-		listened, err := l.listen(ctx, nodes)
+		listened, err := listen()
 		if ctx.Err() != nil {
 			return
 		}
 		if listened {
 			backoff = minBackoff
 		}
-		l.logger.WarnContext(ctx, "rheo wakeups: listen connection lost", "error", err, "retry_in", backoff)
+		lost(err, backoff)
 		timer := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():

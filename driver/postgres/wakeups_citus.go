@@ -229,29 +229,13 @@ func (s *nodeSet) close() {
 // to be read again: the node may no longer hold the streams.
 func (l *listener) runNode(ctx context.Context, a nodeAddr) {
 	config := nodeConfig(l.config, a.host, a.port)
-	backoff := minBackoff
-	for {
-		listened, err := l.listenNode(ctx, config)
-		if ctx.Err() != nil {
-			return
-		}
-		if listened {
-			backoff = minBackoff
-		}
+	keepListening(ctx, func() (bool, error) { return l.listenNode(ctx, config) }, func(err error, retryIn time.Duration) {
 		l.logger.WarnContext(ctx, "rheo wakeups: listen connection to a Citus node lost",
-			"node", a.String(), "error", err, "retry_in", backoff)
+			"node", a.String(), "error", err, "retry_in", retryIn)
 		l.mu.Lock()
 		l.requestLocate()
 		l.mu.Unlock()
-		timer := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		case <-timer.C:
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
+	})
 }
 
 // listenNode connects with config, listens and publishes notifications
