@@ -2,6 +2,7 @@ package migrate_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strings"
 	"testing"
@@ -215,4 +216,62 @@ func citusPlan(t *testing.T, conn *pgx.Conn, query string) string {
 	}
 	require.NoError(t, rows.Err())
 	return strings.Join(lines, "\n")
+}
+
+// TestCitusInstallWithRolesOnTheCoordinatorOnly installs Rheo on a
+// coordinator whose Rheo roles were made before, where Citus did not copy
+// them to the workers (in another database of the server, or before the
+// citus extension): the install makes them, with their memberships, on
+// every worker, and then works as any other.
+func TestCitusInstallWithRolesOnTheCoordinatorOnly(t *testing.T) {
+	c := testcitus.Start(t)
+	ctx := context.Background()
+	prefix := "rheo_test_" + strings.ToLower(rand.Text()[:10]) + "_"
+	names, err := migrate.RoleNamesFor(prefix)
+	require.NoError(t, err)
+	roles := []string{names.Admin, names.Producer, names.Consumer, names.Reader, names.Owner}
+	// Registered first, so that it runs after the database is dropped.
+	t.Cleanup(func() {
+		for _, n := range append([]testcitus.Node{c.Coordinator}, c.Workers...) {
+			conn, err := pgx.Connect(ctx, c.URL(n, "postgres"))
+			if !assert.NoError(t, err, "drop the roles on %s", n.Addr()) {
+				continue
+			}
+			for _, role := range roles {
+				_, err := conn.Exec(ctx, "SET citus.enable_ddl_propagation = off; DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize())
+				assert.NoError(t, err, "drop %s on %s", role, n.Addr())
+			}
+			_ = conn.Close(ctx)
+		}
+	})
+	url := c.NewDatabase(t)
+	conn := migrateConnect(t, url)
+	for _, role := range roles {
+		_, err := conn.Exec(ctx, "SET citus.enable_ddl_propagation = off; CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" NOLOGIN")
+		require.NoError(t, err)
+	}
+	_, err = conn.Exec(ctx, "SET citus.enable_ddl_propagation = on")
+	require.NoError(t, err)
+
+	require.NoError(t, migrate.Postgres(ctx, conn, &migrate.Options{RolePrefix: prefix}))
+
+	for _, w := range c.WorkerURLs(t, url) {
+		wc := migrateConnect(t, w)
+		for _, role := range roles {
+			var exists bool
+			require.NoError(t, wc.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_roles WHERE rolname = $1)`, role).Scan(&exists))
+			assert.True(t, exists, "role %s on the worker %s", role, w)
+		}
+		var member bool
+		require.NoError(t, wc.QueryRow(ctx, `SELECT pg_has_role($1, $2, 'MEMBER')`, names.Admin, names.Reader).Scan(&member))
+		assert.True(t, member, "%s is a member of %s on the worker %s", names.Admin, names.Reader, w)
+	}
+	_, err = conn.Exec(ctx, `
+SELECT rheo.create_stream('orders', 2);
+SELECT rheo.create_group('orders', 'billing');
+SELECT rheo.append('orders', '{"n": 1}'::jsonb);`)
+	require.NoError(t, err)
+	var fetched int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM rheo.fetch('orders', 'billing', 10, 'c1', 30)`).Scan(&fetched))
+	assert.Equal(t, 1, fetched)
 }

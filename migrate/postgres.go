@@ -97,6 +97,7 @@ func inInstall(ctx context.Context, conn *pgx.Conn, names RoleNames, fn func(tx 
 		return fail("set the role prefix", err)
 	}
 	for _, step := range []struct{ name, sql string }{
+		{"make the roles on the Citus workers", citusRolesSQL},
 		{"create schema rheo", "CREATE SCHEMA IF NOT EXISTS rheo"},
 		{"create roles", createRolesSQL},
 		{"act as " + names.Owner, ownerAccessSQL},
@@ -343,7 +344,10 @@ CREATE SCHEMA IF NOT EXISTS rheo;
 -- The role prefix of this install: %s.
 %s;
 
--- Roles: created when missing, if the current role may create roles.
+-- Roles: created when missing, if the current role may create roles (on
+-- a Citus cluster, on every worker too).
+%s;
+
 %s;
 
 %s;
@@ -359,7 +363,7 @@ CREATE SCHEMA IF NOT EXISTS rheo;
 -- in flight had ended.
 %s;
 `, len(ms), set.sha256, AdvisoryLockKey, prefixComment(names), setPrefixLiteral(names.prefix(), false),
-		createRolesSQL, ownerAccessSQL, createVersionTableSQL, createPrefixTableSQL, upgradingSQL, runFollowUpsSQL)
+		citusRolesSQL, createRolesSQL, ownerAccessSQL, createVersionTableSQL, createPrefixTableSQL, upgradingSQL, runFollowUpsSQL)
 
 	for _, m := range ms {
 		fmt.Fprintf(&b, "\n-- Schema migration %d: %s\n", m.version, m.name)

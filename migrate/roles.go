@@ -168,6 +168,57 @@ BEGIN
 END
 $rheo_roles$`
 
+// citusRolesSQL makes the run's roles that exist on a Citus coordinator,
+// and the memberships among them, on every worker where they are
+// missing. The objects and grants Citus copies to the workers name them,
+// and Citus makes a role on the workers only when it is created in a
+// database with the citus extension: not one made before (in another
+// database of the server, or before citus was created). It runs first,
+// before its transaction creates or alters anything Citus propagates:
+// the workers are asked over connections of their own, which would wait
+// for such changes until the transaction ends. The application's login
+// roles are the operator's to make there (docs/citus.md). Without citus,
+// or for a role that may not create roles, it does nothing.
+const citusRolesSQL = `DO $rheo_citus_roles$
+DECLARE
+    v_prefix  text := ` + runPrefix + `;
+    v_command text;
+    v_failed  text;
+BEGIN
+    IF NOT ` + citusSQL + ` OR NOT (SELECT r.rolsuper OR r.rolcreaterole FROM pg_roles r WHERE r.rolname = current_user) THEN
+        RETURN;
+    END IF;
+    -- The roles first, then the memberships among them.
+    FOR v_command IN
+        SELECT c.command FROM (
+            SELECT 1, format('DO $r$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %L) THEN CREATE ROLE %I %s; END IF; END$r$',
+                             r.rolname, r.rolname, CASE WHEN r.rolcanlogin THEN 'LOGIN' ELSE 'NOLOGIN' END)
+              FROM pg_roles r
+             WHERE r.rolname IN (SELECT v_prefix || x FROM unnest(ARRAY['rheo_owner', 'rheo_reader', 'rheo_producer',
+                                                                         'rheo_consumer', 'rheo_admin']) x)
+            UNION ALL
+            SELECT 2, format('DO $r$BEGIN IF NOT pg_has_role(%L, %L, ''MEMBER'') THEN GRANT %I TO %I; END IF; END$r$',
+                             m.rolname, r.rolname, r.rolname, m.rolname)
+              FROM pg_auth_members a
+              JOIN pg_roles r ON r.oid = a.roleid
+              JOIN pg_roles m ON m.oid = a.member
+             WHERE (r.rolname, m.rolname) IN (SELECT v_prefix || x.role, v_prefix || x.member
+                                                FROM (VALUES ('rheo_reader', 'rheo_producer'), ('rheo_reader', 'rheo_consumer'),
+                                                             ('rheo_producer', 'rheo_admin'), ('rheo_consumer', 'rheo_admin'))
+                                                     AS x(role, member))
+        ) AS c(step, command)
+        ORDER BY c.step
+    LOOP
+        SELECT string_agg(format('%s:%s: %s', w.nodename, w.nodeport, w.result), '; ') INTO v_failed
+          FROM run_command_on_workers('SET citus.enable_ddl_propagation = off; ' || v_command) w
+         WHERE NOT w.success;
+        IF v_failed IS NOT NULL THEN
+            RAISE EXCEPTION 'rheo: could not make Rheo''s roles on every Citus worker: %', v_failed;
+        END IF;
+    END LOOP;
+END
+$rheo_citus_roles$`
+
 // citusSQL is true in a database with the citus extension: Rheo there
 // is installed distributed (docs/citus.md).
 const citusSQL = `EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus')`

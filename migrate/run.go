@@ -165,7 +165,7 @@ func (r *runner) run() error {
 
 	var current int32
 	if err := r.tx("prepare", false, func(tx pgx.Tx) error {
-		for _, q := range []string{"CREATE SCHEMA IF NOT EXISTS rheo", createRolesSQL} {
+		for _, q := range []string{citusRolesSQL, "CREATE SCHEMA IF NOT EXISTS rheo", createRolesSQL} {
 			if _, err := tx.Exec(r.ctx, q); err != nil {
 				return err
 			}

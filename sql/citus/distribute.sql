@@ -12,8 +12,6 @@ DO $rheo_citus$
 DECLARE
     v_table text;
     v_fn    regprocedure;
-    v_role  text;
-    v_member text;
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_extension e WHERE e.extname = 'citus') THEN
         RETURN;
@@ -32,35 +30,8 @@ BEGIN
         -- the role running this, and then grants on the functions as
         -- their owner, who may not use that copy: make the copy the
         -- owner's first.
-        -- Its roles too: Citus copies the roles that objects depend on,
-        -- not those that are only granted something. Each Rheo role of
-        -- the install is made on every worker where it is missing, with
-        -- the memberships among them (the application's login roles are
-        -- the operator's to make there: docs/citus.md).
-        FOR v_role IN
-            SELECT r.rolname FROM pg_roles r
-             WHERE r.rolname IN (SELECT coalesce(current_setting('rheo.role_prefix', true), '') || x
-                                   FROM unnest(ARRAY['rheo_owner', 'rheo_reader', 'rheo_producer', 'rheo_consumer',
-                                                     'rheo_admin']) x)
-        LOOP
-            PERFORM run_command_on_workers(format(
-                'SET citus.enable_ddl_propagation = off; '
-                'DO $r$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = %L) THEN CREATE ROLE %I NOLOGIN; END IF; END$r$',
-                v_role, v_role));
-        END LOOP;
-        FOR v_role, v_member IN
-            SELECT r.rolname, m.rolname
-              FROM pg_auth_members a
-              JOIN pg_roles r ON r.oid = a.roleid
-              JOIN pg_roles m ON m.oid = a.member
-             WHERE r.rolname IN (SELECT coalesce(current_setting('rheo.role_prefix', true), '') || x
-                                   FROM unnest(ARRAY['rheo_reader', 'rheo_producer', 'rheo_consumer']) x)
-               AND m.rolname IN (SELECT coalesce(current_setting('rheo.role_prefix', true), '') || x
-                                   FROM unnest(ARRAY['rheo_producer', 'rheo_consumer', 'rheo_admin']) x)
-        LOOP
-            PERFORM run_command_on_workers(format('SET citus.enable_ddl_propagation = off; GRANT %I TO %I',
-                                                  v_role, v_member));
-        END LOOP;
+        -- (Rheo's roles are on every node already: migrate's
+        -- createRolesSQL.)
         PERFORM run_command_on_workers(format('SET citus.enable_ddl_propagation = off; '
                                               'CREATE SCHEMA IF NOT EXISTS rheo; ALTER SCHEMA rheo OWNER TO %I',
                                               (SELECT pg_get_userbyid(n.nspowner) FROM pg_namespace n
