@@ -1,9 +1,13 @@
 package migrate
 
 import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"testing"
 )
 
 func TestDollarQuote(t *testing.T) {
@@ -54,4 +58,27 @@ SELECT n FROM f() AS n WHERE n > 0;
 func TestHandOverRelations(t *testing.T) {
 	require.NotEqual(t, handOverSQL, handOverRelationsSQL, "handOverRelationsSQL still hands the routines over:\n%s", handOverRelationsSQL)
 	require.NotContains(t, handOverRelationsSQL, "ROUTINE", "handOverRelationsSQL still hands the routines over:\n%s", handOverRelationsSQL)
+}
+
+// TestRetryable says which errors a step runs again for: a lock it gave
+// up on, a deadlock, a serialization failure, and a catalog row that a
+// run in another database changed at the same time; nothing else.
+func TestRetryable(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "55P03"}, true},
+		{&pgconn.PgError{Code: "40P01"}, true},
+		{&pgconn.PgError{Code: "40001"}, true},
+		{&pgconn.PgError{Code: "XX000", Message: "tuple concurrently updated"}, true},
+		{&pgconn.PgError{Code: "XX000", Message: "cache lookup failed for relation 1"}, false},
+		{&pgconn.PgError{Code: "42501", Message: "permission denied for schema rheo"}, false},
+		{fmt.Errorf("step: %w", &pgconn.PgError{Code: "40P01"}), true},
+		{errors.New("connection refused"), false},
+	} {
+		if got := retryable(c.err); got != c.want {
+			t.Errorf("retryable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }

@@ -328,6 +328,12 @@ func retryable(err error) bool {
 	switch pgErr.Code {
 	case "55P03", "40P01", "40001": // lock_not_available, deadlock_detected, serialization_failure
 		return true
+	case "XX000":
+		// Two runs changing one server-wide catalog row at once, such as
+		// the owner role's memberships of installs into two databases of
+		// a server (on Citus, also on its workers): the transaction
+		// rolled back whole, and runs again once the other has committed.
+		return pgErr.Message == "tuple concurrently updated"
 	}
 	return false
 }

@@ -122,6 +122,37 @@ BEGIN
             SELECT true
         $fn$;
     END IF;
+    -- The statements of the claims and settles on a stream's shards,
+    -- on the node that holds them (docs/citus.md, "Statements on the
+    -- shards"): planned by PostgreSQL alone, where Citus would plan a
+    -- statement on the distributed table, write it out for the shard
+    -- and have PostgreSQL parse and plan that again, at every call.
+    -- The ShareLock on the shard's metadata is the one Citus's executor
+    -- takes for a statement on it: a shard move or split, which takes
+    -- ExclusiveLock on every co-located shard, waits for the call's
+    -- transaction, and the call for a move under way, after which the
+    -- placement is read. Elsewhere (the coordinator, in a caller's
+    -- transaction) the tables themselves, which Citus routes.
+    CREATE OR REPLACE FUNCTION rheo._shard_tables(stream text, tables text[])
+    RETURNS text[]
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+    DECLARE
+        v_shard bigint := get_shard_id_for_distribution_column('rheo.events', stream);
+    BEGIN
+        PERFORM lock_shard_metadata(5, ARRAY[v_shard]);
+        IF NOT EXISTS (SELECT FROM pg_dist_placement p
+                        WHERE p.shardid = v_shard AND p.shardstate = 1
+                          AND p.groupid = (SELECT g.groupid FROM pg_dist_local_group g)) THEN
+            RETURN (SELECT array_agg(format('rheo.%I', x.t) ORDER BY x.o) FROM unnest(tables) WITH ORDINALITY AS x(t, o));
+        END IF;
+        RETURN (SELECT array_agg(format('rheo.%I',
+                                        x.t || '_' || get_shard_id_for_distribution_column(format('rheo.%I', x.t)::regclass, stream))
+                                 ORDER BY x.o)
+                  FROM unnest(tables) WITH ORDINALITY AS x(t, o));
+    END
+    $fn$;
     CREATE INDEX IF NOT EXISTS streams_hash_idx ON rheo.streams (hashtext(stream));
     -- A fetch run whole on a worker rotates by that worker's copy of the
     -- rotation sequence (a stream's fetches all run on its node).
@@ -149,6 +180,15 @@ BEGIN
         IF NOT EXISTS (SELECT FROM pg_proc p
                         WHERE p.oid = v_fn AND 'citus.function_opens_transaction_block=off' = ANY (p.proconfig)) THEN
             EXECUTE format('ALTER FUNCTION %s SET citus.function_opens_transaction_block = off', v_fn);
+        END IF;
+    END LOOP;
+    -- Their statements on the shards are Rheo's own, not manual changes
+    -- (a call made on a worker by a client connected to it).
+    FOREACH v_fn IN ARRAY ARRAY['rheo._ack_on(text, uuid[])',
+                                'rheo._fetch_citus(text, text, int, int, text, int, text, int[], timestamptz, timestamptz)']::regprocedure[] LOOP
+        IF NOT EXISTS (SELECT FROM pg_proc p
+                        WHERE p.oid = v_fn AND 'citus.enable_manual_changes_to_shards=on' = ANY (p.proconfig)) THEN
+            EXECUTE format('ALTER FUNCTION %s SET citus.enable_manual_changes_to_shards = on', v_fn);
         END IF;
     END LOOP;
 END

@@ -1,7 +1,8 @@
 -- On Citus, the acks of lease_ids held in one stream's deliveries: locks
 -- them in primary key order (see rheo.ack_batch), deletes them, leaves
 -- the wakeups of their keys, and returns the lease ids it settled. Every
--- statement names the stream. distribute.sql distributes it by its
+-- statement names the stream, and the tables rheo._shard_tables gives:
+-- the stream's shards, on the node that holds them. distribute.sql distributes it by its
 -- stream, so that rheo.ack and rheo.ack_batch, called outside a
 -- transaction, hand one call to the stream's node instead of a
 -- coordinated transaction of several statements (docs/decisions.md,
@@ -17,6 +18,9 @@ AS $$
 DECLARE
     p_stream    ALIAS FOR $1;
     p_lease_ids ALIAS FOR $2;
+    -- The deliveries and the wakeups: their shards on the stream's node
+    -- (rheo._shard_tables).
+    v_tables    text[] := rheo._shard_tables(p_stream, ARRAY['deliveries', 'key_wakeups']);
     v_tids      tid[];
     v_ids       uuid[];
     v_parts     int[];
@@ -24,27 +28,34 @@ DECLARE
     v_keys      text[];
     v_waiters   boolean[];
 BEGIN
-    SELECT array_agg(h.tid) INTO v_tids
-      FROM (SELECT d.ctid AS tid FROM rheo.deliveries d
-             WHERE d.stream = p_stream AND d.lease_id = ANY (p_lease_ids) AND d.state = 'leased'
-             ORDER BY d.group_id, d."partition", d.sequence
-               FOR UPDATE) AS h;
+    EXECUTE format($q$
+        SELECT array_agg(h.tid)
+          FROM (SELECT d.ctid AS tid FROM %1$s d
+                 WHERE d.stream = $1 AND d.lease_id = ANY ($2) AND d.state = 'leased'
+                 ORDER BY d.group_id, d."partition", d.sequence
+                   FOR UPDATE) AS h$q$, v_tables[1])
+       INTO v_tids USING p_stream, p_lease_ids;
     IF v_tids IS NULL THEN
         RETURN '{}';
     END IF;
-    WITH settled AS (
-        DELETE FROM rheo.deliveries AS d
-         WHERE d.stream = p_stream AND d.ctid = ANY (v_tids)
-        RETURNING d.lease_id, d.group_id, d."partition", d.key, d.has_waiters
-    )
-    SELECT array_agg(s.lease_id), array_agg(s.group_id), array_agg(s."partition"), array_agg(s.key),
-           array_agg(s.has_waiters)
-      INTO v_ids, v_groups, v_parts, v_keys, v_waiters
-      FROM settled s;
-    INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-    SELECT p_stream, w.group_id, w.part, w.key
-      FROM unnest(v_groups, v_parts, v_keys, v_waiters) AS w(group_id, part, key, has_waiters)
-     WHERE w.has_waiters;
+    EXECUTE format($q$
+        WITH settled AS (
+            DELETE FROM %1$s AS d
+             WHERE d.stream = $1 AND d.ctid = ANY ($2)
+            RETURNING d.lease_id, d.group_id, d."partition", d.key, d.has_waiters
+        )
+        SELECT array_agg(s.lease_id), array_agg(s.group_id), array_agg(s."partition"), array_agg(s.key),
+               array_agg(s.has_waiters)
+          FROM settled s$q$, v_tables[1])
+       INTO v_ids, v_groups, v_parts, v_keys, v_waiters USING p_stream, v_tids;
+    IF true = ANY (v_waiters) THEN
+        EXECUTE format($q$
+            INSERT INTO %1$s (stream, group_id, "partition", key)
+            SELECT $1, w.group_id, w.part, w.key
+              FROM unnest($2, $3, $4, $5) AS w(group_id, part, key, has_waiters)
+             WHERE w.has_waiters$q$, v_tables[2])
+          USING p_stream, v_groups, v_parts, v_keys, v_waiters;
+    END IF;
     RETURN coalesce(v_ids, '{}');
 END
 $$;

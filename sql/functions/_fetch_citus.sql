@@ -17,7 +17,12 @@
 --  * the lease ids begin with the stream's hash, by which the settles
 --    find the stream (rheo._lease_id);
 --  * each statement is planned for the call's values (Citus routes a
---    generic plan only for the simplest statements).
+--    generic plan only for the simplest statements), and names the
+--    tables rheo._shard_tables gives: on the node that holds the stream,
+--    its shards, which PostgreSQL plans alone (docs/citus.md,
+--    "Statements on the shards"); elsewhere the tables, which Citus
+--    routes. %1$s is events, %2$s partitions, %3$s cursors, %4$s
+--    deliveries, %5$s dead_letters, %6$s key_wakeups.
 --  * under 'key' ordering, the wakeups are taken key by key, and the
 --    window walk of the new events is a loop of windows.
 DROP FUNCTION IF EXISTS rheo._fetch_citus(text, text, int, text, int, int[], timestamptz);
@@ -28,7 +33,6 @@ RETURNS SETOF rheo.lease
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
-SET plan_cache_mode = force_custom_plan
 SET jit = off
 AS $$
 DECLARE
@@ -42,6 +46,7 @@ DECLARE
     v_scope        int[] := $8;
     v_now          timestamptz := $9;
     v_expires      timestamptz := $10;
+    v_t           text[];
     v_candidates  int[];
     v_locked      int[];
     v_next        bigint[];
@@ -50,6 +55,7 @@ DECLARE
     v_avail       int[];
     v_quota       int[];
     v_k           int;
+    v_n           bigint;
     v_total       int;
     v_p           int;
     v_a           int;
@@ -82,73 +88,87 @@ DECLARE
     v_leases      uuid[];
     v_mark        text;
     v_nonce       text;
+    v_found       rheo.lease[];
+    v_rows        rheo.lease[] := '{}';
+    v_new_parts     int[] := '{}';
+    v_new_next      bigint[] := '{}';
+    v_new_counts    int[] := '{}';
 BEGIN
     v_part := p_ordering = 'partition';
     v_key := p_ordering = 'key';
     v_mark := lpad(to_hex(hashtext(p_stream)), 8, '0');
     v_nonce := gen_random_uuid()::text;
+    v_t := rheo._shard_tables(p_stream, ARRAY['events', 'partitions', 'cursors', 'deliveries', 'dead_letters',
+                                              'key_wakeups']);
 
     -- The cursors of the partitions with work, locked, and what each can
     -- give, as rheo.fetch reads them (rheo._has_work, rheo._fresh,
     -- rheo._due_count written out).
-    SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
-           array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
-      INTO v_locked, v_next, v_fresh, v_reclaim
-      FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
-                   rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count) AS fresh,
-                   (SELECT count(*)::int
-                      FROM (SELECT 1 FROM rheo.deliveries d
-                             WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
-                               AND d.expires_at <= v_now
-                               AND (d.state = 'pending' OR d.attempt < p_max_attempts)
-                             ORDER BY d.expires_at
-                             LIMIT p_max_count::bigint + 1) AS r) AS reclaim
-              FROM rheo.cursors c
-              JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-             WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = ANY (v_scope)
-               AND (c.next_sequence <= pt.high_watermark
-                    OR EXISTS (SELECT 1 FROM rheo.deliveries d
-                                WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                  AND d.expires_at <= v_now)
-                    OR (v_key AND EXISTS (SELECT 1 FROM rheo.key_wakeups w
-                                           WHERE w.stream = p_stream AND w.group_id = c.group_id
-                                             AND w."partition" = c."partition")))
-             ORDER BY c."partition"
-               FOR NO KEY UPDATE OF c SKIP LOCKED) AS l;
+    EXECUTE format($q$
+        SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
+               array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
+          FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
+                       rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, $4) AS fresh,
+                       (SELECT count(*)::int
+                          FROM (SELECT 1 FROM %4$s d
+                                 WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
+                                   AND d.expires_at <= $5
+                                   AND (d.state = 'pending' OR d.attempt < $6)
+                                 ORDER BY d.expires_at
+                                 LIMIT $4::bigint + 1) AS r) AS reclaim
+                  FROM %3$s c
+                  JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
+                 WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3)
+                   AND (c.next_sequence <= pt.high_watermark
+                        OR EXISTS (SELECT 1 FROM %4$s d
+                                    WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
+                                      AND d.expires_at <= $5)
+                        OR ($7 AND EXISTS (SELECT 1 FROM %6$s w
+                                            WHERE w.stream = $1 AND w.group_id = c.group_id
+                                              AND w."partition" = c."partition")))
+                 ORDER BY c."partition"
+                   FOR NO KEY UPDATE OF c SKIP LOCKED) AS l$q$, VARIADIC v_t)
+       INTO v_locked, v_next, v_fresh, v_reclaim
+      USING p_stream, p_group_id, v_scope, p_max_count, v_now, p_max_attempts, v_key;
     IF v_locked IS NULL THEN
         -- Wait for one partition with work, as rheo.fetch does.
         IF txid_current_if_assigned() IS NOT NULL THEN
             RETURN;
         END IF;
-        SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates
-          FROM rheo.cursors c
-          JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = ANY (v_scope)
-           AND (c.next_sequence <= pt.high_watermark
-                OR EXISTS (SELECT 1 FROM rheo.deliveries d
-                            WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
-                              AND d.expires_at <= v_now)
-                OR (v_key AND EXISTS (SELECT 1 FROM rheo.key_wakeups w
-                                       WHERE w.stream = p_stream AND w.group_id = c.group_id
-                                         AND w."partition" = c."partition")));
+        EXECUTE format($q$
+            SELECT array_agg(c."partition" ORDER BY c."partition")
+              FROM %3$s c
+              JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
+             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3)
+               AND (c.next_sequence <= pt.high_watermark
+                    OR EXISTS (SELECT 1 FROM %4$s d
+                                WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
+                                  AND d.expires_at <= $4)
+                    OR ($5 AND EXISTS (SELECT 1 FROM %6$s w
+                                        WHERE w.stream = $1 AND w.group_id = c.group_id
+                                          AND w."partition" = c."partition")))$q$, VARIADIC v_t)
+           INTO v_candidates
+          USING p_stream, p_group_id, v_scope, v_now, v_key;
         IF v_candidates IS NULL THEN
             RETURN;
         END IF;
         v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
-        SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
-               ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count)],
-               ARRAY[(SELECT count(*)::int
-                        FROM (SELECT 1 FROM rheo.deliveries d
-                               WHERE d.stream = p_stream AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                 AND d.expires_at <= v_now
-                                 AND (d.state = 'pending' OR d.attempt < p_max_attempts)
-                               ORDER BY d.expires_at
-                               LIMIT p_max_count::bigint + 1) AS r)]
-          INTO v_locked, v_next, v_fresh, v_reclaim
-          FROM rheo.cursors c
-          JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = v_p
-           FOR NO KEY UPDATE OF c;
+        EXECUTE format($q$
+            SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
+                   ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, $4)],
+                   ARRAY[(SELECT count(*)::int
+                            FROM (SELECT 1 FROM %4$s d
+                                   WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
+                                     AND d.expires_at <= $5
+                                     AND (d.state = 'pending' OR d.attempt < $6)
+                                   ORDER BY d.expires_at
+                                   LIMIT $4::bigint + 1) AS r)]
+              FROM %3$s c
+              JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
+             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = $3
+               FOR NO KEY UPDATE OF c$q$, VARIADIC v_t)
+           INTO v_locked, v_next, v_fresh, v_reclaim
+          USING p_stream, p_group_id, v_p, p_max_count, v_now, p_max_attempts;
         IF v_locked IS NULL THEN
             RETURN;
         END IF;
@@ -156,29 +176,37 @@ BEGIN
 
     -- Leases expired at the attempt limit are dead-lettered, as in
     -- rheo.fetch; the dead letters and wakeups by statements of their own.
-    WITH due AS MATERIALIZED (
-        SELECT x.ctid AS tid FROM rheo.deliveries x
-         WHERE x.stream = p_stream AND x.group_id = p_group_id AND x."partition" = ANY (v_locked)
-           AND x.expires_at <= v_now
-           AND x.state = 'leased' AND x.attempt >= p_max_attempts
-           FOR UPDATE SKIP LOCKED
-    ), expired AS (
-        DELETE FROM rheo.deliveries AS d
-         WHERE d.stream = p_stream AND d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
-        RETURNING d."partition", d.sequence, d.attempt, d.key, d.has_waiters
-    )
-    SELECT array_agg(x."partition"), array_agg(x.sequence), array_agg(x.attempt), array_agg(x.key),
-           array_agg(x.has_waiters)
-      INTO v_parts, v_sequences, v_attempts, v_keys, v_waiters
-      FROM expired x;
+    EXECUTE format($q$
+        WITH due AS MATERIALIZED (
+            SELECT x.ctid AS tid FROM %4$s x
+             WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = ANY ($3)
+               AND x.expires_at <= $4
+               AND x.state = 'leased' AND x.attempt >= $5
+               FOR UPDATE SKIP LOCKED
+        ), expired AS (
+            DELETE FROM %4$s AS d
+             WHERE d.stream = $1 AND d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
+            RETURNING d."partition", d.sequence, d.attempt, d.key, d.has_waiters
+        )
+        SELECT array_agg(x."partition"), array_agg(x.sequence), array_agg(x.attempt), array_agg(x.key),
+               array_agg(x.has_waiters)
+          FROM expired x$q$, VARIADIC v_t)
+       INTO v_parts, v_sequences, v_attempts, v_keys, v_waiters
+      USING p_stream, p_group_id, v_locked, v_now, p_max_attempts;
     IF v_parts IS NOT NULL THEN
-        INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-        SELECT p_stream, p_group_id, x.part, x.sequence, x.attempt, 'lease_expired', v_now
-          FROM unnest(v_parts, v_sequences, v_attempts) AS x(part, sequence, attempt);
-        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-        SELECT p_stream, p_group_id, x.part, x.key
-          FROM unnest(v_parts, v_keys, v_waiters) AS x(part, key, has_waiters)
-         WHERE x.has_waiters;
+        EXECUTE format($q$
+            INSERT INTO %5$s (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+            SELECT $1, $2, x.part, x.sequence, x.attempt, 'lease_expired', $3
+              FROM unnest($4, $5, $6) AS x(part, sequence, attempt)$q$, VARIADIC v_t)
+          USING p_stream, p_group_id, v_now, v_parts, v_sequences, v_attempts;
+        IF true = ANY (v_waiters) THEN
+            EXECUTE format($q$
+                INSERT INTO %6$s (stream, group_id, "partition", key)
+                SELECT $1, $2, x.part, x.key
+                  FROM unnest($3, $4, $5) AS x(part, key, has_waiters)
+                 WHERE x.has_waiters$q$, VARIADIC v_t)
+              USING p_stream, p_group_id, v_parts, v_keys, v_waiters;
+        END IF;
     END IF;
 
     IF v_key THEN
@@ -186,46 +214,63 @@ BEGIN
         -- key by key: a blocked earliest delivery is released (pending, due
         -- now), one leased or pending without waiters is marked as having
         -- some (or, held by a settle, its wakeup kept for the next fetch).
-        WITH taken AS (
-            DELETE FROM rheo.key_wakeups AS w
-             WHERE w.stream = p_stream AND w.group_id = p_group_id AND w."partition" = ANY (v_locked)
-            RETURNING w."partition", w.key
-        )
-        SELECT array_agg(t.part ORDER BY t.part, t.key), array_agg(t.key ORDER BY t.part, t.key)
-          INTO v_wparts, v_wkeys
-          FROM (SELECT DISTINCT x."partition" AS part, x.key FROM taken x) AS t;
+        EXECUTE format($q$
+            WITH taken AS (
+                DELETE FROM %6$s AS w
+                 WHERE w.stream = $1 AND w.group_id = $2 AND w."partition" = ANY ($3)
+                RETURNING w."partition", w.key
+            )
+            SELECT array_agg(t.part ORDER BY t.part, t.key), array_agg(t.key ORDER BY t.part, t.key)
+              FROM (SELECT DISTINCT x."partition" AS part, x.key FROM taken x) AS t$q$, VARIADIC v_t)
+           INTO v_wparts, v_wkeys
+          USING p_stream, p_group_id, v_locked;
         v_released := array_fill(0, ARRAY[cardinality(v_locked)]);
         FOR v_i IN 1 .. coalesce(cardinality(v_wparts), 0) LOOP
             v_wp := v_wparts[v_i];
             v_wk := v_wkeys[v_i];
-            SELECT x.ctid, x.state, x.has_waiters INTO v_tid, v_state, v_has
-              FROM rheo.deliveries x
-             WHERE x.stream = p_stream AND x.group_id::bigint = p_group_id::bigint
-               AND x."partition"::bigint = v_wp::bigint AND x.key = v_wk
-             ORDER BY x.sequence
-             LIMIT 1;
-            CONTINUE WHEN NOT FOUND;
+            EXECUTE format($q$
+                SELECT x.ctid, x.state, x.has_waiters
+                  FROM %4$s x
+                 WHERE x.stream = $1 AND x.group_id::bigint = $2::bigint
+                   AND x."partition"::bigint = $3::bigint AND x.key = $4
+                 ORDER BY x.sequence
+                 LIMIT 1$q$, VARIADIC v_t)
+               INTO v_tid, v_state, v_has
+              USING p_stream, p_group_id, v_wp, v_wk;
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            CONTINUE WHEN v_n = 0;
             IF v_state = 'blocked' THEN
-                SELECT EXISTS (SELECT 1 FROM rheo.deliveries y
-                                WHERE y.stream = p_stream AND y.group_id::bigint = p_group_id::bigint
-                                  AND y."partition"::bigint = v_wp::bigint AND y.key = v_wk
-                                  AND y.sequence > (SELECT z.sequence FROM rheo.deliveries z
-                                                     WHERE z.stream = p_stream AND z.ctid = v_tid))
-                  INTO v_has;
-                UPDATE rheo.deliveries AS d
-                   SET state = 'pending', expires_at = v_now, has_waiters = v_has
-                 WHERE d.stream = p_stream AND d.ctid = v_tid;
-                IF FOUND THEN
+                EXECUTE format($q$
+                    SELECT EXISTS (SELECT 1 FROM %4$s y
+                                    WHERE y.stream = $1 AND y.group_id::bigint = $2::bigint
+                                      AND y."partition"::bigint = $3::bigint AND y.key = $4
+                                      AND y.sequence > (SELECT z.sequence FROM %4$s z
+                                                         WHERE z.stream = $1 AND z.ctid = $5))$q$, VARIADIC v_t)
+                   INTO v_has
+                  USING p_stream, p_group_id, v_wp, v_wk, v_tid;
+                EXECUTE format($q$
+                    UPDATE %4$s AS d
+                       SET state = 'pending', expires_at = $3, has_waiters = $4
+                     WHERE d.stream = $1 AND d.ctid = $2$q$, VARIADIC v_t)
+                  USING p_stream, v_tid, v_now, v_has;
+                GET DIAGNOSTICS v_n = ROW_COUNT;
+                IF v_n > 0 THEN
                     v_k := array_position(v_locked, v_wp);
                     v_released[v_k] := v_released[v_k] + 1;
                 END IF;
             ELSIF NOT v_has THEN
-                PERFORM FROM rheo.deliveries x WHERE x.stream = p_stream AND x.ctid = v_tid FOR UPDATE SKIP LOCKED;
-                IF FOUND THEN
-                    UPDATE rheo.deliveries AS d SET has_waiters = true WHERE d.stream = p_stream AND d.ctid = v_tid;
+                EXECUTE format($q$
+                    SELECT 1 FROM %4$s x WHERE x.stream = $1 AND x.ctid = $2 FOR UPDATE SKIP LOCKED$q$, VARIADIC v_t)
+                  USING p_stream, v_tid;
+                GET DIAGNOSTICS v_n = ROW_COUNT;
+                IF v_n > 0 THEN
+                    EXECUTE format($q$
+                        UPDATE %4$s AS d SET has_waiters = true WHERE d.stream = $1 AND d.ctid = $2$q$, VARIADIC v_t)
+                      USING p_stream, v_tid;
                 ELSE
-                    INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-                    VALUES (p_stream, p_group_id, v_wp, v_wk);
+                    EXECUTE format($q$
+                        INSERT INTO %6$s (stream, group_id, "partition", key) VALUES ($1, $2, $3, $4)$q$, VARIADIC v_t)
+                      USING p_stream, p_group_id, v_wp, v_wk;
                 END IF;
             END IF;
         END LOOP;
@@ -234,15 +279,17 @@ BEGIN
     ELSIF v_part THEN
         -- 'partition': the earliest delivery in progress when due, else
         -- one new event (rheo._turn written out).
-        SELECT array_agg(CASE WHEN h.sequence IS NULL THEN least(1, x.f) ELSE 0 END ORDER BY x.ord),
-               array_agg(CASE WHEN h.expires_at <= v_now AND (h.state = 'pending' OR h.attempt < p_max_attempts)
-                              THEN 1 ELSE 0 END ORDER BY x.ord)
-          INTO v_fresh, v_reclaim
-          FROM unnest(v_locked, v_fresh) WITH ORDINALITY AS x(part, f, ord)
-          LEFT JOIN LATERAL (SELECT d.sequence, d.state, d.attempt, d.expires_at FROM rheo.deliveries d
-                              WHERE d.stream = p_stream AND d.group_id = p_group_id AND d."partition" = x.part
-                              ORDER BY d.sequence
-                              LIMIT 1) AS h ON true;
+        EXECUTE format($q$
+            SELECT array_agg(CASE WHEN h.sequence IS NULL THEN least(1, x.f) ELSE 0 END ORDER BY x.ord),
+                   array_agg(CASE WHEN h.expires_at <= $5 AND (h.state = 'pending' OR h.attempt < $6)
+                                  THEN 1 ELSE 0 END ORDER BY x.ord)
+              FROM unnest($3, $4) WITH ORDINALITY AS x(part, f, ord)
+              LEFT JOIN LATERAL (SELECT d.sequence, d.state, d.attempt, d.expires_at FROM %4$s d
+                                  WHERE d.stream = $1 AND d.group_id = $2 AND d."partition" = x.part
+                                  ORDER BY d.sequence
+                                  LIMIT 1) AS h ON true$q$, VARIADIC v_t)
+           INTO v_fresh, v_reclaim
+          USING p_stream, p_group_id, v_locked, v_fresh, v_now, p_max_attempts;
     END IF;
     IF p_max_count = 0 THEN
         RETURN;
@@ -268,44 +315,54 @@ BEGIN
             -- the earliest delivery, if still due), locked with SKIP LOCKED
             -- and checked again as they are once locked.
             IF v_part THEN
-                SELECT array_agg(x.ctid) INTO v_tids
-                  FROM (SELECT d.ctid FROM rheo.deliveries d
-                         WHERE d.stream = p_stream AND d.group_id = p_group_id AND d."partition" = v_p
-                         ORDER BY d.sequence
-                         LIMIT 1) AS t
-                  JOIN LATERAL (SELECT y.ctid FROM rheo.deliveries y
-                                 WHERE y.stream = p_stream AND y.ctid = t.ctid
-                                   AND y.expires_at <= v_now
-                                   AND (y.state = 'pending' OR y.attempt < p_max_attempts)
-                                   FOR UPDATE SKIP LOCKED) AS x ON true;
+                EXECUTE format($q$
+                    SELECT array_agg(x.ctid)
+                      FROM (SELECT d.ctid FROM %4$s d
+                             WHERE d.stream = $1 AND d.group_id = $2 AND d."partition" = $3
+                             ORDER BY d.sequence
+                             LIMIT 1) AS t
+                      JOIN LATERAL (SELECT y.ctid FROM %4$s y
+                                     WHERE y.stream = $1 AND y.ctid = t.ctid
+                                       AND y.expires_at <= $4
+                                       AND (y.state = 'pending' OR y.attempt < $5)
+                                       FOR UPDATE SKIP LOCKED) AS x ON true$q$, VARIADIC v_t)
+                   INTO v_tids
+                  USING p_stream, p_group_id, v_p, v_now, p_max_attempts;
             ELSE
-                SELECT array_agg(x.ctid) INTO v_tids
-                  FROM (SELECT d.ctid FROM rheo.deliveries d
-                         WHERE d.stream = p_stream AND d.group_id = p_group_id AND d."partition" = v_p
-                           AND d.expires_at <= v_now AND (d.state = 'pending' OR d.attempt < p_max_attempts)
-                         ORDER BY d.sequence
-                         LIMIT v_a
-                           FOR UPDATE SKIP LOCKED) AS x;
+                EXECUTE format($q$
+                    SELECT array_agg(x.ctid)
+                      FROM (SELECT d.ctid FROM %4$s d
+                             WHERE d.stream = $1 AND d.group_id = $2 AND d."partition" = $3
+                               AND d.expires_at <= $4 AND (d.state = 'pending' OR d.attempt < $5)
+                             ORDER BY d.sequence
+                             LIMIT $6
+                               FOR UPDATE SKIP LOCKED) AS x$q$, VARIADIC v_t)
+                   INTO v_tids
+                  USING p_stream, p_group_id, v_p, v_now, p_max_attempts, v_a;
             END IF;
             IF v_tids IS NOT NULL AND v_key THEN
                 -- 'key': a delivery due behind an earlier one of its key not
                 -- terminal is blocked again instead of leased; one behind a
                 -- delivery not marked as having waiters wakes the key.
-                SELECT array_agg(x.tid) FILTER (WHERE b.state IS NOT NULL),
-                       array_agg(x.key) FILTER (WHERE b.state <> 'blocked' AND NOT b.has_waiters)
-                  INTO v_ahead, v_keys
-                  FROM (SELECT d.ctid AS tid, d.sequence, d.key FROM rheo.deliveries d
-                         WHERE d.stream = p_stream AND d.ctid = ANY (v_tids)) AS x
-                 CROSS JOIN LATERAL (SELECT y.state, y.has_waiters FROM rheo.deliveries y
-                                      WHERE y.stream = p_stream AND y.group_id::bigint = p_group_id::bigint
-                                        AND y."partition"::bigint = v_p::bigint
-                                        AND y.key = x.key AND y.sequence < x.sequence
-                                      ORDER BY y.sequence DESC
-                                      LIMIT 1) AS b;
+                EXECUTE format($q$
+                    SELECT array_agg(x.tid) FILTER (WHERE b.state IS NOT NULL),
+                           array_agg(x.key) FILTER (WHERE b.state <> 'blocked' AND NOT b.has_waiters)
+                      FROM (SELECT d.ctid AS tid, d.sequence, d.key FROM %4$s d
+                             WHERE d.stream = $1 AND d.ctid = ANY ($4)) AS x
+                     CROSS JOIN LATERAL (SELECT y.state, y.has_waiters FROM %4$s y
+                                          WHERE y.stream = $1 AND y.group_id::bigint = $2::bigint
+                                            AND y."partition"::bigint = $3::bigint
+                                            AND y.key = x.key AND y.sequence < x.sequence
+                                          ORDER BY y.sequence DESC
+                                          LIMIT 1) AS b$q$, VARIADIC v_t)
+                   INTO v_ahead, v_keys
+                  USING p_stream, p_group_id, v_p, v_tids;
                 IF v_ahead IS NOT NULL THEN
-                    UPDATE rheo.deliveries AS d
-                       SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
-                     WHERE d.stream = p_stream AND d.ctid = ANY (v_ahead);
+                    EXECUTE format($q$
+                        UPDATE %4$s AS d
+                           SET state = 'blocked', lease_id = NULL, consumer_id = NULL, expires_at = 'infinity'
+                         WHERE d.stream = $1 AND d.ctid = ANY ($2)$q$, VARIADIC v_t)
+                      USING p_stream, v_ahead;
                     v_tids := ARRAY(SELECT t FROM unnest(v_tids) AS t WHERE t <> ALL (v_ahead));
                     IF cardinality(v_tids) = 0 THEN
                         v_tids := NULL;
@@ -315,23 +372,30 @@ BEGIN
                 END IF;
             END IF;
             IF v_tids IS NOT NULL THEN
-                WITH reclaimed AS (
-                    UPDATE rheo.deliveries AS d
-                       SET state = 'leased', lease_id = rheo._lease_id(v_mark, v_nonce, d."partition", d.sequence),
-                           consumer_id = v_consumer, attempt = d.attempt + 1, leased_at = v_now, expires_at = v_expires
-                     WHERE d.stream = p_stream AND d.ctid = ANY (v_tids)
-                    RETURNING d.sequence, d.lease_id, d.attempt
-                )
-                SELECT array_agg(r.sequence ORDER BY r.sequence), array_agg(r.lease_id ORDER BY r.sequence),
-                       array_agg(r.attempt ORDER BY r.sequence)
-                  INTO v_sequences, v_leases, v_attempts
-                  FROM reclaimed r;
-                RETURN QUERY
-                SELECT x.lease_id, x.lease_id::text, p_stream, p_group_name, v_consumer, x.attempt,
-                       v_now, v_expires, e.id, e."partition", e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
-                  FROM unnest(v_sequences, v_leases, v_attempts) WITH ORDINALITY AS x(sequence, lease_id, attempt, ord)
-                  JOIN rheo.events e ON e.stream = p_stream AND e."partition" = v_p AND e.sequence = x.sequence
-                 ORDER BY x.ord;
+                EXECUTE format($q$
+                    WITH reclaimed AS (
+                        UPDATE %4$s AS d
+                           SET state = 'leased', lease_id = rheo._lease_id($3, $4, d."partition", d.sequence),
+                               consumer_id = $5, attempt = d.attempt + 1, leased_at = $6, expires_at = $7
+                         WHERE d.stream = $1 AND d.ctid = ANY ($2)
+                        RETURNING d.sequence, d.lease_id, d.attempt
+                    )
+                    SELECT array_agg(r.sequence ORDER BY r.sequence), array_agg(r.lease_id ORDER BY r.sequence),
+                           array_agg(r.attempt ORDER BY r.sequence)
+                      FROM reclaimed r$q$, VARIADIC v_t)
+                   INTO v_sequences, v_leases, v_attempts
+                  USING p_stream, v_tids, v_mark, v_nonce, v_consumer, v_now, v_expires;
+                EXECUTE format($q$
+                    SELECT array_agg(ROW(x.lease_id, x.lease_id::text, $1, $2, $3, x.attempt, $4, $5, e.id,
+                                         e."partition", e.sequence, e.key, e.type, e.payload, e.metadata,
+                                         e.ts)::rheo.lease)
+                      FROM unnest($7, $8, $9) AS x(sequence, lease_id, attempt)
+                     CROSS JOIN LATERAL (SELECT e.* FROM %1$s e
+                                          WHERE e.stream = $1 AND e."partition" = $6 AND e.sequence = x.sequence) AS e$q$,
+                               VARIADIC v_t)
+                   INTO v_found
+                  USING p_stream, p_group_name, v_consumer, v_now, v_expires, v_p, v_sequences, v_leases, v_attempts;
+                v_rows := v_rows || coalesce(v_found, '{}');
             END IF;
         END IF;
         -- Then the new events from the cursor, which moves past them.
@@ -344,99 +408,135 @@ BEGIN
             -- the quota, as in rheo.fetch; cut after the quota's last lease.
             v_size := 2 * v_left::bigint;
             LOOP
-                SELECT array_agg(z.sequence ORDER BY z.sequence), array_agg(z.blocked ORDER BY z.sequence),
-                       array_agg(z.has_waiters ORDER BY z.sequence), array_agg(z.wake ORDER BY z.sequence),
-                       array_agg(z.key ORDER BY z.sequence), max(z.n_read), max(z.n_leasable)
-                  INTO v_sequences, v_blocked, v_waiters, v_wake, v_keys, v_read, v_leasable
-                  FROM (SELECT y.*,
-                               count(*) FILTER (WHERE NOT y.blocked) OVER (ORDER BY y.sequence) AS n_leased,
-                               count(*) FILTER (WHERE NOT y.blocked) OVER () AS n_leasable,
-                               count(*) OVER () AS n_read
-                          FROM (SELECT e.sequence, e.key,
-                                       e.key IS NOT NULL AND (e.rn > 1 OR b.state IS NOT NULL) AS blocked,
-                                       e.key IS NOT NULL AND e.rn < e.cnt AS has_waiters,
-                                       coalesce(b.state <> 'blocked' AND NOT b.has_waiters, false) AS wake
-                                  FROM (SELECT r.*,
-                                               row_number() OVER (PARTITION BY r.key ORDER BY r.sequence) AS rn,
-                                               count(*) OVER (PARTITION BY r.key) AS cnt
-                                          FROM (SELECT ev.sequence, ev.key FROM rheo.events ev
-                                                 WHERE ev.stream = p_stream AND ev."partition" = v_p
-                                                   AND ev.sequence >= v_next[v_i]
-                                                 ORDER BY ev.sequence
-                                                 LIMIT v_size) AS r) AS e
-                                  LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM rheo.deliveries x
-                                                      WHERE x.stream = p_stream
-                                                        AND x.group_id::bigint = p_group_id::bigint
-                                                        AND x."partition"::bigint = v_p::bigint
-                                                        AND x.key = e.key AND x.sequence < e.sequence
-                                                        AND e.rn = 1
-                                                      ORDER BY x.sequence DESC
-                                                      LIMIT 1) AS b ON true) AS y) AS z
-                 WHERE z.n_leased < v_left OR (z.n_leased = v_left AND NOT z.blocked);
+                EXECUTE format($q$
+                    SELECT array_agg(z.sequence ORDER BY z.sequence), array_agg(z.blocked ORDER BY z.sequence),
+                           array_agg(z.has_waiters ORDER BY z.sequence), array_agg(z.wake ORDER BY z.sequence),
+                           array_agg(z.key ORDER BY z.sequence), max(z.n_read), max(z.n_leasable)
+                      FROM (SELECT y.*,
+                                   count(*) FILTER (WHERE NOT y.blocked) OVER (ORDER BY y.sequence) AS n_leased,
+                                   count(*) FILTER (WHERE NOT y.blocked) OVER () AS n_leasable,
+                                   count(*) OVER () AS n_read
+                              FROM (SELECT e.sequence, e.key,
+                                           e.key IS NOT NULL AND (e.rn > 1 OR b.state IS NOT NULL) AS blocked,
+                                           e.key IS NOT NULL AND e.rn < e.cnt AS has_waiters,
+                                           coalesce(b.state <> 'blocked' AND NOT b.has_waiters, false) AS wake
+                                      FROM (SELECT r.*,
+                                                   row_number() OVER (PARTITION BY r.key ORDER BY r.sequence) AS rn,
+                                                   count(*) OVER (PARTITION BY r.key) AS cnt
+                                              FROM (SELECT ev.sequence, ev.key FROM %1$s ev
+                                                     WHERE ev.stream = $1 AND ev."partition" = $3
+                                                       AND ev.sequence >= $4
+                                                     ORDER BY ev.sequence
+                                                     LIMIT $5) AS r) AS e
+                                      LEFT JOIN LATERAL (SELECT x.state, x.has_waiters FROM %4$s x
+                                                          WHERE x.stream = $1
+                                                            AND x.group_id::bigint = $2::bigint
+                                                            AND x."partition"::bigint = $3::bigint
+                                                            AND x.key = e.key AND x.sequence < e.sequence
+                                                            AND e.rn = 1
+                                                          ORDER BY x.sequence DESC
+                                                          LIMIT 1) AS b ON true) AS y) AS z
+                     WHERE z.n_leased < $6 OR (z.n_leased = $6 AND NOT z.blocked)$q$, VARIADIC v_t)
+                   INTO v_sequences, v_blocked, v_waiters, v_wake, v_keys, v_read, v_leasable
+                  USING p_stream, p_group_id, v_p, v_next[v_i], v_size, v_left;
                 EXIT WHEN v_sequences IS NULL OR NOT (v_read = v_size AND v_leasable < v_left);
                 v_size := 2 * v_size;
             END LOOP;
             CONTINUE WHEN v_sequences IS NULL;
             -- The cursor passes the leased and the blocked events alike.
-            INSERT INTO rheo.deliveries
-                   (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at,
-                    ts, key, has_waiters)
-            SELECT e.stream, p_group_id, e."partition", e.sequence,
-                   CASE WHEN x.blocked THEN 'blocked' ELSE 'leased' END,
-                   CASE WHEN x.blocked THEN NULL
-                        ELSE rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence) END,
-                   CASE WHEN x.blocked THEN NULL ELSE v_consumer END,
-                   CASE WHEN x.blocked THEN 0 ELSE 1 END,
-                   CASE WHEN x.blocked THEN NULL ELSE v_now END,
-                   CASE WHEN x.blocked THEN 'infinity' ELSE v_expires END,
-                   e.ts, e.key, x.has_waiters
-              FROM unnest(v_sequences, v_blocked, v_waiters) AS x(sequence, blocked, has_waiters)
-              JOIN rheo.events e ON e.stream = p_stream AND e."partition" = v_p AND e.sequence = x.sequence;
-            UPDATE rheo.cursors AS c SET next_sequence = v_sequences[cardinality(v_sequences)] + 1
-             WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = v_p;
-            SELECT coalesce(v_wakes_p, '{}') || array_agg(v_p), coalesce(v_wakes_k, '{}') || array_agg(x.key)
+            EXECUTE format($q$
+                INSERT INTO %4$s
+                       (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at,
+                        expires_at, ts, key, has_waiters)
+                SELECT e.stream, $2, e."partition", e.sequence,
+                       CASE WHEN x.blocked THEN 'blocked' ELSE 'leased' END,
+                       CASE WHEN x.blocked THEN NULL
+                            ELSE rheo._lease_id($4, $5, e."partition", e.sequence) END,
+                       CASE WHEN x.blocked THEN NULL ELSE $6 END,
+                       CASE WHEN x.blocked THEN 0 ELSE 1 END,
+                       CASE WHEN x.blocked THEN NULL ELSE $7 END,
+                       CASE WHEN x.blocked THEN 'infinity' ELSE $8 END,
+                       e.ts, e.key, x.has_waiters
+                  FROM unnest($9, $10, $11) AS x(sequence, blocked, has_waiters)
+                  JOIN %1$s e ON e.stream = $1 AND e."partition" = $3 AND e.sequence = x.sequence$q$, VARIADIC v_t)
+              USING p_stream, p_group_id, v_p, v_mark, v_nonce, v_consumer, v_now, v_expires,
+                    v_sequences, v_blocked, v_waiters;
+            EXECUTE format($q$
+                UPDATE %3$s AS c SET next_sequence = $4
+                 WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = $3$q$, VARIADIC v_t)
+              USING p_stream, p_group_id, v_p, v_sequences[cardinality(v_sequences)] + 1;
+            -- (An aggregate without rows is NULL: what was gathered stays.)
+            SELECT coalesce(v_wakes_p, '{}') || coalesce(array_agg(v_p), '{}'),
+                   coalesce(v_wakes_k, '{}') || coalesce(array_agg(x.key), '{}')
               INTO v_wakes_p, v_wakes_k
               FROM unnest(v_keys, v_wake) AS x(key, wake)
-             WHERE x.wake
-            HAVING count(*) > 0;
-            RETURN QUERY
-            SELECT rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence),
-                   rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence)::text,
-                   p_stream, p_group_name, v_consumer, 1,
-                   v_now, v_expires, e.id, e."partition", e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
-              FROM unnest(v_sequences, v_blocked) AS x(sequence, blocked)
-              JOIN rheo.events e ON e.stream = p_stream AND e."partition" = v_p AND e.sequence = x.sequence
-             WHERE NOT x.blocked
-             ORDER BY e.sequence;
+             WHERE x.wake;
+            EXECUTE format($q$
+                SELECT array_agg(ROW(rheo._lease_id($4, $5, e."partition", e.sequence),
+                                     rheo._lease_id($4, $5, e."partition", e.sequence)::text,
+                                     $1, $2, $6, 1, $7, $8, e.id, e."partition", e.sequence, e.key, e.type, e.payload,
+                                     e.metadata, e.ts)::rheo.lease)
+                  FROM unnest($9, $10) AS x(sequence, blocked)
+                 CROSS JOIN LATERAL (SELECT e.* FROM %1$s e
+                                      WHERE e.stream = $1 AND e."partition" = $3 AND e.sequence = x.sequence) AS e
+                 WHERE NOT x.blocked$q$, VARIADIC v_t)
+               INTO v_found
+              USING p_stream, p_group_name, v_p, v_mark, v_nonce, v_consumer, v_now, v_expires, v_sequences, v_blocked;
+            v_rows := v_rows || coalesce(v_found, '{}');
             CONTINUE;
         END IF;
-        INSERT INTO rheo.deliveries
-               (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at, expires_at, ts)
-        SELECT e.stream, p_group_id, e."partition", e.sequence, 'leased',
-               rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence),
-               v_consumer, 1, v_now, v_expires, e.ts
-          FROM rheo.events e
-         WHERE e.stream = p_stream AND e."partition" = v_p AND e.sequence >= v_next[v_i]
-         ORDER BY e.sequence
-         LIMIT v_left;
-        GET DIAGNOSTICS v_left = ROW_COUNT;
-        CONTINUE WHEN v_left = 0;
-        UPDATE rheo.cursors AS c SET next_sequence = v_next[v_i] + v_left
-         WHERE c.stream = p_stream AND c.group_id = p_group_id AND c."partition" = v_p;
-        RETURN QUERY
-        SELECT rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence),
-               rheo._lease_id(v_mark, v_nonce, e."partition", e.sequence)::text,
-               p_stream, p_group_name, v_consumer, 1,
-               v_now, v_expires, e.id, e."partition", e.sequence, e.key, e.type, e.payload, e.metadata, e.ts
-          FROM rheo.events e
-         WHERE e.stream = p_stream AND e."partition" = v_p
-           AND e.sequence >= v_next[v_i] AND e.sequence < v_next[v_i] + v_left
-         ORDER BY e.sequence;
+        -- The events past the cursor are contiguous: the quota's are those
+        -- from it, claimed for every partition at once after the loop.
+        v_new_parts := v_new_parts || v_p;
+        v_new_next := v_new_next || v_next[v_i];
+        v_new_counts := v_new_counts || v_left;
     END LOOP;
-    IF v_wakes_p IS NOT NULL THEN
-        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-        SELECT DISTINCT p_stream, p_group_id, w.part, w.key
-          FROM unnest(v_wakes_p, v_wakes_k) AS w(part, key);
+    IF cardinality(v_new_parts) > 0 THEN
+        EXECUTE format($q$
+            INSERT INTO %4$s
+                   (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at,
+                    expires_at, ts)
+            SELECT e.stream, $2, e."partition", e.sequence, 'leased',
+                   rheo._lease_id($6, $7, e."partition", e.sequence),
+                   $8, 1, $9, $10, e.ts
+              FROM unnest($3, $4, $5) AS x(part, next_sequence, n)
+             CROSS JOIN LATERAL (SELECT e.stream, e."partition", e.sequence, e.ts FROM %1$s e
+                                  WHERE e.stream = $1 AND e."partition" = x.part AND e.sequence >= x.next_sequence
+                                  ORDER BY e.sequence
+                                  LIMIT x.n) AS e$q$, VARIADIC v_t)
+          USING p_stream, p_group_id, v_new_parts, v_new_next, v_new_counts, v_mark, v_nonce, v_consumer, v_now,
+                v_expires;
+        EXECUTE format($q$
+            UPDATE %3$s AS c SET next_sequence = ($4::bigint[])[array_position($3, c."partition")]
+             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3)$q$, VARIADIC v_t)
+          USING p_stream, p_group_id, v_new_parts,
+                ARRAY(SELECT x.next_sequence + x.n
+                        FROM unnest(v_new_next, v_new_counts) WITH ORDINALITY AS x(next_sequence, n, ord)
+                       ORDER BY x.ord);
+        EXECUTE format($q$
+            SELECT array_agg(ROW(rheo._lease_id($4, $5, e."partition", e.sequence),
+                                 rheo._lease_id($4, $5, e."partition", e.sequence)::text,
+                                 $1, $2, $3, 1, $6, $7, e.id, e."partition", e.sequence, e.key, e.type, e.payload,
+                                 e.metadata, e.ts)::rheo.lease)
+              FROM unnest($8, $9, $10) AS x(part, next_sequence, n)
+             CROSS JOIN LATERAL (SELECT e.* FROM %1$s e
+                                  WHERE e.stream = $1 AND e."partition" = x.part AND e.sequence >= x.next_sequence
+                                  ORDER BY e.sequence
+                                  LIMIT x.n) AS e$q$, VARIADIC v_t)
+           INTO v_found
+          USING p_stream, p_group_name, v_consumer, v_mark, v_nonce, v_now, v_expires, v_new_parts, v_new_next,
+                v_new_counts;
+        v_rows := v_rows || coalesce(v_found, '{}');
+    END IF;
+    -- The leases, in (partition, sequence) order: the deliveries due again
+    -- of a partition come before its new events.
+    RETURN QUERY SELECT r.* FROM unnest(v_rows) AS r ORDER BY r."partition", r.sequence;
+    IF cardinality(v_wakes_p) > 0 THEN
+        EXECUTE format($q$
+            INSERT INTO %6$s (stream, group_id, "partition", key)
+            SELECT DISTINCT $1, $2, w.part, w.key
+              FROM unnest($3, $4) AS w(part, key)$q$, VARIADIC v_t)
+          USING p_stream, p_group_id, v_wakes_p, v_wakes_k;
     END IF;
 END
 $$;
