@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(7);
+SELECT plan(8);
 
 -- rheo._fetch_citus and the settles' Citus statements, run here on a
 -- single server by turning rheo._distributed() true in this transaction:
@@ -97,6 +97,33 @@ SELECT results_eq(
     'Citus lease ids begin with the hash of their stream');
 SELECT throws_ok($$SELECT rheo.ack('00000000-0000-4000-8000-000000000000')$$, 'RH004', 'stale_lease',
     'Citus statements: a lease id no fetch made is stale');
+
+-- 'key': a wakeup gathered in one partition's window is kept when a
+-- later partition's window gathers none. Key k1 lives in partition 0,
+-- k2 in partition 1: the second fetch blocks the second k1 event behind
+-- the first, still leased, and wakes the key; the ack of the first then
+-- lets a fetch lease the second.
+CREATE FUNCTION pg_temp.key_unblocks(p_stream text) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_t0    timestamptz := '2030-01-01Z';
+    v_k1    text := (SELECT 'k' || n FROM generate_series(1, 100) n WHERE rheo._route('k' || n, 2) = 0 LIMIT 1);
+    v_k2    text := (SELECT 'k' || n FROM generate_series(1, 100) n WHERE rheo._route('k' || n, 2) = 1 LIMIT 1);
+    v_first uuid;
+BEGIN
+    PERFORM rheo.create_stream(p_stream, 2, clock => v_t0);
+    PERFORM rheo.create_group(p_stream, 'g', ordering => 'key', clock => v_t0);
+    PERFORM rheo.append(p_stream, '{"n": 1}', key => v_k1, clock => v_t0);
+    SELECT f.lease_id INTO v_first FROM rheo.fetch(p_stream, 'g', 1, clock => v_t0) f;
+    PERFORM rheo.append(p_stream, '{"n": 2}', key => v_k1, clock => v_t0);
+    PERFORM rheo.append(p_stream, '{"n": 3}', key => v_k2, clock => v_t0);
+    PERFORM FROM rheo.fetch(p_stream, 'g', 10, clock => v_t0);
+    PERFORM rheo.ack(v_first);
+    RETURN EXISTS (SELECT FROM rheo.fetch(p_stream, 'g', 10, clock => v_t0) f WHERE f.key = v_k1);
+END
+$fn$;
+SELECT ok(pg_temp.key_unblocks('citus-wake'),
+    'Citus statements: a key woken in one partition stays woken when a later partition wakes none');
 
 SELECT * FROM finish();
 ROLLBACK;
