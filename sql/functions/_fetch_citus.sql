@@ -507,12 +507,10 @@ BEGIN
           USING p_stream, p_group_id, v_new_parts, v_new_next, v_new_counts, v_mark, v_nonce, v_consumer, v_now,
                 v_expires;
         EXECUTE format($q$
-            UPDATE %3$s AS c SET next_sequence = ($4::bigint[])[array_position($3, c."partition")]
-             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3)$q$, VARIADIC v_t)
-          USING p_stream, p_group_id, v_new_parts,
-                ARRAY(SELECT x.next_sequence + x.n
-                        FROM unnest(v_new_next, v_new_counts) WITH ORDINALITY AS x(next_sequence, n, ord)
-                       ORDER BY x.ord);
+            UPDATE %3$s AS c SET next_sequence = x.next_sequence + x.n
+              FROM unnest($3, $4, $5) AS x(part, next_sequence, n)
+             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = x.part$q$, VARIADIC v_t)
+          USING p_stream, p_group_id, v_new_parts, v_new_next, v_new_counts;
         EXECUTE format($q$
             SELECT array_agg(ROW(rheo._lease_id($4, $5, e."partition", e.sequence),
                                  rheo._lease_id($4, $5, e."partition", e.sequence)::text,
