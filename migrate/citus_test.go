@@ -201,6 +201,34 @@ SELECT s.nodename || ':' || s.nodeport, count(*)
 		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM rheo.events WHERE stream LIKE 'spread-%'`).Scan(&events))
 		assert.Equal(t, int64(16), events)
 	})
+
+	t.Run("statements on the shards", func(t *testing.T) {
+		// rheo._shard_tables names the stream's shards on the node that
+		// holds them, and the distributed tables everywhere else.
+		const tables = `ARRAY['events', 'deliveries', 'key_wakeups']`
+		var holder string
+		var shards []string
+		require.NoError(t, conn.QueryRow(ctx, `
+SELECT s.nodename || ':' || s.nodeport,
+       ARRAY(SELECT format('rheo.%s_%s', t, get_shard_id_for_distribution_column(('rheo.' || t)::regclass, 'orders'))
+               FROM unnest(`+tables+`) WITH ORDINALITY AS x(t, o) ORDER BY o)
+  FROM citus_shards s
+ WHERE s.table_name = 'rheo.events'::regclass AND s.shardid = get_shard_id_for_distribution_column('rheo.events', 'orders')`).
+			Scan(&holder, &shards))
+		plain := []string{"rheo.events", "rheo.deliveries", "rheo.key_wakeups"}
+		var got []string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT rheo._shard_tables('orders', `+tables+`)`).Scan(&got))
+		assert.Equal(t, plain, got, "the coordinator, which holds no shard")
+		for i, w := range c.WorkerURLs(t, url) {
+			wc := migrateConnect(t, w)
+			require.NoError(t, wc.QueryRow(ctx, `SELECT rheo._shard_tables('orders', `+tables+`)`).Scan(&got))
+			if c.Workers[i].Addr() == holder {
+				assert.Equal(t, shards, got, "the worker %s, which holds the stream", holder)
+			} else {
+				assert.Equal(t, plain, got, "the worker %s, which does not hold the stream", c.Workers[i].Addr())
+			}
+		}
+	})
 }
 
 // citusPlan is the plan of query on the coordinator, EXPLAIN (VERBOSE).
