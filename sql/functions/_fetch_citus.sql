@@ -47,6 +47,7 @@ DECLARE
     v_now          timestamptz := $9;
     v_expires      timestamptz := $10;
     v_t           text[];
+    v_work        text;
     v_candidates  int[];
     v_locked      int[];
     v_next        bigint[];
@@ -101,6 +102,18 @@ BEGIN
     v_t := rheo._shard_tables(p_stream, ARRAY['events', 'partitions', 'cursors', 'deliveries', 'dead_letters',
                                               'key_wakeups']);
 
+    -- Whether the cursor c (of partition pt) has work (rheo._has_work
+    -- written out): events past it, a delivery due, or under 'key' a
+    -- wakeup. Its parameters are those of the two statements below: $1
+    -- the stream, $5 now, $7 whether the ordering is 'key'.
+    v_work := format($q$(c.next_sequence <= pt.high_watermark
+                         OR EXISTS (SELECT 1 FROM %1$s d
+                                     WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
+                                       AND d.expires_at <= $5)
+                         OR ($7 AND EXISTS (SELECT 1 FROM %2$s w
+                                             WHERE w.stream = $1 AND w.group_id = c.group_id
+                                               AND w."partition" = c."partition")))$q$, v_t[4], v_t[6]);
+
     -- The cursors of the partitions with work, locked, and what each can
     -- give, as rheo.fetch reads them (rheo._has_work, rheo._fresh,
     -- rheo._due_count written out).
@@ -118,16 +131,9 @@ BEGIN
                                  LIMIT $4::bigint + 1) AS r) AS reclaim
                   FROM %3$s c
                   JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
-                 WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3)
-                   AND (c.next_sequence <= pt.high_watermark
-                        OR EXISTS (SELECT 1 FROM %4$s d
-                                    WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                      AND d.expires_at <= $5)
-                        OR ($7 AND EXISTS (SELECT 1 FROM %6$s w
-                                            WHERE w.stream = $1 AND w.group_id = c.group_id
-                                              AND w."partition" = c."partition")))
+                 WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s
                  ORDER BY c."partition"
-                   FOR NO KEY UPDATE OF c SKIP LOCKED) AS l$q$, VARIADIC v_t)
+                   FOR NO KEY UPDATE OF c SKIP LOCKED) AS l$q$, VARIADIC v_t || v_work)
        INTO v_locked, v_next, v_fresh, v_reclaim
       USING p_stream, p_group_id, v_scope, p_max_count, v_now, p_max_attempts, v_key;
     IF v_locked IS NULL THEN
@@ -139,16 +145,9 @@ BEGIN
             SELECT array_agg(c."partition" ORDER BY c."partition")
               FROM %3$s c
               JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
-             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3)
-               AND (c.next_sequence <= pt.high_watermark
-                    OR EXISTS (SELECT 1 FROM %4$s d
-                                WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                  AND d.expires_at <= $4)
-                    OR ($5 AND EXISTS (SELECT 1 FROM %6$s w
-                                        WHERE w.stream = $1 AND w.group_id = c.group_id
-                                          AND w."partition" = c."partition")))$q$, VARIADIC v_t)
+             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s$q$, VARIADIC v_t || v_work)
            INTO v_candidates
-          USING p_stream, p_group_id, v_scope, v_now, v_key;
+          USING p_stream, p_group_id, v_scope, p_max_count, v_now, p_max_attempts, v_key;
         IF v_candidates IS NULL THEN
             RETURN;
         END IF;
