@@ -162,6 +162,9 @@ func Open(ctx context.Context, url string, opts *Options) (driver.Driver, error)
 	if opts == nil {
 		opts = &Options{}
 	}
+	if open := registered(url); open != nil {
+		return open(ctx, url, opts)
+	}
 	target, err := dburl.Parse(url)
 	if err != nil {
 		return nil, &URLError{Err: err}
