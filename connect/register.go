@@ -3,11 +3,13 @@ package connect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/internal/dburl"
 )
 
 // Opener opens a driver for a database URL of one of the schemes it was
@@ -28,9 +30,11 @@ var (
 // "rediss", …, compared without regard to case) and open them with open,
 // as database/sql learns drivers: a driver package registers itself in
 // its init function, so that a program importing it (a blank import is
-// enough) can open its URLs. Register panics when open is nil, when no
-// scheme is given, or when a scheme is registered twice or is one Open
-// knows itself (postgres, postgresql, sqlite).
+// enough) can open its URLs. Register panics, registering none of the
+// schemes, when open is nil, when no scheme is given, or when a scheme is
+// empty, is registered twice or is one Open knows itself (postgres,
+// postgresql, sqlite: those stay Open's own, so that a program that
+// links another driver opens them exactly as before).
 func Register(open Opener, schemes ...string) {
 	if open == nil {
 		panic("connect: Register of a nil Opener")
@@ -40,14 +44,23 @@ func Register(open Opener, schemes ...string) {
 	}
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	for _, scheme := range schemes {
+	// Every scheme is checked before any is registered, so a refused
+	// call registers nothing.
+	lower := make([]string, len(schemes))
+	for i, scheme := range schemes {
 		s := strings.ToLower(scheme)
-		if s == "" || s == "postgres" || s == "postgresql" || s == "sqlite" {
+		if s == "" {
+			panic("connect: Register of an empty scheme")
+		}
+		if s == "postgres" || s == "postgresql" || s == "sqlite" {
 			panic(fmt.Sprintf("connect: Register of the scheme %q, which Open knows itself", scheme))
 		}
-		if _, dup := registry[s]; dup {
+		if _, dup := registry[s]; dup || slices.Contains(lower[:i], s) {
 			panic(fmt.Sprintf("connect: Register called twice for the scheme %q", scheme))
 		}
+		lower[i] = s
+	}
+	for _, s := range lower {
 		registry[s] = open
 	}
 }
@@ -62,6 +75,12 @@ func Schemes() []string {
 	}
 	sort.Strings(schemes)
 	return schemes
+}
+
+// Forms lists every URL form Open accepts, for usage texts: PostgreSQL's
+// and SQLite's, then scheme://… for each registered scheme.
+func Forms() string {
+	return dburl.FormsAlso(Schemes())
 }
 
 // registered returns the Opener registered for url's scheme, or nil.
