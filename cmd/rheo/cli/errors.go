@@ -67,6 +67,9 @@ func (c *call) describe(err error) string {
 		return usage.msg
 	case errors.Is(err, sqlite.ErrNoDriver):
 		return errNoSQLite.Error()
+	case errors.Is(err, errors.ErrUnsupported):
+		// A driver that cannot do an operation at all (docs/drivers.md).
+		return fmt.Sprintf("the %s driver cannot do this (%s); nothing was changed", c.databaseName(), unsupported(err))
 	case errors.As(err, &urlErr):
 		// pgx's refusals come through the driver as text, prefixed with
 		// the vocabulary word, "database url" and pgx's "cannot parse
@@ -133,6 +136,20 @@ func cause(err error) string {
 		return msg
 	}
 	return rootCause(err).Error()
+}
+
+// unsupported is what a driver said it cannot do: the message of the
+// error inside its *rheo.FailedError (which repeats the operation and
+// "failed"), or the whole message.
+func unsupported(err error) string {
+	if msg := rheo.MessageOf(err); msg != "" {
+		return msg
+	}
+	var failed *rheo.FailedError
+	if errors.As(err, &failed) && failed.Err != nil {
+		return failed.Err.Error()
+	}
+	return err.Error()
 }
 
 // lostAnswer says why the answer to a write was lost.

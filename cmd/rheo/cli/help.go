@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/rheo-go/rheo/internal/dburl"
+	"github.com/rheo-go/rheo/connect"
 )
 
 // writeUsage prints the list of commands.
@@ -39,7 +39,7 @@ Exit status:
      invalid_replay_opts, confirm_required); nothing was changed
 
 Run "rheo help COMMAND" or "rheo COMMAND -h" for a command's flags.
-`, EnvDatabaseURL, strings.ReplaceAll(dburl.Forms, ", ", "\n  "))
+`, EnvDatabaseURL, strings.ReplaceAll(connect.Forms(), ", ", "\n  "))
 }
 
 // runHelp prints the general usage, or one command's help.
