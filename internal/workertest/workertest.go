@@ -37,17 +37,22 @@ import (
 )
 
 // Opener opens a driver on a database of the test's own, reading time
-// from clock (never nil here); the driver is closed when t ends. Every
+// from clock (nil: the real time); the driver is closed when t ends. Every
 // case opens its own driver and works on a stream of its own, named
 // apart from those of other runs on the same database.
 type Opener func(t *testing.T, clock driver.Clock) driver.Driver
 
 // Run runs every case as a subtest of t: "outcomes" (what nil, Retry,
-// Reject, an error and a panic do) and "leases" (renewal, a lost
-// lease).
+// Reject, an error and a panic do), "leases" (renewal, a lost lease),
+// "lifecycle" (Stop, StopAndCancel, Start's checks, Partitions, a
+// wakeup), "typed" (worker.Typed) and "ordered" (groups ordered by key
+// and by partition).
 func Run(t *testing.T, open Opener) {
 	t.Run("outcomes", func(t *testing.T) { outcomesCases(t, open) })
 	t.Run("leases", func(t *testing.T) { leasesCases(t, open) })
+	t.Run("lifecycle", func(t *testing.T) { lifecycleCases(t, open) })
+	t.Run("typed", func(t *testing.T) { typedCases(t, open) })
+	t.Run("ordered", func(t *testing.T) { orderedCases(t, open) })
 }
 
 // waitTimeout bounds every wait for something that must happen, counted
@@ -188,6 +193,32 @@ func receive[T any](t testing.TB, what string, ch <-chan T) T {
 	case <-time.After(waitTimeout):
 		require.FailNow(t, fmt.Sprintf("timed out waiting for %s", what))
 		panic("unreachable")
+	}
+}
+
+// quietWindow is how long, in real time, never watches after each step of
+// the fake clock for what must not happen.
+const quietWindow = 50 * time.Millisecond
+
+// never checks an absence over a window of the fake clock rather than at
+// one instant: it moves clock on by step, steps times, and after each step
+// watches for quietWindow that happened stays false. It fails as soon as
+// happened is true.
+func never(t testing.TB, clock *rheotest.Clock, what string, step time.Duration, steps int, happened func() bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for i := range steps {
+		clock.Advance(step)
+		quiet := time.After(quietWindow)
+		for watching := true; watching; {
+			require.False(t, happened(), "%s: broken %s into the window", what, time.Duration(i+1)*step)
+			select {
+			case <-tick.C:
+			case <-quiet:
+				watching = false
+			}
+		}
 	}
 }
 
@@ -494,4 +525,294 @@ func leasesCases(t *testing.T, open Opener) {
 		bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
 		assert.Equal(t, int64(0), bd.info(t).Lag)
 	})
+}
+
+// lifecycleCases checks starting and stopping a worker: Stop and
+// StopAndCancel, one worker per stream and group on a driver, Start's
+// checks, Partitions, and wakeups.
+func lifecycleCases(t *testing.T, open Opener) {
+	t.Run("Stop lets running handlers finish, renews them meanwhile and writes their acks", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 2)
+		started, release := make(chan struct{}, 2), make(chan struct{})
+		cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+			started <- struct{}{}
+			<-release
+			return ctx.Err()
+		})
+		cfg.Concurrency = 2
+		cfg.AckFlushInterval = time.Hour // only the stop writes the acks
+		w := startWorker(t, bd.drv, cfg)
+		receive(t, "the first handler", started)
+		receive(t, "the second handler", started)
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- w.Stop(context.Background()) }()
+		bd.clock.Advance(6 * time.Second)
+		bd.rec.waitFor(t, "the renewals", func(s recorded) bool { return len(s.renewed) == 2 })
+		never(t, bd.clock, "Stop waits while handlers run", time.Second, 3, func() bool { return len(stopped) > 0 })
+
+		close(release)
+		require.NoError(t, receive(t, "Stop", stopped))
+		s := bd.rec.snapshot()
+		assert.Len(t, s.acked, 2)
+		assert.Equal(t, int64(0), bd.info(t).Lag, "the acks were written before Stop returned")
+		select {
+		case <-w.Done():
+		default:
+			require.FailNow(t, "Done is not closed after Stop")
+		}
+	})
+
+	t.Run("StopAndCancel cancels the handlers and retries their events", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 1)
+		started, causes := make(chan struct{}, 1), make(chan error, 1)
+		w := startWorker(t, bd.drv, bd.config(blockingHandler(started, causes)))
+		receive(t, "the handler", started)
+
+		require.NoError(t, w.StopAndCancel(context.Background()))
+		assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
+		s := bd.rec.snapshot()
+		require.Len(t, s.retried, 1)
+		assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
+		info := bd.info(t)
+		assert.Equal(t, int64(0), info.InFlight)
+		assert.Equal(t, int64(1), info.PendingRetry, "the event is claimable again at once")
+		assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
+	})
+
+	t.Run("Stop cancels the handlers when its context ends", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 1)
+		started, causes := make(chan struct{}, 1), make(chan error, 1)
+		w := startWorker(t, bd.drv, bd.config(blockingHandler(started, causes)))
+		receive(t, "the handler", started)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		assert.ErrorIs(t, w.Stop(ctx), context.Canceled)
+		assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
+		receive(t, "the end of the worker", w.Done())
+		s := bd.rec.snapshot()
+		require.Len(t, s.retried, 1)
+		assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
+	})
+
+	t.Run("a second worker of a stream and group on one driver is refused", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, "other", nil))
+		nop := func(ctx context.Context, l rheo.Lease) error { return nil }
+		first := startWorker(t, bd.drv, bd.config(nop))
+
+		second, err := worker.New(bd.drv, bd.config(nop))
+		require.NoError(t, err)
+		err = second.Start(context.Background())
+		assert.ErrorIs(t, err, rheo.ErrAlreadyExists)
+		consumer, err := worker.NewConsumer(bd.drv, &worker.Config{Stream: bd.stream, Group: bd.group})
+		require.NoError(t, err)
+		assert.ErrorIs(t, consumer.Start(context.Background()), rheo.ErrAlreadyExists)
+
+		otherGroup := bd.config(nop)
+		otherGroup.Group = "other"
+		startWorker(t, bd.drv, otherGroup)
+		otherDriver := open(t, bd.clock)
+		startWorker(t, otherDriver, bd.config(nop))
+
+		require.NoError(t, first.Stop(context.Background()))
+		require.NoError(t, second.Start(context.Background()), "Stop releases the stream and group")
+		require.NoError(t, second.Stop(context.Background()))
+	})
+
+	t.Run("Start checks the stream, group and partitions", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		nop := func(ctx context.Context, l rheo.Lease) error { return nil }
+		for _, tc := range []struct {
+			name   string
+			modify func(*worker.Config)
+			want   error
+		}{
+			{"missing stream", func(c *worker.Config) { c.Stream = "missing" }, rheo.ErrStreamNotFound},
+			{"missing group", func(c *worker.Config) { c.Group = "missing" }, rheo.ErrGroupNotFound},
+			{"partition out of range", func(c *worker.Config) { c.Partitions = []int{3} }, rheo.ErrInvalidPartition},
+		} {
+			cfg := bd.config(nop)
+			tc.modify(cfg)
+			w, err := worker.New(bd.drv, cfg)
+			require.NoError(t, err)
+			assert.ErrorIs(t, w.Start(context.Background()), tc.want, tc.name)
+		}
+
+		w, err := worker.New(bd.drv, bd.config(nop))
+		require.NoError(t, err)
+		require.NoError(t, w.Start(context.Background()))
+		assert.ErrorIs(t, w.Start(context.Background()), rheo.ErrInvalidArgument, "a second Start")
+		require.NoError(t, w.Stop(context.Background()))
+		assert.ErrorIs(t, w.Start(context.Background()), rheo.ErrInvalidArgument, "a Start after Stop")
+	})
+
+	t.Run("a worker stopped before it started never starts", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		w, err := worker.New(bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
+		require.NoError(t, err)
+		require.NoError(t, w.Stop(context.Background()))
+		receive(t, "Done", w.Done())
+		assert.ErrorIs(t, w.Start(context.Background()), rheo.ErrInvalidArgument)
+	})
+
+	t.Run("Partitions limits the worker to its partitions", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		stream, group := newStream(t, bd.drv, 2, 5)
+		for _, p := range []int{0, 1, 0, 1, 1} {
+			_, err := bd.drv.Append(context.Background(), stream, []byte(`{}`), &rheo.AppendOptions{Partition: &p})
+			require.NoError(t, err)
+		}
+		cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+			if l.Event.Partition != 1 {
+				return worker.Reject(nil)
+			}
+			return nil
+		})
+		cfg.Stream, cfg.Group, cfg.Partitions = stream, group, []int{1}
+		startWorker(t, bd.drv, cfg)
+
+		s := bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
+		assert.Empty(t, s.deadLettered)
+		lag, err := bd.drv.Lag(context.Background(), stream, group, nil)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), lag.Partitions[0].Lag)
+		assert.Equal(t, int64(0), lag.Partitions[1].Lag)
+	})
+
+	t.Run("an append wakes the worker long before the poll interval", func(t *testing.T) {
+		drv := open(t, nil)
+		stream, group := newStream(t, drv, 1, 5)
+		rec := &recorder{}
+		handled := make(chan struct{}, 100)
+		startWorker(t, drv, &worker.Config{
+			Stream: stream, Group: group, PollInterval: 10 * time.Minute, Hooks: []any{rec},
+			Handler: func(ctx context.Context, l rheo.Lease) error {
+				handled <- struct{}{}
+				return nil
+			},
+		})
+		rec.waitFor(t, "the first, empty fetch", func(s recorded) bool { return len(s.fetched) == 1 })
+
+		// Another client's append can reach the worker only through
+		// the database's notifications; SQLite wakes the driver
+		// that appended.
+		appender := drv
+		if drv.Capabilities().Notifications {
+			appender = open(t, nil)
+		}
+		// The listener connects in the background: append again
+		// until an event is handled.
+		start := time.Now()
+		deadline := time.After(waitTimeout)
+		for done := false; !done; {
+			appendN(t, appender, stream, 1)
+			select {
+			case <-handled:
+				done = true
+			case <-time.After(200 * time.Millisecond):
+			case <-deadline:
+				require.FailNow(t, "no append woke the worker")
+			}
+		}
+		latency := time.Since(start)
+		t.Logf("append to handler: %s", latency)
+		assert.Less(t, latency, 10*time.Second)
+	})
+}
+
+// blockingHandler reports each call on started, then waits for its context
+// to end and reports the cause on causes.
+func blockingHandler(started chan<- struct{}, causes chan<- error) worker.Handler {
+	return func(ctx context.Context, l rheo.Lease) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}
+}
+
+// typedCases checks worker.Typed: the payload decoded, and one that does
+// not decode dead-lettered at once.
+func typedCases(t *testing.T, open Opener) {
+	t.Run("Typed decodes the payload and acks on nil", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 3)
+		got := make(chan int, 3)
+		startWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
+			got <- c.N
+			return nil
+		})))
+		sum := 0
+		for range 3 {
+			sum += receive(t, "a payload", got)
+		}
+		assert.Equal(t, 0+1+2, sum)
+		bd.rec.waitFor(t, "the acks", func(s recorded) bool { return len(s.acked) == 3 })
+	})
+
+	t.Run("a payload that does not decode is dead-lettered at once, naming the decode error", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		ev := appendRaw(t, bd, `{"n": "three"}`)
+		called := make(chan struct{}, 1)
+		startWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
+			called <- struct{}{}
+			return nil
+		})))
+		bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+		require.Len(t, dls, 1)
+		assert.Equal(t, ev.ID, dls[0].Event.ID)
+		assert.Equal(t, 1, dls[0].Attempt, "no retries")
+		assert.Contains(t, dls[0].Reason, "decode payload as workertest.counted: json: cannot unmarshal string")
+		assert.Empty(t, called, "the handler never ran")
+	})
+}
+
+// counted is the payload of appendN's events.
+type counted struct {
+	N int `json:"n"`
+}
+
+// appendRaw appends one event with payload to the bundle's stream.
+func appendRaw(t *testing.T, bd *bundle, payload string) rheo.Event {
+	t.Helper()
+	ev, err := bd.drv.Append(context.Background(), bd.stream, json.RawMessage(payload), nil)
+	require.NoError(t, err)
+	return ev
+}
+
+// orderedCases drains groups ordered by key and by partition
+// on a clock that never moves, so that no poll ever fires, and with an
+// hour's AckFlushInterval: each ack must be written at once, since the
+// key's next event is not claimable before it is, and each settle makes
+// that event claimable, which no wakeup announces, so the worker must
+// fetch again on its own.
+func orderedCases(t *testing.T, open Opener) {
+	for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
+		t.Run(string(o), func(t *testing.T) {
+			bd := setup(t, open, 5)
+			bd.group = "ordered-" + string(o)
+			require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, bd.group,
+				&rheo.CreateGroupOptions{Ordering: o}))
+			items := make([]rheo.BatchItem, 4)
+			for i := range items {
+				items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), Key: "k"}
+			}
+			_, err := bd.drv.AppendBatch(context.Background(), bd.stream, items, nil)
+			require.NoError(t, err)
+			cfg := bd.config(func(context.Context, rheo.Lease) error { return nil })
+			cfg.AckFlushInterval = time.Hour
+			startWorker(t, bd.drv, cfg)
+
+			s := bd.rec.waitFor(t, "4 acks", func(s recorded) bool { return len(s.acked) == 4 })
+			for i, l := range s.acked {
+				assert.Equal(t, i, payloadN(t, l.Lease), "in sequence order")
+			}
+		})
+	}
 }
