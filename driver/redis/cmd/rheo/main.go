@@ -11,13 +11,24 @@
 package main
 
 import (
+	"context"
+
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
 
-	// The Redis driver registers the redis and rediss schemes with
-	// package connect.
+	// The Redis driver registers its URL schemes with package connect.
 	_ "github.com/rheo-go/rheo/driver/redis"
 )
 
+// quiet drops go-redis's own log lines (a connection pool that failed to
+// dial, say): the command reports every failure in one line of its own,
+// which those lines would repeat in go-redis's words.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
 func main() {
+	goredis.SetLogger(quiet{})
 	cli.Main()
 }

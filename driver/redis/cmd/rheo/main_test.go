@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -121,6 +122,17 @@ func TestCommandsOnRedis(t *testing.T) {
 			ok(t, url, "drop-stream", stream, "--confirm")
 		})
 	}
+}
+
+// TestUnreachableRedis checks what rheo says of a Redis it cannot
+// reach: one line, naming the URL without its password.
+func TestUnreachableRedis(t *testing.T) {
+	goredis.SetLogger(quiet{}) // as main does
+	r := run(t, "redis://:secret@127.0.0.1:1/0", "", "lag", "orders", "billing")
+	assert.Equal(t, cli.ExitFailure, r.code, "%s", r)
+	assert.Equal(t, "rheo: cannot reach the database redis://:xxxxx@127.0.0.1:1/0: connection refused; "+
+		"check --database-url, and that the database is up\n", r.stderr, "%s", r)
+	assert.Empty(t, r.stdout)
 }
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
