@@ -172,13 +172,20 @@ func (c *call) urlSource() string {
 }
 
 // migrateCommand is the rheo-migrate command that installs or upgrades
-// the schema of c's database, ready to paste into a shell: the URL from
+// the schema of c's database, ready to paste into a shell (for a
+// registered driver's database, what does its set-up instead): the URL from
 // the environment stays "$DATABASE_URL"; a URL given as a flag is quoted
 // for the shell, without its passwords (the userinfo's, password= and
 // sslpassword=, which the message must not show) and without the
 // driver's rheo_* parameters (which rheo-migrate ignores,
 // and whose listener URL can hold a password too).
 func (c *call) migrateCommand() string {
+	if c.target.Kind == dburl.Registered {
+		// rheo-migrate knows PostgreSQL and SQLite only; a registered
+		// driver sets its database up when opened with Migrate.
+		return fmt.Sprintf("a program that opens it with connect.Options{Migrate: true} (the %s driver's set-up; rheo-migrate installs PostgreSQL and SQLite only)",
+			c.databaseName())
+	}
 	if c.urlFromEnv {
 		return `rheo-migrate up --database-url "$` + EnvDatabaseURL + `"`
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,6 +112,14 @@ func TestCLIRegisteredDriver(t *testing.T) {
 		b := newNoTxBackend(t)
 		b.fails(t, cli.ExitFailure, "the rheonotx driver cannot run a prune in a transaction (it is no driver.Transactor), so it cannot dry-run one",
 			"prune", "orders", "--dry-run")
+	})
+
+	t.Run("a database without Rheo's set-up says how a registered driver sets it up", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "empty.db")
+		require.NoError(t, os.WriteFile(path, nil, 0o600))
+		r := cliRun(t, "", "lag", "orders", "billing", "--database-url", "rheonotx://"+path)
+		cliWantFailure(t, r, cli.ExitFailure, "has no Rheo schema; install it with: a program that opens it with "+
+			"connect.Options{Migrate: true} (the rheonotx driver's set-up; rheo-migrate installs PostgreSQL and SQLite only)")
 	})
 
 	t.Run("an operation the driver does not support is named as such", func(t *testing.T) {
