@@ -10,14 +10,14 @@ import (
 	"github.com/rheo-go/rheo/internal/workertest"
 )
 
-// TestWorker runs the worker's behavioural cases (internal/workertest,
+// TestWorkerCases runs the worker's behavioural cases (internal/workertest,
 // which the worker package runs on SQLite and PostgreSQL) on Redis, as
 // the subtests standalone and cluster: on the deployments of
 // RHEO_TEST_REDIS_URL and RHEO_TEST_REDIS_CLUSTER, else on the private
 // ones redistest starts. The driver is opened by URL through package
 // connect, as a program that blank-imports it does; every case works on
 // a stream of its own.
-func TestWorker(t *testing.T) {
+func TestWorkerCases(t *testing.T) {
 	for _, dep := range []struct {
 		name string
 		url  func(tb testing.TB) string

@@ -18,13 +18,13 @@ import (
 	"github.com/rheo-go/rheo/driver/redis/redistest"
 )
 
-// TestQuickstart runs the README's Go quickstart, unchanged but for its
+// TestReadmeQuickstart runs the README's Go quickstart, unchanged but for its
 // database URL, as a program that blank-imports this driver, on Redis:
 // the README's block (which tests/go checks is example_test.go's
 // Example) is written out as a main package with the URL of a Redis
 // database of the test's own, built and run with this module, and its
 // output compared with the README's "// Output:" lines.
-func TestQuickstart(t *testing.T) {
+func TestReadmeQuickstart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program: skipped with -short")
 	}
