@@ -1,0 +1,157 @@
+-- fetch: ARGV[4] stream, [5] group, [6] max count, [7] consumer, [8]
+-- expires at, [9] partitions ("*" every one), [10..] one random uuid per
+-- lease asked for. Returns per lease {lease id, partition, sequence,
+-- attempt, the entry's fields}, ordered by (partition, sequence).
+local sm = need_stream(ARGV[4])
+local g = ARGV[5]
+local gm = need_group(ARGV[4], g)
+check_args()
+local scope = scope_arg(ARGV[9], sm.n)
+check_scope(scope, sm.n)
+local maxc = tonumber(ARGV[6])
+local now = ARGV[3]
+local G = group_prefix(g)
+local ord = gm.o
+local sid = string.format('%08x', tonumber(sm.sid))
+local out = {}
+
+-- Expired leases at the attempt limit are dead letters, in every
+-- partition of the fetch, before anything is claimed: their keys may
+-- unblock events this fetch then claims.
+for _, p in ipairs(scope) do
+  local due = redis.call('ZRANGEBYSCORE', G .. 'due:' .. p, '-inf', tonumber(now))
+  for _, s in ipairs(due) do
+    local seq = tonumber(s)
+    local d = get_delivery(G, p, seq)
+    if d and d.s == 'leased' and d.x <= now and tonumber(d.a) >= gm.ma then
+      settle_done(G, p, seq, d, now, 'lease_expired')
+    end
+  end
+end
+if maxc == 0 or #scope == 0 then
+  return out
+end
+
+local work = {}
+for _, p in ipairs(scope) do
+  local list = {}
+  if ord ~= 'partition' then
+    local due = redis.call('ZRANGEBYSCORE', G .. 'due:' .. p, '-inf', tonumber(now), 'LIMIT', 0, 1000)
+    for _, s in ipairs(due) do
+      list[#list + 1] = tonumber(s)
+    end
+    table.sort(list)
+  end
+  work[#work + 1] = {p = p, due = list, di = 1, hwm = hwm(p), taken = 0}
+end
+
+-- next_new passes the cursor over the next event; under key ordering an
+-- event behind an unsettled one of its key is parked (blocked) and the
+-- cursor goes on.
+local function next_new(w)
+  while true do
+    if w.cur == nil then
+      w.cur = tonumber(redis.call('HGET', G .. 'cur', w.p))
+    end
+    if w.cur > w.hwm then
+      return nil
+    end
+    local seq = w.cur
+    local e, fields = entry(w.p, seq)
+    w.cur = seq + 1
+    redis.call('HSET', G .. 'cur', w.p, fmt(w.cur))
+    if e ~= nil then
+      local k = event_key(e)
+      local d = {s = 'pending', a = '0', l = '', c = '', la = '', x = now, r = '', k = k}
+      if ord == 'key' and k ~= '' and #redis.call('ZRANGE', G .. 'kq:' .. w.p .. ':' .. k, 0, 0) > 0 then
+        d.s = 'blocked'
+        put_delivery(G, w.p, seq, d)
+      else
+        return seq, d, fields
+      end
+    end
+  end
+end
+
+local function candidate(w)
+  if ord == 'partition' then
+    if w.taken > 0 then
+      return nil
+    end
+    local lowest = redis.call('ZRANGE', G .. 'ip:' .. w.p, 0, 0)
+    if #lowest > 0 then
+      local seq = tonumber(lowest[1])
+      local d = get_delivery(G, w.p, seq)
+      if d.s == 'blocked' or d.x <= now then
+        return seq, d
+      end
+      return nil
+    end
+    return next_new(w)
+  end
+  while w.di <= #w.due do
+    local seq = w.due[w.di]
+    w.di = w.di + 1
+    local d = get_delivery(G, w.p, seq)
+    if d and d.s ~= 'blocked' and d.x <= now then
+      if ord == 'key' and d.k ~= '' and
+        tonumber(redis.call('ZRANGE', G .. 'kq:' .. w.p .. ':' .. d.k, 0, 0)[1]) < seq then
+        set_blocked(G, w.p, seq, d)
+      else
+        return seq, d
+      end
+    end
+  end
+  return next_new(w)
+end
+
+local function claim(w, seq, d, fields)
+  if fields == nil then
+    local _
+    _, fields = entry(w.p, seq)
+  end
+  local lid = sid .. string.sub(ARGV[10 + #out], 9)
+  if d.l ~= '' then
+    redis.call('HDEL', P .. 'leases', d.l)
+  end
+  d.s, d.a, d.l, d.c, d.la, d.x = 'leased', fmt(tonumber(d.a) + 1), lid, ARGV[7], now, ARGV[8]
+  put_delivery(G, w.p, seq, d)
+  redis.call('HSET', P .. 'leases', lid, cjson.encode({g = g, p = fmt(w.p), q = fmt(seq), a = d.a}))
+  w.taken = w.taken + 1
+  out[#out + 1] = {lid, w.p, seq, tonumber(d.a), fields}
+end
+
+-- Round-robin from a rotating partition: one claim per partition with
+-- work per round, until max count.
+local start = tonumber(redis.call('HINCRBY', G .. 'meta', 'rot', 1)) % #work
+local order = {}
+for i = 0, #work - 1 do
+  order[#order + 1] = work[((start + i) % #work) + 1]
+end
+while #out < maxc do
+  local any = false
+  for _, w in ipairs(order) do
+    if #out >= maxc then
+      break
+    end
+    if not w.done then
+      local seq, d, fields = candidate(w)
+      if seq then
+        claim(w, seq, d, fields)
+        any = true
+      else
+        w.done = true
+      end
+    end
+  end
+  if not any then
+    break
+  end
+end
+table.sort(out, function(a, b)
+  if a[2] ~= b[2] then
+    return a[2] < b[2]
+  end
+  return a[3] < b[3]
+end)
+return out

@@ -1,0 +1,19 @@
+-- set_ordering: ARGV[4] stream, [5] group, [6] ordering. Leaving key
+-- ordering makes the events it parked claimable at once.
+local sm = need_stream(ARGV[4])
+local gm = need_group(ARGV[4], ARGV[5])
+check_args()
+local G = group_prefix(ARGV[5])
+redis.call('HSET', G .. 'meta', 'o', ARGV[6])
+if gm.o == 'key' and ARGV[6] ~= 'key' then
+  for p = 0, sm.n - 1 do
+    for _, s in ipairs(redis.call('ZRANGE', G .. 'ip:' .. p, 0, -1)) do
+      local d = get_delivery(G, p, tonumber(s))
+      if d.s == 'blocked' then
+        d.s, d.x = 'pending', ARGV[3]
+        put_delivery(G, p, tonumber(s), d)
+      end
+    end
+  end
+end
+return 1
