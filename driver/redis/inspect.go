@@ -109,7 +109,7 @@ func (d *Driver) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSum
 	out := []rheo.GroupSummary{}
 	for _, r := range v.([]any) {
 		f := r.([]any)
-		ma, _ := strconv.Atoi(f[1].(string))
+		ma := int(parseSeq(f[1]))
 		created, err := decTime(f[2].(string))
 		if err != nil {
 			return nil, &rheo.FailedError{Op: "list_groups", Err: err}

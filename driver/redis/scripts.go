@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,6 +91,9 @@ func prefix(stream string) string { return "rheo:{" + stream + "}:" }
 // argument error the script raises after its existence checks (the
 // reference's order of checks); args follow the prefix, argErr and now.
 func (d *Driver) call(ctx context.Context, sc *script, stream string, argErr error, now timeArg, args ...any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, ended(sc.name, err)
+	}
 	p := prefix(stream)
 	all := make([]any, 0, len(args)+3)
 	all = append(all, p, argWords(argErr), now.enc())
@@ -113,6 +117,10 @@ func argWords(err error) string {
 	detail := strings.TrimPrefix(err.Error(), e.Reason)
 	return e.Reason + " " + strings.TrimPrefix(detail, ": ")
 }
+
+// scriptSuffix is what Redis adds to the message of an error a script
+// raised.
+var scriptSuffix = regexp.MustCompile(` script: [0-9a-f]+, on @user_script:\d+\.$`)
 
 var byReason = map[string]*rheo.Error{}
 
@@ -144,7 +152,7 @@ func interpretError(op string, err error, writes bool) error {
 		if rest, ok := strings.CutPrefix(msg, "RHEO "); ok {
 			word, detail, _ := strings.Cut(rest, " ")
 			if s := byReason[word]; s != nil {
-				return rheo.Errorf(s, "%s", detail)
+				return rheo.Errorf(s, "%s", scriptSuffix.ReplaceAllString(detail, ""))
 			}
 		}
 		for _, code := range []string{"LOADING", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "BUSY"} {
@@ -177,6 +185,16 @@ func interpretError(op string, err error, writes bool) error {
 		return &rheo.AmbiguousError{Op: op, Err: err}
 	}
 	return &rheo.UnavailableError{Op: op, Kind: kind, Err: err}
+}
+
+// ended is the error of an operation whose context ended before it
+// was sent: nothing happened.
+func ended(op string, err error) error {
+	kind := rheo.KindCanceled
+	if errors.Is(err, context.DeadlineExceeded) {
+		kind = rheo.KindTimeout
+	}
+	return &rheo.FailedError{Op: op, Kind: kind, Err: err}
 }
 
 // dialFailed reports an error of making a connection: nothing was sent.

@@ -20,11 +20,16 @@ local function rewind(p, n)
   if n + 1 >= cur then
     return
   end
-  count = count + (cur - (n + 1))
+  -- The events the cursor passed, less those it only parked behind
+  -- their key (never offered); none past the high watermark exists.
+  count = count + (math.min(cur - 1, hwm(p)) - n)
   local later = redis.call('ZRANGEBYSCORE', G .. 'ip:' .. p, '(' .. fmt(n), '+inf')
   for _, s in ipairs(later) do
     local d = get_delivery(G, p, tonumber(s))
     if d then
+      if d.s == 'blocked' and d.a == '0' then
+        count = count - 1
+      end
       forget(G, p, tonumber(s), d)
     end
   end
