@@ -100,7 +100,11 @@ func (s *Server) start() error {
 	s.cmd = cmd
 	s.exit = make(chan error, 1)
 	go func() { s.exit <- cmd.Wait() }()
-	return s.waitReady(10 * time.Second)
+	if err := s.waitReady(10 * time.Second); err != nil {
+		_ = s.Kill()
+		return err
+	}
+	return nil
 }
 
 // waitReady pings the server until it answers PONG (not LOADING).
@@ -135,7 +139,10 @@ func (s *Server) Kill() error {
 		return nil
 	}
 	_ = s.cmd.Process.Kill()
-	<-s.exit
+	select {
+	case <-s.exit:
+	case <-time.After(10 * time.Second):
+	}
 	s.cmd = nil
 	return nil
 }
