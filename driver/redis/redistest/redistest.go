@@ -37,7 +37,9 @@ type Server struct {
 	dir  string
 	args []string
 	cmd  *exec.Cmd
-	exit chan error
+	// exited is closed when the process has ended, with exitErr set.
+	exited  chan struct{}
+	exitErr error
 }
 
 // ServerOptions are the settings of StartServer.
@@ -98,8 +100,12 @@ func (s *Server) start() error {
 		return err
 	}
 	s.cmd = cmd
-	s.exit = make(chan error, 1)
-	go func() { s.exit <- cmd.Wait() }()
+	exited := make(chan struct{})
+	s.exited = exited
+	go func() {
+		s.exitErr = cmd.Wait()
+		close(exited)
+	}()
 	if err := s.waitReady(10 * time.Second); err != nil {
 		_ = s.Kill()
 		return err
@@ -118,8 +124,8 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case exitErr := <-s.exit:
-			return fmt.Errorf("redis-server on %s exited: %v (see %s)", s.Addr, exitErr, filepath.Join(s.dir, "redis.log"))
+		case <-s.exited:
+			return fmt.Errorf("redis-server on %s exited: %v (see %s)", s.Addr, s.exitErr, filepath.Join(s.dir, "redis.log"))
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -139,10 +145,7 @@ func (s *Server) Kill() error {
 		return nil
 	}
 	_ = s.cmd.Process.Kill()
-	select {
-	case <-s.exit:
-	case <-time.After(10 * time.Second):
-	}
+	<-s.exited
 	s.cmd = nil
 	return nil
 }
