@@ -40,17 +40,6 @@ func checkText(what, s string) error {
 	return nil
 }
 
-// metadataArg defaults nil metadata to {}.
-func metadataArg(m json.RawMessage) (json.RawMessage, error) {
-	if m == nil {
-		return json.RawMessage(`{}`), nil
-	}
-	if err := checkJSON("metadata", m); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
 // isObject reports whether v, valid JSON, is an object.
 func isObject(v json.RawMessage) bool {
 	v = bytes.TrimLeft(v, " \t\r\n")
@@ -143,23 +132,6 @@ func newLeaseID() string {
 	return id.String()
 }
 
-// partitionScope validates a partitions argument against a stream's
-// partition count and returns it sorted without duplicates; nil means
-// every partition.
-func partitionScope(partitions []int, count int) ([]int, error) {
-	if partitions == nil {
-		return allPartitions(count), nil
-	}
-	for _, p := range partitions {
-		if p < 0 || p >= count {
-			return nil, outOfRange(p, count)
-		}
-	}
-	scope := slices.Clone(partitions)
-	slices.Sort(scope)
-	return slices.Compact(scope), nil
-}
-
 // allPartitions returns 0..count-1.
 func allPartitions(count int) []int {
 	all := make([]int, count)
@@ -171,16 +143,6 @@ func allPartitions(count int) []int {
 
 func outOfRange(p, count int) error {
 	return rheo.Errorf(rheo.ErrInvalidPartition, "partition %d is outside 0..%d", p, count-1)
-}
-
-// jsonEqual reports whether two valid JSON texts hold the same value, as
-// PostgreSQL's jsonb equality sees it: object key order and whitespace do
-// not matter, the last of duplicate keys wins, and numbers compare by
-// value (1.0 equals 1).
-func jsonEqual(a, b []byte) bool {
-	va, errA := decodeJSON(a)
-	vb, errB := decodeJSON(b)
-	return errA == nil && errB == nil && sameJSON(va, vb)
 }
 
 func decodeJSON(b []byte) (any, error) {

@@ -145,9 +145,9 @@ func (d *Driver) appendItems(ctx context.Context, op, stream string, items []rhe
 	prep := make([]prepared, len(items))
 	if after == nil && before == nil {
 		for i, item := range items {
-			id := item.ID
+			id, generated := item.ID, ""
 			if id == "" {
-				id = newEventID(now.t.UnixMicro())
+				id, generated = newEventID(now.t.UnixMicro()), "1"
 			}
 			hash := ""
 			if keys[i] != "" {
@@ -158,7 +158,7 @@ func (d *Driver) appendItems(ctx context.Context, op, stream string, items []rhe
 			typ := typeOf(item.Payload)
 			fp := fingerprint(fingerprintPart(item.Payload), keys[i], metaPrint)
 			prep[i] = prepared{id: id, key: keys[i], payload: payload, typ: typ}
-			args = append(args, id, keys[i], hash, payload, metaStored, whenEnc, fp, typ)
+			args = append(args, id, keys[i], hash, payload, metaStored, whenEnc, fp, typ, generated)
 		}
 	} else {
 		args[3] = 0

@@ -1,8 +1,8 @@
 -- append: ARGV[4] stream, [5] explicit partition ("" none), [6] the
 -- argument error found after the partition's check ("" none), [7] the
--- number of events, then 8 fields per event: id, key, the key's routing
+-- number of events, then 9 fields per event: id, key, the key's routing
 -- hash ("" without a key), payload, metadata, ts, content fingerprint,
--- type ("" none).
+-- type ("" none), "1" for an id the driver generated.
 -- Returns per event {partition, sequence, repeat, ts, payload, metadata,
 -- key, type}: repeat is 1 for an id already stored with the same content (the
 -- stored fields follow), 2 for an earlier event of the same batch.
@@ -20,7 +20,7 @@ local seen = {}
 local next_seq = {}
 local plan = {}
 for i = 1, count do
-  local b = 7 + (i - 1) * 8
+  local b = 7 + (i - 1) * 9
   local id, key, h, fp = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 7]
   local p = 0
   if explicit ~= nil then
@@ -34,7 +34,8 @@ for i = 1, count do
     end
     plan[i] = {rep = seen[id]}
   else
-    local stored = redis.call('HGET', P .. 'ids', id)
+    -- An id the driver generated cannot be stored yet.
+    local stored = ARGV[b + 9] ~= '1' and redis.call('HGET', P .. 'ids', id)
     if stored then
       local sp, sq = string.match(stored, '^(%d+):(%d+)$')
       local e = entry(tonumber(sp), tonumber(sq))

@@ -45,30 +45,51 @@ for _, p in ipairs(scope) do
   work[#work + 1] = {p = p, due = list, di = 1, hwm = hwm(p), taken = 0}
 end
 
--- next_new passes the cursor over the next event; under key ordering an
--- event behind an unsettled one of its key is parked (blocked) and the
--- cursor goes on.
+-- next_new passes the cursor over the next event, reading the partition
+-- ahead in one XRANGE; under key ordering an event behind an unsettled
+-- one of its key is parked (blocked) and the cursor goes on. Only key
+-- ordering keeps the deliveries' keys (set_ordering adds them when a
+-- group turns to it).
 local function next_new(w)
   while true do
     if w.cur == nil then
       w.cur = tonumber(redis.call('HGET', G .. 'cur', w.p))
+      w.buf, w.bi = {}, 1
     end
     if w.cur > w.hwm then
       return nil
     end
-    local seq = w.cur
-    local e, fields = entry(w.p, seq)
-    w.cur = seq + 1
-    redis.call('HSET', G .. 'cur', w.p, fmt(w.cur))
-    if e ~= nil then
-      local k = event_key(e)
-      local d = {s = 'pending', a = '0', l = '', c = '', la = '', x = now, r = '', k = k}
-      if ord == 'key' and k ~= '' and #redis.call('ZRANGE', G .. 'kq:' .. w.p .. ':' .. k, 0, 0) > 0 then
-        d.s = 'blocked'
-        put_delivery(G, w.p, seq, d)
-      else
-        return seq, d, fields
+    if w.bi > #w.buf then
+      local n = 1
+      if ord ~= 'partition' then
+        n = math.min(math.max(maxc - #out, 1), 1000)
       end
+      w.buf = redis.call('XRANGE', part_key(w.p), entry_id(w.cur), entry_id(w.hwm), 'COUNT', n)
+      w.bi = 1
+      if #w.buf == 0 then
+        return nil
+      end
+    end
+    local raw = w.buf[w.bi]
+    w.bi = w.bi + 1
+    local seq = tonumber(string.match(raw[1], '^(%d+)'))
+    w.cur = seq + 1
+    w.moved = true
+    local k = ''
+    if ord == 'key' then
+      local fl = raw[2]
+      for i = 1, #fl, 2 do
+        if fl[i] == 'k' then
+          k = fl[i + 1]
+        end
+      end
+    end
+    local d = {s = 'pending', a = '0', l = '', c = '', la = '', x = now, r = '', k = k}
+    if k ~= '' and #redis.call('ZRANGE', G .. 'kq:' .. w.p .. ':' .. k, 0, 0) > 0 then
+      d.s = 'blocked'
+      put_delivery(G, w.p, seq, d)
+    else
+      return seq, d, raw[2]
     end
   end
 end
@@ -146,6 +167,11 @@ while #out < maxc do
   end
   if not any then
     break
+  end
+end
+for _, w in ipairs(work) do
+  if w.moved then
+    redis.call('HSET', G .. 'cur', w.p, fmt(w.cur))
   end
 end
 table.sort(out, function(a, b)

@@ -245,11 +245,24 @@ end
 -- terminal marks seq terminal for the group and moves the frontier over
 -- the terminal run after it.
 local function terminal(G, p, seq)
-  if seq <= tonumber(stored_frontier(G, p)) then
+  local f = tonumber(stored_frontier(G, p))
+  if seq <= f then
     return
   end
-  redis.call('ZADD', G .. 't:' .. p, seq, fmt(seq))
-  advance(G, p)
+  local t = G .. 't:' .. p
+  if seq == f + 1 then
+    -- In order: the frontier moves at once, over what was settled after.
+    local nf = seq
+    while redis.call('ZSCORE', t, fmt(nf + 1)) do
+      nf = nf + 1
+    end
+    if nf > seq then
+      redis.call('ZREMRANGEBYSCORE', t, '-inf', nf)
+    end
+    redis.call('HSET', G .. 'fr', p, fmt(nf))
+    return
+  end
+  redis.call('ZADD', t, seq, fmt(seq))
 end
 
 local function dl_member(p, seq)

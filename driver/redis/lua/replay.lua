@@ -2,7 +2,7 @@
 -- "ids"), [7] partitions, then the sequence, the time, or the event ids
 -- ([8..]). Returns how many events became claimable again.
 local sm = need_stream(ARGV[4])
-need_group(ARGV[4], ARGV[5])
+local gm = need_group(ARGV[4], ARGV[5])
 check_args()
 local scope = scope_arg(ARGV[7], sm.n)
 check_scope(scope, sm.n)
@@ -71,11 +71,14 @@ else
       local t = G .. 't:' .. p
       local done = redis.call('ZSCORE', t, fmt(seq)) or seq <= tonumber(stored_frontier(G, p))
       if listed[p] and seq < cur and done and get_delivery(G, p, seq) == nil then
-        local e = entry(p, seq)
+        local k = ''
+        if gm.o == 'key' then
+          k = event_key(entry(p, seq))
+        end
         redis.call('ZREM', t, fmt(seq))
         redis.call('HDEL', G .. 'dl', dkey(p, seq))
         redis.call('ZREM', G .. 'dlx', dl_member(p, seq))
-        put_delivery(G, p, seq, {s = 'pending', a = '0', l = '', c = '', la = '', x = now, r = '', k = event_key(e)})
+        put_delivery(G, p, seq, {s = 'pending', a = '0', l = '', c = '', la = '', x = now, r = '', k = k})
         count = count + 1
       end
     end
