@@ -133,11 +133,19 @@ local function claim(w, seq, d, fields)
   end
   local lid = sid .. string.sub(ARGV[10 + #out], 9)
   if d.l ~= '' then
-    redis.call('HDEL', P .. 'leases', d.l)
+    later('HDEL', P .. 'leases', d.l)
   end
   d.s, d.a, d.l, d.c, d.la, d.x = 'leased', fmt(tonumber(d.a) + 1), lid, ARGV[7], now, ARGV[8]
-  put_delivery(G, w.p, seq, d)
-  redis.call('HSET', P .. 'leases', lid, cjson.encode({g = g, p = fmt(w.p), q = fmt(seq), a = d.a}))
+  -- put_delivery's writes, gathered: no claim of this fetch reads the
+  -- record or the indexes of another claim (the key queue, which the
+  -- next claims of a key read, is written at once).
+  later('HSET', G .. 'd', dkey(w.p, seq), cjson.encode(d))
+  later('ZADD', G .. 'due:' .. w.p, tonumber(d.x), fmt(seq))
+  later('ZADD', G .. 'ip:' .. w.p, seq, fmt(seq))
+  if d.k ~= '' then
+    redis.call('ZADD', G .. 'kq:' .. w.p .. ':' .. d.k, seq, fmt(seq))
+  end
+  later('HSET', P .. 'leases', lid, cjson.encode({g = g, p = fmt(w.p), q = fmt(seq), a = d.a}))
   w.taken = w.taken + 1
   out[#out + 1] = {lid, w.p, seq, tonumber(d.a), fields}
 end
@@ -169,6 +177,7 @@ while #out < maxc do
     break
   end
 end
+flush()
 for _, w in ipairs(work) do
   if w.moved then
     redis.call('HSET', G .. 'cur', w.p, fmt(w.cur))

@@ -180,6 +180,36 @@ local function put_delivery(G, p, seq, d)
   end
 end
 
+-- The hot paths (fetch's claims, ack) gather their writes with later and
+-- send them with flush, one command per key and verb, instead of one per
+-- event. Only writes that nothing in the script reads back are gathered.
+local gathered, gathered_at = {}, {}
+
+local function later(cmd, key, ...)
+  local id = cmd .. ' ' .. key
+  local g = gathered_at[id]
+  if g == nil then
+    g = {cmd = cmd, key = key, args = {}}
+    gathered_at[id] = g
+    gathered[#gathered + 1] = g
+  end
+  local args = g.args
+  for _, a in ipairs({...}) do
+    args[#args + 1] = a
+  end
+end
+
+local function flush()
+  for _, g in ipairs(gathered) do
+    local args = g.args
+    -- unpack takes a bounded number of values: send in chunks of pairs.
+    for i = 1, #args, 4000 do
+      redis.call(g.cmd, g.key, unpack(args, i, math.min(i + 3999, #args)))
+    end
+  end
+  gathered, gathered_at = {}, {}
+end
+
 -- stored_frontier is the frontier as kept: every sequence up to it is
 -- terminal or in progress (ip). The frontier proper is below the lowest
 -- in-progress delivery.
