@@ -26,7 +26,7 @@ end
 local members = redis.call('ZRANGEBYLEX', G .. 'dlx', from, '+', 'LIMIT', 0, maxc)
 for _, m in ipairs(members) do
   local p, seq = tonumber(string.sub(m, 1, 4)), tonumber(string.sub(m, 6))
-  local dl = cjson.decode(redis.call('HGET', G .. 'dl', dkey(p, seq)))
+  local dl = unpack_record(redis.call('HGET', G .. 'dl', dkey(p, seq)), DEAD)
   local _, fields = entry(p, seq)
   out[#out + 1] = {p, seq, tonumber(dl.a), dl.r, dl.at, fields or {}}
 end

@@ -62,7 +62,7 @@ local function next_new(w)
     if w.bi > #w.buf then
       local n = 1
       if ord ~= 'partition' then
-        n = math.min(math.max(maxc - #out, 1), 1000)
+        n = math.min(math.ceil(maxc / #work) + 1, 1000)
       end
       w.buf = redis.call('XRANGE', part_key(w.p), entry_id(w.cur), entry_id(w.hwm), 'COUNT', n)
       w.bi = 1
@@ -139,13 +139,13 @@ local function claim(w, seq, d, fields)
   -- put_delivery's writes, gathered: no claim of this fetch reads the
   -- record or the indexes of another claim (the key queue, which the
   -- next claims of a key read, is written at once).
-  later('HSET', G .. 'd', dkey(w.p, seq), cjson.encode(d))
+  later('HSET', G .. 'd', dkey(w.p, seq), pack(d, DELIVERY))
   later('ZADD', G .. 'due:' .. w.p, tonumber(d.x), fmt(seq))
   later('ZADD', G .. 'ip:' .. w.p, seq, fmt(seq))
   if d.k ~= '' then
     redis.call('ZADD', G .. 'kq:' .. w.p .. ':' .. d.k, seq, fmt(seq))
   end
-  later('HSET', P .. 'leases', lid, cjson.encode({g = g, p = fmt(w.p), q = fmt(seq), a = d.a}))
+  later('HSET', P .. 'leases', lid, pack({g = g, p = fmt(w.p), q = fmt(seq), a = d.a}, LEASE))
   w.taken = w.taken + 1
   out[#out + 1] = {lid, w.p, seq, tonumber(d.a), fields}
 end

@@ -45,7 +45,7 @@ end
 local inflight, pending = 0, 0
 local all = redis.call('HVALS', G .. 'd')
 for _, v in ipairs(all) do
-  local d = cjson.decode(v)
+  local d = unpack_record(v, DELIVERY)
   if d.s == 'leased' and d.x > now then
     inflight = inflight + 1
   elseif d.s ~= 'blocked' then
