@@ -2,7 +2,9 @@ package redis
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -123,13 +125,12 @@ func newEventID(nowMicros int64) string {
 	return id.String()
 }
 
-// newLeaseID returns a fresh lease id for the fetch script, which puts
-// the stream's number in its first 32 bits: a version 8 UUID whose other
-// bits are random.
-func newLeaseID() string {
-	id := uuid.New()
-	id[6] = id[6]&0x0f | 0x80 // version 8
-	return id.String()
+// leaseSeed is the random seed a fetch draws its lease ids from: 128
+// bits, so that the ids of every fetch are unguessable and never meet.
+func leaseSeed() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails
+	return hex.EncodeToString(b[:])
 }
 
 // allPartitions returns 0..count-1.

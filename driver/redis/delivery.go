@@ -65,11 +65,7 @@ func (d *Driver) Fetch(ctx context.Context, stream, group string, opts *rheo.Fet
 		n = 0
 		expires = now.t
 	}
-	args := make([]any, 0, 6+n)
-	args = append(args, stream, group, n, consumer, encTime(expires), scopeArg(opts.Partitions))
-	for range n {
-		args = append(args, newLeaseID())
-	}
+	args := []any{stream, group, n, consumer, encTime(expires), scopeArg(opts.Partitions), leaseSeed()}
 	v, err := d.call(ctx, scriptFetch, stream, argErr, now, args...)
 	if err != nil {
 		return nil, err

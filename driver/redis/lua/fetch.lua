@@ -1,6 +1,6 @@
 -- fetch: ARGV[4] stream, [5] group, [6] max count, [7] consumer, [8]
--- expires at, [9] partitions ("*" every one), [10..] one random uuid per
--- lease asked for. Returns per lease {lease id, partition, sequence,
+-- expires at, [9] partitions ("*" every one), [10] a random seed (32
+-- hex digits) the lease ids are drawn from. Returns per lease {lease id, partition, sequence,
 -- attempt, the entry's fields}, ordered by (partition, sequence).
 local sm = need_stream(ARGV[4])
 local g = ARGV[5]
@@ -126,12 +126,22 @@ local function candidate(w)
   return next_new(w)
 end
 
+-- lease_id is the i-th lease id of this fetch: a version 8 UUID of the
+-- stream's number and 90 bits of SHA-1 over the driver's random seed.
+local function lease_id(i)
+  local h = redis.sha1hex(ARGV[10] .. ':' .. i)
+  local v = tonumber(string.sub(h, 11, 11), 16) % 4 + 1
+  local variant = string.sub('89ab', v, v)
+  return sid .. '-' .. string.sub(h, 1, 4) .. '-8' .. string.sub(h, 5, 7) .. '-' .. variant ..
+    string.sub(h, 8, 10) .. '-' .. string.sub(h, 12, 23)
+end
+
 local function claim(w, seq, d, fields)
   if fields == nil then
     local _
     _, fields = entry(w.p, seq)
   end
-  local lid = sid .. string.sub(ARGV[10 + #out], 9)
+  local lid = lease_id(#out + 1)
   if d.l ~= '' then
     later('HDEL', P .. 'leases', d.l)
   end
