@@ -25,9 +25,41 @@ local function done(G, p, seq)
   fronts[id] = nil
 end
 
+-- The receipts' entries are read per partition in one XRANGE over the
+-- batch's sequences when they are dense, as a fetch's usually are, and
+-- one by one otherwise.
+local span = {}
+for i = 4, #ARGV do
+  local p, seq = lease_position(ARGV[i])
+  if p then
+    local s = span[p]
+    if s == nil then
+      span[p] = {lo = seq, hi = seq, n = 1}
+    else
+      s.lo, s.hi, s.n = math.min(s.lo, seq), math.max(s.hi, seq), s.n + 1
+    end
+  end
+end
+local there = {}
+for p, s in pairs(span) do
+  if s.n > 1 and s.hi - s.lo < 4 * s.n then
+    local seen = {}
+    for _, e in ipairs(redis.call('XRANGE', part_key(p), entry_id(s.lo), entry_id(s.hi))) do
+      seen[tonumber(string.match(e[1], '^(%d+)'))] = true
+    end
+    there[p] = seen
+  end
+end
+local function present(p, seq)
+  if there[p] then
+    return there[p][seq] == true
+  end
+  return entry(p, seq) ~= nil
+end
+
 local out = {}
 for i = 4, #ARGV do
-  local h, word = held(ARGV[i])
+  local h, word = held(ARGV[i], present)
   if h then
     local G, p, seq, d = h.G, h.p, h.seq, h.d
     later('HDEL', G .. 'd', dkey(p, seq))

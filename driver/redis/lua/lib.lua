@@ -434,8 +434,9 @@ end
 -- the detail of why not. The lease index keeps the receipt of each lease
 -- (the entry id and the delivery's attempt, Redis Streams' delivery
 -- count): a held lease whose receipt no longer matches its delivery or
--- its entry is receipt_mismatch.
-local function held(lid)
+-- its entry is receipt_mismatch. With present (a function of partition
+-- and sequence), the entry's presence is asked of it instead of read.
+local function held(lid, present)
   local v = redis.call('HGET', P .. 'leases', lid)
   if not v then
     return nil, 'stale_lease', 'lease ' .. lid .. ' is no longer held'
@@ -447,11 +448,28 @@ local function held(lid)
   if d == nil or d.l ~= lid then
     return nil, 'stale_lease', 'lease ' .. lid .. ' is no longer held'
   end
-  if d.a ~= r.a or entry(p, seq) == nil then
+  local there
+  if present then
+    there = present(p, seq)
+  else
+    there = entry(p, seq) ~= nil
+  end
+  if d.a ~= r.a or not there then
     return nil, 'receipt_mismatch', 'lease ' .. lid .. ' presents the receipt ' .. entry_id(seq) .. '/' .. r.a ..
       ', which no longer matches its delivery'
   end
   return {G = G, g = r.g, p = p, seq = seq, d = d}
+end
+
+-- lease_position reads where a lease id points, without checking it:
+-- partition and sequence, or nil.
+local function lease_position(lid)
+  local v = redis.call('HGET', P .. 'leases', lid)
+  if not v then
+    return nil
+  end
+  local r = unpack_record(v, LEASE)
+  return tonumber(r.p), tonumber(r.q)
 end
 
 -- need_held is held, failing with its word.
