@@ -96,6 +96,49 @@ func TestDriver(t *testing.T) {
 				require.NoError(t, other.Ack(ctx, leases[0].LeaseID))
 			})
 
+			t.Run("an ack batch settles leases of several streams, on their own slots", func(t *testing.T) {
+				ctx := context.Background()
+				d := open(t, drivertest.NewClock())
+				var ids []string
+				for range 6 {
+					s := uniqueStream("batch")
+					require.NoError(t, d.CreateStream(ctx, s, 1))
+					require.NoError(t, d.CreateGroup(ctx, s, "g", nil))
+					_, err := d.Append(ctx, s, json.RawMessage(`{}`), nil)
+					require.NoError(t, err)
+					leases, err := d.Fetch(ctx, s, "g", nil)
+					require.NoError(t, err)
+					require.Len(t, leases, 1)
+					ids = append(ids, leases[0].LeaseID)
+				}
+				results, err := d.AckBatch(ctx, append(ids, ids[2]))
+				require.NoError(t, err)
+				for i, r := range results {
+					require.Equal(t, i < len(ids), r.OK, "lease %d", i)
+				}
+			})
+
+			t.Run("groups whose names share a prefix up to a colon keep apart", func(t *testing.T) {
+				ctx := context.Background()
+				d := open(t, drivertest.NewClock())
+				s := uniqueStream("names")
+				require.NoError(t, d.CreateStream(ctx, s, 1))
+				require.NoError(t, d.CreateGroup(ctx, s, "a", nil))
+				require.NoError(t, d.CreateGroup(ctx, s, "a:cur", nil))
+				_, err := d.Append(ctx, s, json.RawMessage(`{}`), nil)
+				require.NoError(t, err)
+				leases, err := d.Fetch(ctx, s, "a:cur", nil)
+				require.NoError(t, err)
+				require.Len(t, leases, 1)
+				require.NoError(t, d.Ack(ctx, leases[0].LeaseID))
+				lag, err := d.Lag(ctx, s, "a", nil)
+				require.NoError(t, err)
+				require.Equal(t, int64(1), lag.Total, "group a is untouched by a:cur")
+				leases, err = d.Fetch(ctx, s, "a", nil)
+				require.NoError(t, err)
+				require.Len(t, leases, 1)
+			})
+
 			t.Run("an append by another driver wakes a subscriber", func(t *testing.T) {
 				ctx := context.Background()
 				sub := open(t, drivertest.NewClock())
