@@ -176,7 +176,7 @@ func (d *Driver) ack(ctx context.Context, op string, leaseIDs []string) ([]error
 	for i, raw := range leaseIDs {
 		stream, id, err := d.leaseStream(ctx, op, raw)
 		if err != nil {
-			if !rheo.IsVocabulary(err) || !isStale(err) {
+			if !isStale(err) {
 				return nil, err
 			}
 			results[i] = err

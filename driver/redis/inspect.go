@@ -1,8 +1,10 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -34,7 +36,7 @@ func (d *Driver) Lag(ctx context.Context, stream, group string, partitions []int
 	if err := checkTexts(stream, group); err != nil {
 		return rheo.Lag{}, err
 	}
-	v, err := d.call(ctx, scriptLag, stream, nil, timeArg{t: driverutil.MinTime}, stream, group, scopeArg(partitions))
+	v, err := d.call(ctx, scriptLag, stream, nil, noClock, stream, group, scopeArg(partitions))
 	if err != nil {
 		return rheo.Lag{}, err
 	}
@@ -52,16 +54,8 @@ func (d *Driver) Lag(ctx context.Context, stream, group string, partitions []int
 		lag.Partitions = append(lag.Partitions, pl)
 		lag.Total += pl.Lag
 	}
-	sortLag(lag.Partitions)
+	slices.SortFunc(lag.Partitions, func(a, b rheo.PartitionLag) int { return cmp.Compare(a.Partition, b.Partition) })
 	return lag, nil
-}
-
-func sortLag(ps []rheo.PartitionLag) {
-	for i := 1; i < len(ps); i++ {
-		for j := i; j > 0 && ps[j].Partition < ps[j-1].Partition; j-- {
-			ps[j], ps[j-1] = ps[j-1], ps[j]
-		}
-	}
 }
 
 // ListStreams lists the streams ordered by name: the names of the stream
@@ -102,7 +96,7 @@ func (d *Driver) ListGroups(ctx context.Context, stream string) ([]rheo.GroupSum
 	if err := checkTexts(stream); err != nil {
 		return nil, err
 	}
-	v, err := d.call(ctx, scriptListGroups, stream, nil, timeArg{t: driverutil.MinTime}, stream)
+	v, err := d.call(ctx, scriptListGroups, stream, nil, noClock, stream)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +124,7 @@ func (d *Driver) DeadLetters(ctx context.Context, stream, group string, opts *rh
 	if opts.MaxCount < 0 {
 		argErr = rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", opts.MaxCount)
 	}
-	v, err := d.call(ctx, scriptDeadLetters, stream, argErr, timeArg{t: driverutil.MinTime}, stream, group, max(opts.MaxCount, 0), opts.After)
+	v, err := d.call(ctx, scriptDeadLetters, stream, argErr, noClock, stream, group, max(opts.MaxCount, 0), opts.After)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +186,7 @@ func (d *Driver) Leases(ctx context.Context, stream, group string, maxCount int)
 	if maxCount < 0 {
 		argErr = rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", maxCount)
 	}
-	v, err := d.call(ctx, scriptLeases, stream, argErr, timeArg{t: driverutil.MinTime}, stream, group, max(maxCount, 0))
+	v, err := d.call(ctx, scriptLeases, stream, argErr, noClock, stream, group, max(maxCount, 0))
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +218,7 @@ func (d *Driver) StreamInfo(ctx context.Context, stream string) (rheo.StreamInfo
 	if err := checkTexts(stream); err != nil {
 		return rheo.StreamInfo{}, err
 	}
-	v, err := d.call(ctx, scriptStreamInfo, stream, nil, timeArg{t: driverutil.MinTime}, stream)
+	v, err := d.call(ctx, scriptStreamInfo, stream, nil, noClock, stream)
 	if err != nil {
 		return rheo.StreamInfo{}, err
 	}

@@ -161,7 +161,7 @@ func (d *Driver) DropGroup(ctx context.Context, stream, group string, opts *rheo
 	if err := checkTexts(stream, group); err != nil {
 		return err
 	}
-	_, err := d.call(ctx, scriptDropGroup, stream, nil, timeArg{t: driverutil.MinTime}, stream, group)
+	_, err := d.call(ctx, scriptDropGroup, stream, nil, noClock, stream, group)
 	return err
 }
 
@@ -174,7 +174,7 @@ func (d *Driver) DropStream(ctx context.Context, stream string, opts *rheo.DropO
 	if err := checkTexts(stream); err != nil {
 		return 0, err
 	}
-	v, err := d.call(ctx, scriptDropStream, stream, nil, timeArg{t: driverutil.MinTime}, stream)
+	v, err := d.call(ctx, scriptDropStream, stream, nil, noClock, stream)
 	if err != nil {
 		return 0, err
 	}
@@ -200,7 +200,7 @@ func (d *Driver) SetRetention(ctx context.Context, stream string, maxAge time.Du
 	default:
 		age = strconv.FormatInt(us, 10)
 	}
-	_, err := d.call(ctx, scriptRetention, stream, argErr, timeArg{t: driverutil.MinTime}, stream, age)
+	_, err := d.call(ctx, scriptRetention, stream, argErr, noClock, stream, age)
 	return err
 }
 

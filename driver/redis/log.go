@@ -169,7 +169,6 @@ func (d *Driver) appendItems(ctx context.Context, op, stream string, items []rhe
 	}
 	rows, _ := v.([]any)
 	events := make([]rheo.Event, len(items))
-	written := map[int]int64{}
 	for i, r := range rows {
 		f := r.([]any)
 		p, seq := int(f[0].(int64)), f[1].(int64)
@@ -178,9 +177,6 @@ func (d *Driver) appendItems(ctx context.Context, op, stream string, items []rhe
 		case 0, 2:
 			ev.ID, ev.Key, ev.Type = prep[i].id, prep[i].key, prep[i].typ
 			ev.Payload, ev.Metadata, ev.TS = json.RawMessage(prep[i].payload), json.RawMessage(metaStored), when.UTC()
-			if f[2].(int64) == 0 && seq > written[p] {
-				written[p] = seq
-			}
 		case 1:
 			ev.ID, ev.Key, ev.Type = prep[i].id, f[6].(string), f[7].(string)
 			ev.Payload, ev.Metadata = json.RawMessage(f[4].(string)), json.RawMessage(f[5].(string))
@@ -301,7 +297,7 @@ func (d *Driver) Read(ctx context.Context, stream string, opts *rheo.ReadOptions
 	if after < 0 {
 		after = 0
 	}
-	v, err := d.call(ctx, scriptRead, stream, argErr, timeArg{t: driverutil.MinTime}, stream, after, opts.MaxCount, opts.Partition)
+	v, err := d.call(ctx, scriptRead, stream, argErr, noClock, stream, after, opts.MaxCount, opts.Partition)
 	if err != nil {
 		return nil, err
 	}

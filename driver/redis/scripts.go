@@ -216,6 +216,10 @@ func isTimeout(err error) bool {
 // compares the times.
 type timeArg struct{ t time.Time }
 
+// noClock is the time sent to the scripts of operations that read no
+// clock (on PostgreSQL, those without a clock argument).
+var noClock = timeArg{t: driverutil.MinTime}
+
 // minMicros is driverutil.MinTime in Unix microseconds.
 var minMicros = driverutil.MinTime.UnixMicro()
 
