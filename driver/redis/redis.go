@@ -204,10 +204,12 @@ func (d *Driver) Capabilities() driver.Capabilities {
 }
 
 // Wakeups subscribes to appends to stream, by any process: the append
-// script publishes a hint on the stream's channel, received on one
-// dedicated pub/sub connection of the Driver. Hints that find a
-// subscriber's buffer full are dropped; consumers still poll. The
-// returned function ends the subscription; Close ends all of them.
+// script publishes a hint on the stream's channel, received on a pub/sub
+// connection the Driver holds for the stream while it has subscribers.
+// It returns once the server has confirmed the subscription (or after
+// five seconds without an answer). Hints that find a subscriber's buffer
+// full are dropped; consumers still poll. The returned function ends the
+// subscription; Close ends all of them.
 func (d *Driver) Wakeups(stream string) (<-chan driver.Wakeup, func()) {
 	return d.wakeups.subscribe(stream)
 }

@@ -147,22 +147,17 @@ func TestDriver(t *testing.T) {
 				require.NoError(t, producer.CreateStream(ctx, s, 2))
 				ch, stop := sub.Wakeups(s)
 				defer stop()
-				// The subscription is made on the pub/sub connection;
-				// append until a hint arrives, boundedly.
+				// Wakeups returns once the server confirmed the
+				// subscription: the first append after it is hinted.
 				p := 1
-				for range 100 {
-					_, err := producer.Append(ctx, s, json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &p})
-					require.NoError(t, err)
-					select {
-					case w := <-ch:
-						require.Equal(t, s, w.Stream)
-						require.Equal(t, 1, w.Partition)
-						require.Positive(t, w.Sequence)
-						return
-					case <-time.After(50 * time.Millisecond):
-					}
+				ev, err := producer.Append(ctx, s, json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &p})
+				require.NoError(t, err)
+				select {
+				case w := <-ch:
+					require.Equal(t, driver.Wakeup{Stream: s, Partition: 1, Sequence: ev.Sequence}, w)
+				case <-time.After(10 * time.Second):
+					require.FailNow(t, "no wakeup arrived")
 				}
-				require.FailNow(t, "no wakeup arrived")
 			})
 
 			t.Run("a closed driver ends its subscriptions and fails backend_unavailable", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -12,22 +13,31 @@ import (
 )
 
 // hub fans the append script's hints out to the Driver's subscribers.
-// One pub/sub connection, opened with the first subscription, listens to
-// the channels of the streams subscribed to (rheo:{<stream>}:wake, whose
-// messages are "<partition> <sequence>"); go-redis reconnects it and
-// subscribes again after a broken connection, and hints sent meanwhile
-// are lost, as hints may be.
+// Each stream subscribed to has one pub/sub connection on its channel
+// (rheo:{<stream>}:wake, whose messages are "<partition> <sequence>"),
+// opened with its first subscription and closed with its last; go-redis
+// reconnects it and subscribes again after a broken connection, and
+// hints sent meanwhile are lost, as hints may be.
 type hub struct {
-	client goredis.UniversalClient
-	mu     sync.Mutex
-	ps     *goredis.PubSub
-	subs   map[string]map[chan driver.Wakeup]struct{}
-	closed bool
-	done   chan struct{}
+	client  goredis.UniversalClient
+	mu      sync.Mutex
+	streams map[string]*streamSub
+	closed  bool
 }
 
+// streamSub is one stream's pub/sub connection and subscribers.
+type streamSub struct {
+	ps   *goredis.PubSub
+	subs map[chan driver.Wakeup]struct{}
+	done chan struct{}
+}
+
+// subscribeTimeout bounds how long a first subscription waits for the
+// server to confirm it; past it, go-redis goes on trying.
+const subscribeTimeout = 5 * time.Second
+
 func newHub(client goredis.UniversalClient) *hub {
-	return &hub{client: client, subs: map[string]map[chan driver.Wakeup]struct{}{}}
+	return &hub{client: client, streams: map[string]*streamSub{}}
 }
 
 func wakeChannel(stream string) string { return prefix(stream) + "wake" }
@@ -40,61 +50,59 @@ func (h *hub) subscribe(stream string) (<-chan driver.Wakeup, func()) {
 		close(ch)
 		return ch, func() {}
 	}
-	subs := h.subs[stream]
-	if subs == nil {
-		subs = map[chan driver.Wakeup]struct{}{}
-		h.subs[stream] = subs
-		ctx := context.Background()
-		if h.ps == nil {
-			h.ps = h.client.Subscribe(ctx, wakeChannel(stream))
-			h.done = make(chan struct{})
-			go h.listen(h.ps, h.done)
-		} else {
-			_ = h.ps.Subscribe(ctx, wakeChannel(stream))
-		}
+	ss := h.streams[stream]
+	if ss == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+		ps := h.client.Subscribe(ctx, wakeChannel(stream))
+		// Wait for the server's confirmation, so that every append made
+		// after Wakeups returns is hinted.
+		_, _ = ps.Receive(ctx)
+		cancel()
+		ss = &streamSub{ps: ps, subs: map[chan driver.Wakeup]struct{}{}, done: make(chan struct{})}
+		h.streams[stream] = ss
+		go h.listen(stream, ss)
 	}
-	subs[ch] = struct{}{}
+	ss.subs[ch] = struct{}{}
 	var once sync.Once
 	return ch, func() { once.Do(func() { h.unsubscribe(stream, ch) }) }
 }
 
 func (h *hub) unsubscribe(stream string, ch chan driver.Wakeup) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	subs := h.subs[stream]
-	if _, ok := subs[ch]; !ok {
+	ss := h.streams[stream]
+	if ss == nil {
+		h.mu.Unlock()
 		return
 	}
-	delete(subs, ch)
+	if _, ok := ss.subs[ch]; !ok {
+		h.mu.Unlock()
+		return
+	}
+	delete(ss.subs, ch)
 	close(ch)
-	if len(subs) == 0 {
-		delete(h.subs, stream)
-		if h.ps != nil {
-			_ = h.ps.Unsubscribe(context.Background(), wakeChannel(stream))
-		}
+	last := len(ss.subs) == 0
+	if last {
+		delete(h.streams, stream)
+	}
+	h.mu.Unlock()
+	if last {
+		_ = ss.ps.Close()
+		<-ss.done
 	}
 }
 
-// listen delivers the messages of ps until it is closed.
-func (h *hub) listen(ps *goredis.PubSub, done chan struct{}) {
-	defer close(done)
-	for msg := range ps.Channel() {
-		stream, ok := strings.CutPrefix(msg.Channel, "rheo:{")
-		if !ok {
-			continue
-		}
-		stream, ok = strings.CutSuffix(stream, "}:wake")
-		if !ok {
-			continue
-		}
-		// A malformed hint is a wakeup at most, never data.
+// listen delivers the messages of one stream's connection until it is
+// closed. A malformed hint is a wakeup at most, never data.
+func (h *hub) listen(stream string, ss *streamSub) {
+	defer close(ss.done)
+	for msg := range ss.ps.Channel() {
 		w := driver.Wakeup{Stream: stream}
-		if ps, seq, ok := strings.Cut(msg.Payload, " "); ok {
-			w.Partition, _ = strconv.Atoi(ps)
+		if p, seq, ok := strings.Cut(msg.Payload, " "); ok {
+			w.Partition, _ = strconv.Atoi(p)
 			w.Sequence, _ = strconv.ParseInt(seq, 10, 64)
 		}
 		h.mu.Lock()
-		for ch := range h.subs[stream] {
+		for ch := range ss.subs {
 			select {
 			case ch <- w:
 			default:
@@ -104,21 +112,21 @@ func (h *hub) listen(ps *goredis.PubSub, done chan struct{}) {
 	}
 }
 
-// close ends every subscription and the pub/sub connection.
+// close ends every subscription and its connection.
 func (h *hub) close() {
 	h.mu.Lock()
 	h.closed = true
-	ps, done := h.ps, h.done
-	h.ps = nil
-	for stream, subs := range h.subs {
-		for ch := range subs {
+	streams := h.streams
+	h.streams = map[string]*streamSub{}
+	for _, ss := range streams {
+		for ch := range ss.subs {
 			close(ch)
 		}
-		delete(h.subs, stream)
+		ss.subs = map[chan driver.Wakeup]struct{}{}
 	}
 	h.mu.Unlock()
-	if ps != nil {
-		_ = ps.Close()
-		<-done
+	for _, ss := range streams {
+		_ = ss.ps.Close()
+		<-ss.done
 	}
 }
