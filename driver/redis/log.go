@@ -155,8 +155,9 @@ func (d *Driver) appendItems(ctx context.Context, op, stream string, items []rhe
 				hash = strconv.FormatUint(uint64(binary.BigEndian.Uint32(sum[:4])), 10)
 			}
 			payload := compact(item.Payload)
-			typ := typeOf(item.Payload)
-			fp := fingerprint(fingerprintPart(item.Payload), keys[i], metaPrint)
+			doc, _ := decodeJSON(item.Payload) // checked: a JSON object
+			typ := typeOf(doc, item.Payload)
+			fp := fingerprint(canonical(doc), keys[i], metaPrint)
 			prep[i] = prepared{id: id, key: keys[i], payload: payload, typ: typ}
 			args = append(args, id, keys[i], hash, payload, metaStored, whenEnc, fp, typ, generated)
 		}
@@ -210,23 +211,36 @@ func compact(v json.RawMessage) string {
 	return b.String()
 }
 
-// typeOf is payload->>'type'.
-func typeOf(payload json.RawMessage) string {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(payload, &fields) != nil {
+// typeOf is payload->>'type', from the decoded payload doc (its raw
+// text for a type that is not a string).
+func typeOf(doc any, payload json.RawMessage) string {
+	fields, _ := doc.(map[string]any)
+	switch t := fields["type"].(type) {
+	case nil:
+		return ""
+	case string:
+		return t
+	}
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(payload, &raw) != nil {
 		return ""
 	}
-	return fieldText(fields["type"])
+	return fieldText(raw["type"])
 }
 
-// fingerprintPart is a JSON value in a form that two values PostgreSQL's
-// jsonb holds equal share: keys sorted, the last of duplicates kept,
-// numbers reduced to their value.
+// fingerprintPart is canonical of a JSON text.
 func fingerprintPart(v json.RawMessage) string {
 	doc, err := decodeJSON(v)
 	if err != nil {
 		return string(v)
 	}
+	return canonical(doc)
+}
+
+// canonical is a decoded JSON value in a form that two values
+// PostgreSQL's jsonb holds equal share: keys sorted, the last of
+// duplicates kept, numbers reduced to their value.
+func canonical(doc any) string {
 	var b bytes.Buffer
 	writeCanonical(&b, doc)
 	return b.String()
