@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,9 +23,7 @@ import (
 // redis-server.
 func privateServer(t *testing.T, fsync string) *redistest.Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		redistest.StandaloneURL(t) // skips, or fails under CI=true
-	}
+	redistest.RequireServer(t)
 	s, err := redistest.StartServer(&redistest.ServerOptions{Fsync: fsync})
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)

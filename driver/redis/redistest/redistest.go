@@ -96,6 +96,7 @@ func StartServer(opts *ServerOptions) (*Server, error) {
 
 func (s *Server) start() error {
 	cmd := exec.Command(s.args[0], s.args[1:]...)
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -312,6 +313,18 @@ func ClusterURL(tb testing.TB) string {
 		unavailable(tb, shared.clusterErr)
 	}
 	return shared.cluster.URL()
+}
+
+// RequireServer skips tb, or fails it under CI=true, when redis-server
+// (or redis-cli, which a cluster needs) is not installed: for tests that
+// start servers of their own with StartServer or StartCluster.
+func RequireServer(tb testing.TB) {
+	tb.Helper()
+	for _, bin := range []string{"redis-server", "redis-cli"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			unavailable(tb, fmt.Errorf("%s is not installed: %w", bin, err))
+		}
+	}
 }
 
 func unavailable(tb testing.TB, err error) {
