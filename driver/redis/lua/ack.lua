@@ -29,8 +29,10 @@ end
 -- batch's sequences when they are dense, as a fetch's usually are, and
 -- one by one otherwise.
 local span = {}
+local index = {}
 for i = 4, #ARGV do
-  local p, seq = lease_position(ARGV[i])
+  local p, seq, v = lease_position(ARGV[i])
+  index[i] = v
   if p then
     local s = span[p]
     if s == nil then
@@ -59,7 +61,7 @@ end
 
 local out = {}
 for i = 4, #ARGV do
-  local h, word = held(ARGV[i], present)
+  local h, word = held(ARGV[i], present, index[i])
   if h then
     local G, p, seq, d = h.G, h.p, h.seq, h.d
     later('HDEL', G .. 'd', dkey(p, seq))

@@ -1,6 +1,6 @@
 -- fetch: ARGV[4] stream, [5] group, [6] max count, [7] consumer, [8]
 -- expires at, [9] partitions ("*" every one), [10] a random seed (32
--- hex digits) the lease ids are drawn from. Returns per lease {lease id, partition, sequence,
+-- hex digits) of the lease ids. Returns per lease {lease id, partition, sequence,
 -- attempt, the entry's fields}, ordered by (partition, sequence).
 local sm = need_stream(ARGV[4])
 local g = ARGV[5]
@@ -127,13 +127,14 @@ local function candidate(w)
 end
 
 -- lease_id is the i-th lease id of this fetch: a version 8 UUID of the
--- stream's number and 90 bits of SHA-1 over the driver's random seed.
+-- stream's number, 64 random bits of the driver's seed (ARGV[10]) and
+-- the counter i.
+local seed = ARGV[10]
+local variant = tonumber(string.sub(seed, 17, 17), 16) % 4 + 1
+local lease_prefix = sid .. '-' .. string.sub(seed, 1, 4) .. '-8' .. string.sub(seed, 5, 7) .. '-' ..
+  string.sub('89ab', variant, variant) .. string.sub(seed, 8, 10) .. '-' .. string.sub(seed, 11, 16)
 local function lease_id(i)
-  local h = redis.sha1hex(ARGV[10] .. ':' .. i)
-  local v = tonumber(string.sub(h, 11, 11), 16) % 4 + 1
-  local variant = string.sub('89ab', v, v)
-  return sid .. '-' .. string.sub(h, 1, 4) .. '-8' .. string.sub(h, 5, 7) .. '-' .. variant ..
-    string.sub(h, 8, 10) .. '-' .. string.sub(h, 12, 23)
+  return lease_prefix .. string.format('%06x', i)
 end
 
 local function claim(w, seq, d, fields)
@@ -150,8 +151,8 @@ local function claim(w, seq, d, fields)
   -- record or the indexes of another claim (the key queue, which the
   -- next claims of a key read, is written at once).
   later('HSET', G .. 'd', dkey(w.p, seq), pack(d, DELIVERY))
-  later('ZADD', G .. 'due:' .. w.p, tonumber(d.x), fmt(seq))
-  later('ZADD', G .. 'ip:' .. w.p, seq, fmt(seq))
+  later('ZADD', G .. 'due:' .. w.p, d.x, fmt(seq))
+  later('ZADD', G .. 'ip:' .. w.p, fmt(seq), fmt(seq))
   if d.k ~= '' then
     redis.call('ZADD', G .. 'kq:' .. w.p .. ':' .. d.k, seq, fmt(seq))
   end

@@ -204,7 +204,7 @@ local function put_delivery(G, p, seq, d)
   if d.s == 'blocked' then
     redis.call('ZREM', G .. 'due:' .. p, fmt(seq))
   else
-    redis.call('ZADD', G .. 'due:' .. p, tonumber(d.x), fmt(seq))
+    redis.call('ZADD', G .. 'due:' .. p, d.x, fmt(seq))
   end
   redis.call('ZADD', G .. 'ip:' .. p, seq, fmt(seq))
   if d.k ~= '' then
@@ -217,7 +217,7 @@ end
 -- event. Only writes that nothing in the script reads back are gathered.
 local gathered, gathered_at = {}, {}
 
-local function later(cmd, key, ...)
+local function gather(cmd, key)
   local id = cmd .. ' ' .. key
   local g = gathered_at[id]
   if g == nil then
@@ -225,9 +225,16 @@ local function later(cmd, key, ...)
     gathered_at[id] = g
     gathered[#gathered + 1] = g
   end
-  local args = g.args
-  for _, a in ipairs({...}) do
-    args[#args + 1] = a
+  return g.args
+end
+
+-- later gathers a command with one argument (a member to remove), or
+-- two (a field and its value, a score and its member).
+local function later(cmd, key, a, b)
+  local args = gather(cmd, key)
+  args[#args + 1] = a
+  if b ~= nil then
+    args[#args + 1] = b
   end
 end
 
@@ -435,9 +442,12 @@ end
 -- (the entry id and the delivery's attempt, Redis Streams' delivery
 -- count): a held lease whose receipt no longer matches its delivery or
 -- its entry is receipt_mismatch. With present (a function of partition
--- and sequence), the entry's presence is asked of it instead of read.
-local function held(lid, present)
-  local v = redis.call('HGET', P .. 'leases', lid)
+-- and sequence), the entry's presence is asked of it instead of read;
+-- v is the lease's index entry when the caller has read it (false: none).
+local function held(lid, present, v)
+  if v == nil then
+    v = redis.call('HGET', P .. 'leases', lid)
+  end
   if not v then
     return nil, 'stale_lease', 'lease ' .. lid .. ' is no longer held'
   end
@@ -462,14 +472,15 @@ local function held(lid, present)
 end
 
 -- lease_position reads where a lease id points, without checking it:
--- partition and sequence, or nil.
+-- partition and sequence, or nil; and the index entry it read (false
+-- when there is none).
 local function lease_position(lid)
   local v = redis.call('HGET', P .. 'leases', lid)
   if not v then
-    return nil
+    return nil, nil, false
   end
   local r = unpack_record(v, LEASE)
-  return tonumber(r.p), tonumber(r.q)
+  return tonumber(r.p), tonumber(r.q), v
 end
 
 -- need_held is held, failing with its word.
