@@ -2,9 +2,12 @@ package redis_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/drivertest"
@@ -12,7 +15,19 @@ import (
 	"github.com/rheo-go/rheo/driver/redis/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain stops the servers the tests started, and fails a run that
+// leaves goroutines behind (a Driver's wakeup listeners end with it).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	redistest.StopShared()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // deployments are the Redis deployments the tests run on, by subtest
 // name.
