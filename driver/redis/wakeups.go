@@ -25,11 +25,13 @@ type hub struct {
 	closed  bool
 }
 
-// streamSub is one stream's pub/sub connection and subscribers.
+// streamSub is one stream's pub/sub connection and subscribers. ps is
+// set, outside the hub's lock, before ready is closed.
 type streamSub struct {
-	ps   *goredis.PubSub
-	subs map[chan driver.Wakeup]struct{}
-	done chan struct{}
+	ps    *goredis.PubSub
+	subs  map[chan driver.Wakeup]struct{}
+	ready chan struct{}
+	done  chan struct{}
 }
 
 // subscribeTimeout bounds how long a first subscription waits for the
@@ -45,24 +47,31 @@ func wakeChannel(stream string) string { return prefix(stream) + "wake" }
 func (h *hub) subscribe(stream string) (<-chan driver.Wakeup, func()) {
 	ch := make(chan driver.Wakeup, 16)
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		close(ch)
 		return ch, func() {}
 	}
 	ss := h.streams[stream]
-	if ss == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
-		ps := h.client.Subscribe(ctx, wakeChannel(stream))
-		// Wait for the server's confirmation, so that every append made
-		// after Wakeups returns is hinted.
-		_, _ = ps.Receive(ctx)
-		cancel()
-		ss = &streamSub{ps: ps, subs: map[chan driver.Wakeup]struct{}{}, done: make(chan struct{})}
+	first := ss == nil
+	if first {
+		ss = &streamSub{subs: map[chan driver.Wakeup]struct{}{}, ready: make(chan struct{}), done: make(chan struct{})}
 		h.streams[stream] = ss
-		go h.listen(stream, ss)
 	}
 	ss.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	if first {
+		ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+		ss.ps = h.client.Subscribe(ctx, wakeChannel(stream))
+		// Wait for the server's confirmation, so that every append made
+		// after Wakeups returns is hinted.
+		_, _ = ss.ps.Receive(ctx)
+		cancel()
+		close(ss.ready)
+		go h.listen(stream, ss)
+	} else {
+		<-ss.ready
+	}
 	var once sync.Once
 	return ch, func() { once.Do(func() { h.unsubscribe(stream, ch) }) }
 }
@@ -86,6 +95,7 @@ func (h *hub) unsubscribe(stream string, ch chan driver.Wakeup) {
 	}
 	h.mu.Unlock()
 	if last {
+		<-ss.ready
 		_ = ss.ps.Close()
 		<-ss.done
 	}
@@ -126,6 +136,7 @@ func (h *hub) close() {
 	}
 	h.mu.Unlock()
 	for _, ss := range streams {
+		<-ss.ready
 		_ = ss.ps.Close()
 		<-ss.done
 	}
