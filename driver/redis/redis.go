@@ -25,8 +25,9 @@
 //
 // Lease ids are version 8 UUIDs whose first 32 bits number the stream
 // (numbers are handed out by create_stream from a counter of their own),
-// so that a settle, which presents its lease id alone, reaches the
-// stream's slot in one call. Each lease also has a native receipt, the
+// followed by 64 bits drawn at random for each fetch and the lease's
+// place in it, so that a settle, which presents its lease id alone,
+// reaches the stream's slot in one call. Each lease also has a native receipt, the
 // entry id and the delivery's attempt (Redis Streams' delivery count);
 // a held lease whose receipt no longer matches its delivery is
 // receipt_mismatch. Lease.Receipt equals Lease.LeaseID, as on every
