@@ -71,6 +71,9 @@ func (d *Driver) Fetch(ctx context.Context, stream, group string, opts *rheo.Fet
 		return nil, err
 	}
 	rows := v.([]any)
+	if len(rows) > 0 {
+		d.learnStream(ctx, stream, rows[0].([]any)[0].(string))
+	}
 	leases := make([]rheo.Lease, 0, len(rows))
 	for _, r := range rows {
 		f := r.([]any)
@@ -95,8 +98,7 @@ func (d *Driver) leaseStream(ctx context.Context, op, leaseID string) (string, s
 	if err != nil {
 		return "", "", err
 	}
-	b, _ := hex.DecodeString(id[:8])
-	num := uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
+	num := streamNumber(id)
 	if name, ok := d.names.Load(num); ok {
 		return name.(string), id, nil
 	}
@@ -113,6 +115,26 @@ func (d *Driver) leaseStream(ctx context.Context, op, leaseID string) (string, s
 	}
 	d.names.Store(num, name)
 	return name, id, nil
+}
+
+// streamNumber is the stream number in the first 32 bits of a lease id
+// in canonical form.
+func streamNumber(id string) uint64 {
+	b, _ := hex.DecodeString(id[:8])
+	return uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
+}
+
+// learnStream records the number of a stream a fetch leased from. The
+// first time this Driver sees it, it also writes it into the numbers'
+// map (HSETNX), so that a map that lost it (a failover of its node, a
+// key deleted by hand) is repaired for the other processes' settles.
+func (d *Driver) learnStream(ctx context.Context, stream, leaseID string) {
+	num := streamNumber(leaseID)
+	if _, seen := d.names.LoadOrStore(num, stream); seen {
+		return
+	}
+	// Best effort: the settles of this Driver need only its cache.
+	_ = d.client.HSetNX(ctx, keyStreamNums, strconv.FormatUint(num, 10), stream).Err()
 }
 
 // Renew extends a held lease to clock+dur and returns the new expiry.

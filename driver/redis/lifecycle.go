@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	goredis "github.com/redis/go-redis/v9"
+
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver/driverutil"
 )
@@ -51,6 +53,10 @@ func (d *Driver) CreateStream(ctx context.Context, stream string, partitionCount
 				return interpretError("create_stream", err, true)
 			}
 			d.names.Store(uint64(num), stream)
+		} else {
+			// The stream exists (the script says already_exists): it goes
+			// back into the list, should a failover have lost it there.
+			_ = d.client.ZAddNX(ctx, keyStreams, goredis.Z{Member: stream}).Err()
 		}
 	}
 	_, err = d.call(ctx, scriptCreateStream, stream, argErr, now, stream, partitionCount, num)

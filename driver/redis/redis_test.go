@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -94,6 +95,19 @@ func TestDriver(t *testing.T) {
 				// Another driver, which never saw the stream, settles it.
 				other := open(t, drivertest.NewClock())
 				require.NoError(t, other.Ack(ctx, leases[0].LeaseID))
+				// A numbers' map that lost the stream's number is repaired
+				// by the next fetch of a driver new to the stream.
+				num := fmt.Sprint(uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3]))
+				require.NoError(t, d.Client().HDel(ctx, "rheo:{rheo}:sids", num).Err())
+				_, err = d.Append(ctx, s, json.RawMessage(`{}`), nil)
+				require.NoError(t, err)
+				third := open(t, drivertest.NewClock())
+				more, err := third.Fetch(ctx, s, "g", nil)
+				require.NoError(t, err)
+				require.Len(t, more, 1)
+				fourth := open(t, drivertest.NewClock())
+				require.NoError(t, fourth.Ack(ctx, more[0].LeaseID))
+				require.NoError(t, fourth.Ack(ctx, leases[1].LeaseID))
 			})
 
 			t.Run("an ack batch settles leases of several streams, on their own slots", func(t *testing.T) {
@@ -137,6 +151,18 @@ func TestDriver(t *testing.T) {
 				leases, err = d.Fetch(ctx, s, "a", nil)
 				require.NoError(t, err)
 				require.Len(t, leases, 1)
+			})
+
+			t.Run("creating a stream anew lists it again when the list lost it", func(t *testing.T) {
+				ctx := context.Background()
+				d := open(t, drivertest.NewClock())
+				s := uniqueStream("listed")
+				require.NoError(t, d.CreateStream(ctx, s, 1))
+				require.NoError(t, d.Client().ZRem(ctx, "rheo:{rheo}:streams", s).Err())
+				require.ErrorIs(t, d.CreateStream(ctx, s, 1), rheo.ErrAlreadyExists)
+				streams, err := d.ListStreams(ctx)
+				require.NoError(t, err)
+				require.True(t, slices.ContainsFunc(streams, func(x rheo.StreamSummary) bool { return x.Name == s }))
 			})
 
 			t.Run("an append by another driver wakes a subscriber", func(t *testing.T) {
