@@ -59,23 +59,30 @@ local function present(p, seq)
   return entry(p, seq) ~= nil
 end
 
+-- A lease in the index is held (lib.lua, LEASE): an ack needs no more
+-- than its index entry and its entry's presence, the receipt.
 local out = {}
 for i = 4, #ARGV do
-  local h, word = held(ARGV[i], present, index[i])
-  if h then
-    local G, p, seq, d = h.G, h.p, h.seq, h.d
-    later('HDEL', G .. 'd', dkey(p, seq))
-    later('ZREM', G .. 'due:' .. p, fmt(seq))
-    later('ZREM', G .. 'ip:' .. p, fmt(seq))
-    later('HDEL', P .. 'leases', d.l)
-    done(G, p, seq)
-    if d.k ~= '' then
-      redis.call('ZREM', G .. 'kq:' .. p .. ':' .. d.k, fmt(seq))
-      unblock(G, p, d.k, now)
-    end
-    out[#out + 1] = 1
+  local lid, v = ARGV[i], index[i]
+  if not v then
+    out[#out + 1] = 'stale_lease'
   else
-    out[#out + 1] = word
+    local r = unpack_record(v, LEASE)
+    local G, p, seq = group_prefix(r.g), tonumber(r.p), tonumber(r.q)
+    if not present(p, seq) then
+      out[#out + 1] = 'receipt_mismatch'
+    else
+      later('HDEL', G .. 'd', dkey(p, seq))
+      later('ZREM', G .. 'due:' .. p, fmt(seq))
+      later('ZREM', G .. 'ip:' .. p, fmt(seq))
+      later('HDEL', P .. 'leases', lid)
+      done(G, p, seq)
+      if r.k ~= '' then
+        redis.call('ZREM', G .. 'kq:' .. p .. ':' .. r.k, fmt(seq))
+        unblock(G, p, r.k, now)
+      end
+      out[#out + 1] = 1
+    end
   end
 end
 flush()

@@ -156,7 +156,7 @@ local function claim(w, seq, d, fields)
   if d.k ~= '' then
     redis.call('ZADD', G .. 'kq:' .. w.p .. ':' .. d.k, seq, fmt(seq))
   end
-  later('HSET', P .. 'leases', lid, pack({g = g, p = fmt(w.p), q = fmt(seq), a = d.a}, LEASE))
+  later('HSET', P .. 'leases', lid, pack({g = g, p = fmt(w.p), q = fmt(seq), a = d.a, k = d.k}, LEASE))
   w.taken = w.taken + 1
   out[#out + 1] = {lid, w.p, seq, tonumber(d.a), fields}
 end

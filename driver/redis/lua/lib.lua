@@ -157,7 +157,9 @@ end
 -- cheaper than cjson in the hot paths.
 local SEP = '\0'
 local DELIVERY = {'s', 'a', 'l', 'c', 'la', 'x', 'r', 'k'}
-local LEASE = {'g', 'p', 'q', 'a'}
+-- The lease index holds exactly the leases held: an id leaves it when
+-- its delivery is re-leased, settled, parked or forgotten.
+local LEASE = {'g', 'p', 'q', 'a', 'k'}
 local DEAD = {'a', 'r', 'at'}
 
 local function pack(t, names)
@@ -441,13 +443,9 @@ end
 -- the detail of why not. The lease index keeps the receipt of each lease
 -- (the entry id and the delivery's attempt, Redis Streams' delivery
 -- count): a held lease whose receipt no longer matches its delivery or
--- its entry is receipt_mismatch. With present (a function of partition
--- and sequence), the entry's presence is asked of it instead of read;
--- v is the lease's index entry when the caller has read it (false: none).
-local function held(lid, present, v)
-  if v == nil then
-    v = redis.call('HGET', P .. 'leases', lid)
-  end
+-- its entry is receipt_mismatch.
+local function held(lid)
+  local v = redis.call('HGET', P .. 'leases', lid)
   if not v then
     return nil, 'stale_lease', 'lease ' .. lid .. ' is no longer held'
   end
@@ -458,13 +456,7 @@ local function held(lid, present, v)
   if d == nil or d.l ~= lid then
     return nil, 'stale_lease', 'lease ' .. lid .. ' is no longer held'
   end
-  local there
-  if present then
-    there = present(p, seq)
-  else
-    there = entry(p, seq) ~= nil
-  end
-  if d.a ~= r.a or not there then
+  if d.a ~= r.a or entry(p, seq) == nil then
     return nil, 'receipt_mismatch', 'lease ' .. lid .. ' presents the receipt ' .. entry_id(seq) .. '/' .. r.a ..
       ', which no longer matches its delivery'
   end

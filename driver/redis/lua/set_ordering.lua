@@ -27,6 +27,10 @@ if gm.o ~= 'key' and ARGV[6] == 'key' then
       if e ~= nil and d.k == '' and event_key(e) ~= '' then
         d.k = event_key(e)
         put_delivery(G, p, seq, d)
+        if d.l ~= '' then
+          -- An ack finds the key in the lease index.
+          redis.call('HSET', P .. 'leases', d.l, pack({g = ARGV[5], p = fmt(p), q = fmt(seq), a = d.a, k = d.k}, LEASE))
+        end
       end
     end
   end
