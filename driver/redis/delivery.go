@@ -3,11 +3,13 @@ package redis
 import (
 	"context"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver/driverutil"
@@ -71,17 +73,29 @@ func (d *Driver) Fetch(ctx context.Context, stream, group string, opts *rheo.Fet
 		return nil, err
 	}
 	rows := v.([]any)
-	if len(rows) > 0 {
-		d.learnStream(ctx, stream, rows[0].([]any)[0].(string))
+	if len(rows) == 0 {
+		return []rheo.Lease{}, nil
+	}
+	d.learnStream(ctx, stream, rows[0].([]any)[0].(string))
+	at := make([]position, len(rows))
+	for i, r := range rows {
+		f := r.([]any)
+		at[i] = position{partition: int(f[1].(int64)), sequence: f[2].(int64)}
+	}
+	events, err := d.readEvents(ctx, stream, at)
+	if err != nil {
+		// The leases are made, and will expire: the caller cannot know.
+		return nil, interpretError("fetch", err, true)
 	}
 	leases := make([]rheo.Lease, 0, len(rows))
-	for _, r := range rows {
+	for i, r := range rows {
 		f := r.([]any)
-		ev, err := decodeFields(stream, f[4].([]any))
-		if err != nil {
-			return nil, &rheo.FailedError{Op: "fetch", Err: err}
+		ev, ok := events[at[i]]
+		if !ok {
+			// The entry left the stream behind Rheo's back (XDEL): its
+			// lease expires, and its settles fail receipt_mismatch.
+			continue
 		}
-		ev.Partition, ev.Sequence = int(f[1].(int64)), f[2].(int64)
 		lid := f[0].(string)
 		leases = append(leases, rheo.Lease{
 			LeaseID: lid, Receipt: lid, Group: group, ConsumerID: consumer, Attempt: int(f[3].(int64)),
@@ -115,6 +129,65 @@ func (d *Driver) leaseStream(ctx context.Context, op, leaseID string) (string, s
 	}
 	d.names.Store(num, name)
 	return name, id, nil
+}
+
+// position is an event's place in its stream.
+type position struct {
+	partition int
+	sequence  int64
+}
+
+// runGap is the widest gap between two sequences of a partition that one
+// XRANGE of readEvents reads over rather than splitting the read.
+const runGap = 16
+
+// readEvents reads the events at the given positions of stream, in one
+// pipeline of XRANGEs (one per run of close sequences of a partition,
+// all on the stream's slot). Events are immutable, so reading them after
+// the fetch script is reading what it leased; a position whose entry is
+// gone is missing from the result.
+func (d *Driver) readEvents(ctx context.Context, stream string, at []position) (map[position]rheo.Event, error) {
+	byPartition := map[int][]int64{}
+	for _, pos := range at {
+		byPartition[pos.partition] = append(byPartition[pos.partition], pos.sequence)
+	}
+	type run struct {
+		partition int
+		cmd       *goredis.XMessageSliceCmd
+	}
+	var runs []run
+	_, err := d.client.Pipelined(ctx, func(pipe goredis.Pipeliner) error {
+		for p, seqs := range byPartition {
+			slices.Sort(seqs)
+			key := prefix(stream) + "e:" + strconv.Itoa(p)
+			lo := seqs[0]
+			for i := 1; i <= len(seqs); i++ {
+				if i < len(seqs) && seqs[i]-seqs[i-1] <= runGap {
+					continue
+				}
+				hi := seqs[i-1]
+				runs = append(runs, run{p, pipe.XRange(ctx, key, strconv.FormatInt(lo, 10)+"-0", strconv.FormatInt(hi, 10)+"-0")})
+				if i < len(seqs) {
+					lo = seqs[i]
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	events := make(map[position]rheo.Event, len(at))
+	for _, r := range runs {
+		for _, m := range r.cmd.Val() {
+			ev, err := messageEvent(stream, r.partition, m)
+			if err != nil {
+				return nil, err
+			}
+			events[position{r.partition, ev.Sequence}] = ev
+		}
+	}
+	return events, nil
 }
 
 // streamNumber is the stream number in the first 32 bits of a lease id

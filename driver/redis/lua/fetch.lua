@@ -1,7 +1,9 @@
 -- fetch: ARGV[4] stream, [5] group, [6] max count, [7] consumer, [8]
 -- expires at, [9] partitions ("*" every one), [10] a random seed (32
--- hex digits) of the lease ids. Returns per lease {lease id, partition, sequence,
--- attempt, the entry's fields}, ordered by (partition, sequence).
+-- hex digits) of the lease ids. Returns per lease {lease id, partition,
+-- sequence, attempt}, ordered by (partition, sequence): the driver reads
+-- the events themselves, which never change, after the script, so that
+-- their payloads do not pass through Lua.
 local sm = need_stream(ARGV[4])
 local g = ARGV[5]
 local gm = need_group(ARGV[4], g)
@@ -45,11 +47,12 @@ for _, p in ipairs(scope) do
   work[#work + 1] = {p = p, due = list, di = 1, hwm = hwm(p), taken = 0}
 end
 
--- next_new passes the cursor over the next event, reading the partition
--- ahead in one XRANGE; under key ordering an event behind an unsettled
--- one of its key is parked (blocked) and the cursor goes on. Only key
--- ordering keeps the deliveries' keys (set_ordering adds them when a
--- group turns to it).
+-- next_new passes the cursor over the next event. Under key ordering it
+-- reads the partition ahead in one XRANGE for the events' keys, and
+-- parks (blocks) an event behind an unsettled one of its key while the
+-- cursor goes on; the other orderings need no more than the sequence.
+-- Only key ordering keeps the deliveries' keys (set_ordering adds them
+-- when a group turns to it).
 local function next_new(w)
   while true do
     if w.cur == nil then
@@ -59,11 +62,14 @@ local function next_new(w)
     if w.cur > w.hwm then
       return nil
     end
+    if ord ~= 'key' then
+      local seq = w.cur
+      w.cur = seq + 1
+      w.moved = true
+      return seq, {s = 'pending', a = '0', l = '', c = '', la = '', x = now, r = '', k = ''}
+    end
     if w.bi > #w.buf then
-      local n = 1
-      if ord ~= 'partition' then
-        n = math.min(math.ceil(maxc / #work) + 1, 1000)
-      end
+      local n = math.min(math.ceil(maxc / #work) + 1, 1000)
       w.buf = redis.call('XRANGE', part_key(w.p), entry_id(w.cur), entry_id(w.hwm), 'COUNT', n)
       w.bi = 1
       if #w.buf == 0 then
@@ -76,12 +82,10 @@ local function next_new(w)
     w.cur = seq + 1
     w.moved = true
     local k = ''
-    if ord == 'key' then
-      local fl = raw[2]
-      for i = 1, #fl, 2 do
-        if fl[i] == 'k' then
-          k = fl[i + 1]
-        end
+    local fl = raw[2]
+    for i = 1, #fl, 2 do
+      if fl[i] == 'k' then
+        k = fl[i + 1]
       end
     end
     local d = {s = 'pending', a = '0', l = '', c = '', la = '', x = now, r = '', k = k}
@@ -89,7 +93,7 @@ local function next_new(w)
       d.s = 'blocked'
       put_delivery(G, w.p, seq, d)
     else
-      return seq, d, raw[2]
+      return seq, d
     end
   end
 end
@@ -137,11 +141,7 @@ local function lease_id(i)
   return lease_prefix .. string.format('%06x', i)
 end
 
-local function claim(w, seq, d, fields)
-  if fields == nil then
-    local _
-    _, fields = entry(w.p, seq)
-  end
+local function claim(w, seq, d)
   local lid = lease_id(#out + 1)
   if d.l ~= '' then
     later('HDEL', P .. 'leases', d.l)
@@ -158,7 +158,7 @@ local function claim(w, seq, d, fields)
   end
   later('HSET', P .. 'leases', lid, pack({g = g, p = fmt(w.p), q = fmt(seq), a = d.a, k = d.k}, LEASE))
   w.taken = w.taken + 1
-  out[#out + 1] = {lid, w.p, seq, tonumber(d.a), fields}
+  out[#out + 1] = {lid, w.p, seq, tonumber(d.a)}
 end
 
 -- Round-robin from a rotating partition: one claim per partition with
@@ -175,9 +175,9 @@ while #out < maxc do
       break
     end
     if not w.done then
-      local seq, d, fields = candidate(w)
+      local seq, d = candidate(w)
       if seq then
-        claim(w, seq, d, fields)
+        claim(w, seq, d)
         any = true
       else
         w.done = true
