@@ -2,14 +2,19 @@
 // server: appends, draining, latency, fan-out to several groups, storage
 // cost, fetch time against the length of the log, and the cost of the
 // operator calls (group_info, replay and group start by time, fetch with
-// work in flight) on a long log.
+// work in flight) on a long log. Rheo on Redis (driver/redis) runs the
+// append, drain and latency workloads beside them, on a private
+// redis-server (or --redis-url), and the memory workload measures what
+// Redis holds per retained event.
 //
-// Each workload runs for Rheo and River alternately, for several rounds,
-// each run on a fresh database cloned from a migrated template; the
-// databases have random names and are dropped at the end, also when a run
-// fails or is interrupted. It prints the server's settings, the median
-// and range of every figure, the ratio Rheo/River of the medians, and
-// ends with one line per figure.
+// Each workload runs for Rheo and River (and Rheo on Redis) in turn, for
+// several rounds, each PostgreSQL run on a fresh database cloned from a
+// migrated template; the databases have random names and are dropped at
+// the end, also when a run fails or is interrupted, and every stream a
+// Redis run creates is dropped after it. It prints the servers'
+// settings, the median and range of every figure, the ratios Rheo/River
+// and Redis/PostgreSQL of the medians, and ends with one line per
+// figure.
 //
 //	go run .           # the full run
 //	go run . --quick   # small sizes: checks that the harness works
@@ -66,14 +71,21 @@ type config struct {
 	orderingFetched    int
 	workerSizes        // slow and competing
 	citus              citusSizes
+	redisSizes         redisSizes
 	workloads          []string
 
 	srv *server
-	log io.Writer
+	// redis is the Redis server of Rheo on Redis, nil when it does not
+	// run (--redis=false, or no workload of it asked for).
+	redis *redisTarget
+	log   io.Writer
 }
 
 // workloadNames are the workloads, in the order they run.
-var workloadNames = []string{"append", "drain", "slow", "competing", "latency", "fanout", "cost", "scale", "ops", "ordering"}
+var workloadNames = []string{"append", "drain", "slow", "competing", "latency", "fanout", "cost", "scale", "ops", "ordering", workloadMemory}
+
+// redisWorkloads are the workloads that Rheo on Redis runs in.
+var redisWorkloads = []string{"append", "drain", "latency", workloadMemory}
 
 func (c *config) runs(workload string) bool { return contains(c.workloads, workload) }
 
@@ -166,6 +178,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	c.retention.flags(fs)
 	c.workerFlags(fs)
 	c.citus.flags(fs)
+	c.redisSizes.flags(fs)
 	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ",")+
 		" by default; also, only when named: "+strings.Join(optInWorkloads, ","))
 	if err := fs.Parse(args); err != nil {
@@ -187,6 +200,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 		maps.Copy(quick, retentionQuick)
 		maps.Copy(quick, citusQuick)
+		maps.Copy(quick, redisQuick)
 		for name, v := range quick {
 			if !set[name] {
 				if err := fs.Set(name, v); err != nil {
@@ -198,7 +212,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.rounds < 1 || c.n < 1 || c.producers < 1 || c.costN < 1 || c.scaleFetched < 1 ||
 		c.latencyProducers < 1 || c.latencyConcurrency < 1 || c.fanoutN < 1 || c.fanoutConcurrency < 1 || c.costConcurrency < 1 ||
 		c.opsEvents < 1 || c.opsBehind < 1 || c.opsInflight < 1 || c.opsCalls < 1 ||
-		c.orderingN < 1 || c.orderingConc < 1 || c.orderingFetched < 1 {
+		c.orderingN < 1 || c.orderingConc < 1 || c.orderingFetched < 1 || c.redisSizes.memoryN < 1 {
 		return nil, errors.New("counts must be at least 1")
 	}
 	if c.opsBehind > c.opsEvents {
@@ -262,6 +276,20 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 	if err != nil {
 		return err
 	}
+	if !c.redisSizes.off && slices.ContainsFunc(redisWorkloads, c.runs) {
+		if c.redis, err = startRedis(ctx, c.redisSizes); err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := c.redis.close(); err == nil {
+				err = cerr
+			}
+			c.redis = nil
+		}()
+		if st.Redis, err = c.redis.settings(ctx); err != nil {
+			return err
+		}
+	}
 	loadBefore := loadAverage()
 	loads := &loadSamples{}
 	report := &textReport{}
@@ -273,17 +301,18 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 			rounds = 1
 		}
 		for round := range rounds {
-			// Alternate which system goes first, so neither always runs
-			// on a warmer (or more loaded) machine.
-			order := []string{systemRheo, systemRiver}
-			if round%2 == 1 {
-				order = []string{systemRiver, systemRheo}
-			}
+			// Rotate which system goes first, so none always runs on a
+			// warmer (or more loaded) machine.
+			order := []string{systemRheo, systemRiver, systemRedis}
+			order = append(order[round%len(order):], order[:round%len(order)]...)
 			for _, system := range order {
 				loads.sample()
 				f := m.rheo
-				if system == systemRiver {
+				switch system {
+				case systemRiver:
 					f = m.river
+				case systemRedis:
+					f = m.redis
 				}
 				if f == nil {
 					continue
@@ -313,6 +342,10 @@ func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads 
 		st.CPUs, st.GoVersion, loadBefore, loadAverage(), loads)
 	fmt.Fprintf(w, "postgresql: %s; shared_buffers=%s synchronous_commit=%s fsync=%s wal_level=%s max_connections=%s autovacuum_naptime=%s\n",
 		st.Version, st.SharedBuffers, st.SynchronousCommit, st.Fsync, st.WALLevel, st.MaxConnections, st.AutovacuumNaptime)
+	if st.Redis != "" {
+		fmt.Fprintf(w, "redis: %s; Rheo on Redis (driver/redis) in the append, drain, latency and memory workloads, memory n=%d\n",
+			st.Redis, c.redisSizes.memoryN)
+	}
 	fmt.Fprintf(w, "sizes: n=%d (drain: at most %d per handler slot), append producers=%d, latency %s per rate with %d producer(s) at concurrency %d, fan-out n=%d at concurrency %d per group, cost n=%d at concurrency %d, scale %s fetching the last %d, ops %s events in %s partition(s), %s behind, %s in flight, %d calls per figure\n",
 		c.n, drainPerHandler, c.producers, c.latencyDuration, c.latencyProducers, c.latencyConcurrency, c.fanoutN, c.fanoutConcurrency,
 		c.costN, c.costConcurrency, (*intList)(&c.scale).String(), c.scaleFetched,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -38,16 +39,23 @@ func testServerURL(t *testing.T) string {
 }
 
 // TestQuickRun runs the whole harness in quick mode and checks that every
-// workload reported its figures for both systems and that every database
-// it created is gone. It asserts nothing about the timings.
+// workload reported its figures for every system (Rheo on Redis
+// included, on a private redis-server, where redis-server is installed)
+// and that every database it created is gone. It asserts nothing about
+// the timings.
 func TestQuickRun(t *testing.T) {
 	serverURL := testServerURL(t)
-	c, err := parseFlags([]string{"--quick", "--database-url", serverURL}, io.Discard)
+	args := []string{"--quick", "--database-url", serverURL}
+	withRedis := hasRedisServer(t)
+	if !withRedis {
+		args = append(args, "--redis=false")
+	}
+	c, err := parseFlags(args, io.Discard)
 	require.NoError(t, err)
 	var stdout, stderr bytes.Buffer
 	require.NoError(t, c.execute(t.Context(), &stdout, &stderr), "quick run failed\n%s", stderr.String())
 	out := stdout.String()
-	for _, want := range []string{
+	wants := []string{
 		"postgresql: ", "shared_buffers=", "synchronous_commit=", "fsync=", "wal_level=", "max_connections=",
 		"ratio rheo/river append b=1: ",
 		"ratio rheo/river append b=1000 vs InsertManyFast: ",
@@ -72,7 +80,25 @@ func TestQuickRun(t *testing.T) {
 		"seq_tup_read",            // the ops counters are listed
 		"deliveries_lease_id_key", // the size of every Rheo index is listed
 		"river_job_pkey",
-	} {
+	}
+	redisWants := []string{
+		"redis: 7", "aof_enabled=1 appendfsync=everysec",
+		"rheo on redis median",
+		"rheo on redis append b=1000 vs InsertManyFast: ",
+		"ratio rheo redis/postgres append b=1000 vs InsertManyFast: ",
+		"ratio rheo redis/postgres drain c=1: ",
+		"ratio rheo redis/postgres drain c=8: ",
+		"ratio rheo redis/postgres latency 200/s p50: ",
+		"ratio rheo redis/postgres latency 200/s p99: ",
+		"rheo on redis memory per retained event: ",
+		"rheo on redis memory per retained event, one group drained: ",
+	}
+	if withRedis {
+		wants = append(wants, redisWants...)
+	} else {
+		assert.NotContains(t, out, "rheo on redis", "--redis=false measured Rheo on Redis")
+	}
+	for _, want := range wants {
 		assert.Contains(t, out, want, "output lacks %q:\n%s", want, out)
 	}
 	// The closing lines are the summary, one per figure.
@@ -131,6 +157,11 @@ func TestParseFlags(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, c.n == 500 && c.rounds == 1 && c.costN == 2000 && c.latencyDuration == time.Second, "n=%d rounds=%d cost-n=%d latency-duration=%s", c.n, c.rounds, c.costN, c.latencyDuration)
 	})
+	t.Run("--redis=false leaves Rheo on Redis out", func(t *testing.T) {
+		c, err := parseFlags([]string{"--redis=false"}, io.Discard)
+		require.NoError(t, err)
+		assert.True(t, c.redisSizes.off && c.redisSizes.memoryN == 100_000, "off=%v memory-n=%d", c.redisSizes.off, c.redisSizes.memoryN)
+	})
 	t.Run("the full mode keeps the defaults", func(t *testing.T) {
 		c, err := parseFlags(nil, io.Discard)
 		require.NoError(t, err)
@@ -182,4 +213,58 @@ func TestStatistics(t *testing.T) {
 		want := "ratio rheo/river drain c=1: 3.00\nrheo fetch per lease: 12.0 µs\n"
 		assert.Equal(t, want, b.String(), "summary:\n%s\nwant:\n%s", b.String(), want)
 	})
+	t.Run("Rheo on Redis has a line of its own, and its ratio to PostgreSQL", func(t *testing.T) {
+		r := newResults()
+		r.add(systemRheo, "drain c=1", "events/s", 300)
+		r.add(systemRiver, "drain c=1", "events/s", 100)
+		r.add(systemRedis, "drain c=1", "events/s", 600)
+		r.add(systemRedis, "memory per retained event", "bytes/event", 150)
+		var b bytes.Buffer
+		r.writeSummary(&b)
+		want := "ratio rheo/river drain c=1: 3.00\n" +
+			"rheo on redis drain c=1: 600.0 events/s\nratio rheo redis/postgres drain c=1: 2.00\n" +
+			"rheo on redis memory per retained event: 150.0 bytes/event\n"
+		assert.Equal(t, want, b.String(), "summary:\n%s\nwant:\n%s", b.String(), want)
+		b.Reset()
+		r.writeTable(&b)
+		assert.Contains(t, b.String(), "rheo on redis median", "the table has Redis's column")
+	})
+}
+
+// hasRedisServer reports whether redis-server is on PATH for the runs of
+// Rheo on Redis; under CI=true its absence fails t.
+func hasRedisServer(t *testing.T) bool {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		require.NotEqual(t, "true", os.Getenv("CI"), "no redis-server for Rheo on Redis (apt-get install redis-server)")
+		return false
+	}
+	return true
+}
+
+// TestRedisRunDropsStreams checks that a run of Rheo on Redis drops the
+// streams it created, and that the private server goes with close.
+func TestRedisRunDropsStreams(t *testing.T) {
+	if !hasRedisServer(t) {
+		t.Skip("no redis-server")
+	}
+	ctx := t.Context()
+	r, err := startRedis(ctx, redisSizes{server: "redis-server"})
+	require.NoError(t, err)
+	require.NoError(t, r.withRheo(ctx, func(s *rheoSystem) error {
+		_, err := s.stream(ctx, 2)
+		return err
+	}))
+	require.NoError(t, r.withRheo(ctx, func(s *rheoSystem) error {
+		streams, err := s.drv.ListStreams(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, streams, "streams left by the run before")
+		return nil
+	}))
+	used, err := r.usedMemory(ctx)
+	require.NoError(t, err)
+	assert.Positive(t, used, "used_memory")
+	require.NoError(t, r.close())
+	_, err = r.command(ctx, "PING")
+	assert.Error(t, err, "the private server still answers after close")
 }

@@ -16,12 +16,14 @@ type sample struct {
 
 // measurement is one workload variant: what each system runs in one
 // round, each on fresh databases, and the figures it yields. River is nil
-// for figures of Rheo alone.
+// for figures of Rheo alone; redis (Rheo on Redis) is nil for workloads
+// it does not run, or when it does not run at all.
 type measurement struct {
 	label string
 	once  bool // one round only, whatever --rounds says
 	rheo  func(ctx context.Context) ([]sample, error)
 	river func(ctx context.Context) ([]sample, error)
+	redis func(ctx context.Context) ([]sample, error)
 }
 
 // onRheo runs f on a fresh Rheo database.
@@ -73,16 +75,18 @@ func (c *config) plan(report *textReport) []measurement {
 		for _, conc := range c.concurrency {
 			name := "drain c=" + strconv.Itoa(conc)
 			n := c.drainEvents(conc)
+			rheoDrain := func(ctx context.Context, s *rheoSystem) ([]sample, error) {
+				d, err := s.drain(ctx, n, conc)
+				return []sample{{name, "events/s", perSecond(n, d)}}, err
+			}
 			plan = append(plan, measurement{
 				label: name,
-				rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
-					d, err := s.drain(ctx, n, conc)
-					return []sample{{name, "events/s", perSecond(n, d)}}, err
-				}),
+				rheo:  c.onRheo(rheoDrain),
 				river: c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
 					d, err := s.drain(ctx, n, conc)
 					return []sample{{name, "events/s", perSecond(n, d)}}, err
 				}),
+				redis: c.onRedis(rheoDrain),
 			})
 		}
 	}
@@ -112,6 +116,9 @@ func (c *config) plan(report *textReport) []measurement {
 	if c.runs("ordering") {
 		plan = append(plan, c.orderingMeasurements()...)
 	}
+	if c.runs(workloadMemory) && c.redis != nil {
+		plan = append(plan, c.memoryMeasurement())
+	}
 	plan = append(plan, c.retentionPlan(report)...)
 	if c.runs(workloadCitus) {
 		plan = append(plan, c.citusMeasurement(report))
@@ -121,20 +128,22 @@ func (c *config) plan(report *textReport) []measurement {
 
 func (c *config) appendMeasurement(batch int) measurement {
 	name := "append b=" + strconv.Itoa(batch)
+	rheoAppend := func(ctx context.Context, s *rheoSystem) ([]sample, error) {
+		d, err := s.appendEvents(ctx, c.n, batch, c.producers)
+		if err != nil {
+			return nil, err
+		}
+		if batch == 1 {
+			return []sample{{name, "events/s", perSecond(c.n, d)}}, nil
+		}
+		// One Rheo sample, compared with each River batch call.
+		v := perSecond(c.n, d)
+		return []sample{{name + " vs InsertMany", "events/s", v}, {name + " vs InsertManyFast", "events/s", v}}, nil
+	}
 	m := measurement{
 		label: name,
-		rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
-			d, err := s.appendEvents(ctx, c.n, batch, c.producers)
-			if err != nil {
-				return nil, err
-			}
-			if batch == 1 {
-				return []sample{{name, "events/s", perSecond(c.n, d)}}, nil
-			}
-			// One Rheo sample, compared with each River batch call.
-			v := perSecond(c.n, d)
-			return []sample{{name + " vs InsertMany", "events/s", v}, {name + " vs InsertManyFast", "events/s", v}}, nil
-		}),
+		rheo:  c.onRheo(rheoAppend),
+		redis: c.onRedis(rheoAppend),
 	}
 	m.river = c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
 		if batch == 1 {
@@ -229,16 +238,18 @@ func latencySamples(rate int, delays []time.Duration) []sample {
 }
 
 func (c *config) latencyMeasurement(rate int) measurement {
+	rheoLatency := func(ctx context.Context, s *rheoSystem) ([]sample, error) {
+		delays, err := s.latency(ctx, rate, c.latencyDuration, c.latencyProducers, c.latencyConcurrency)
+		return latencySamples(rate, delays), err
+	}
 	return measurement{
 		label: fmt.Sprintf("latency %d/s", rate),
-		rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
-			delays, err := s.latency(ctx, rate, c.latencyDuration, c.latencyProducers, c.latencyConcurrency)
-			return latencySamples(rate, delays), err
-		}),
+		rheo:  c.onRheo(rheoLatency),
 		river: c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
 			delays, err := s.latency(ctx, rate, c.latencyDuration, c.latencyProducers, c.latencyConcurrency)
 			return latencySamples(rate, delays), err
 		}),
+		redis: c.onRedis(rheoLatency),
 	}
 }
 

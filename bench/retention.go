@@ -701,7 +701,7 @@ func (s *rheoSystem) pruneLatency(ctx context.Context, z retentionSizes, conc in
 		}},
 		{"without prune, after", nil},
 	}
-	drv := &timedDriver{Driver: s.drv}
+	drv := &timedDriver{Driver: s.pg}
 	var samples []sample
 	for _, run := range runs {
 		load := loadNow()
@@ -929,7 +929,7 @@ func (s *rheoSystem) horizon(ctx context.Context, z retentionSizes, conc int, re
 	}
 	timeline := []horizonSample{{held: true, sizes: start0}}
 
-	drv := &timedDriver{Driver: s.drv}
+	drv := &timedDriver{Driver: s.pg}
 	var fetches callTimes
 	drv.fetches.Store(&fetches)
 	acks := &ackCount{}

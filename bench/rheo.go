@@ -11,18 +11,25 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/worker"
 )
 
-// rheoSystem runs the workloads with Rheo's PostgreSQL driver and worker.
+// rheoSystem runs the workloads with a Rheo driver and the worker: the
+// PostgreSQL driver (db and pg set), or another driver opened by URL
+// (the Redis driver, for the figures of systemRedis), which runs the
+// workloads that need nothing but driver.Driver.
 type rheoSystem struct {
 	db  *database
-	drv *postgres.Driver
+	drv driver.Driver
+	// pg is drv on PostgreSQL, nil on another database.
+	pg *postgres.Driver
 }
 
 func newRheo(db *database) *rheoSystem {
-	return &rheoSystem{db: db, drv: postgres.New(db.pool, nil)}
+	pg := postgres.New(db.pool, nil)
+	return &rheoSystem{db: db, drv: pg, pg: pg}
 }
 
 func (s *rheoSystem) close() { _ = s.drv.Close() }

@@ -238,6 +238,9 @@ type settings struct {
 	AutovacuumNaptime string
 	CPUs              int
 	GoVersion         string
+	// Redis is the Redis server's version and persistence, "" when
+	// Rheo on Redis does not run.
+	Redis string
 }
 
 func (s *server) settings(ctx context.Context) (settings, error) {

@@ -22,6 +22,7 @@ type figure struct {
 	unit  string
 	rheo  []float64
 	river []float64
+	redis []float64
 }
 
 // results keeps the figures in the order they were first measured.
@@ -45,6 +46,8 @@ func (r *results) add(system, name, unit string, v float64) {
 		f.rheo = append(f.rheo, v)
 	case systemRiver:
 		f.river = append(f.river, v)
+	case systemRedis:
+		f.redis = append(f.redis, v)
 	}
 }
 
@@ -100,23 +103,55 @@ func (f *figure) ratio() float64 {
 	return median(f.rheo) / median(f.river)
 }
 
+// redisRatio of the medians, Rheo on Redis over Rheo on PostgreSQL; NaN
+// when either is missing.
+func (f *figure) redisRatio() float64 {
+	if len(f.redis) == 0 || len(f.rheo) == 0 {
+		return math.NaN()
+	}
+	return median(f.redis) / median(f.rheo)
+}
+
+// hasRedis reports whether any figure has a sample of Rheo on Redis.
+func (r *results) hasRedis() bool {
+	for _, f := range r.figures {
+		if len(f.redis) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // writeTable prints every figure: median and range per system and the
-// ratio of the medians.
+// ratio of the medians; with Rheo on Redis, its column and the ratio
+// Redis/PostgreSQL follow.
 func (r *results) writeTable(w io.Writer) {
 	nameWidth := len("figure")
 	for _, f := range r.figures {
 		nameWidth = max(nameWidth, len(f.name)+len(f.unit)+3)
 	}
-	fmt.Fprintf(w, "%-*s  %-32s  %-32s  %s\n", nameWidth, "figure", "rheo median [min – max]", "river median [min – max]", "rheo/river")
-	fmt.Fprintln(w, strings.Repeat("-", nameWidth+32+32+16))
+	if !r.hasRedis() {
+		fmt.Fprintf(w, "%-*s  %-32s  %-32s  %s\n", nameWidth, "figure", "rheo median [min – max]", "river median [min – max]", "rheo/river")
+		fmt.Fprintln(w, strings.Repeat("-", nameWidth+32+32+16))
+		for _, f := range r.figures {
+			fmt.Fprintf(w, "%-*s  %-32s  %-32s  %s\n", nameWidth, f.name+" ("+f.unit+")",
+				spread(f.rheo), spread(f.river), format(f.ratio()))
+		}
+		return
+	}
+	fmt.Fprintf(w, "%-*s  %-32s  %-32s  %-32s  %-10s  %s\n", nameWidth, "figure", "rheo median [min – max]", "river median [min – max]",
+		"rheo on redis median [min – max]", "rheo/river", "redis/postgres")
+	fmt.Fprintln(w, strings.Repeat("-", nameWidth+32+32+32+10+24))
 	for _, f := range r.figures {
-		fmt.Fprintf(w, "%-*s  %-32s  %-32s  %s\n", nameWidth, f.name+" ("+f.unit+")",
-			spread(f.rheo), spread(f.river), format(f.ratio()))
+		fmt.Fprintf(w, "%-*s  %-32s  %-32s  %-32s  %-10s  %s\n", nameWidth, f.name+" ("+f.unit+")",
+			spread(f.rheo), spread(f.river), spread(f.redis), format(f.ratio()), format(f.redisRatio()))
 	}
 }
 
 // writeSummary prints the closing lines, one per figure: the ratio where
-// both systems were measured, else the single system's median.
+// both Rheo on PostgreSQL and River were measured, else the single
+// system's median; then, for the figures of Rheo on Redis, its median
+// and the ratio Redis/PostgreSQL where Rheo on PostgreSQL was measured.
 func (r *results) writeSummary(w io.Writer) {
 	for _, f := range r.figures {
 		switch {
@@ -124,8 +159,17 @@ func (r *results) writeSummary(w io.Writer) {
 			fmt.Fprintf(w, "ratio rheo/river %s: %.2f\n", f.name, f.ratio())
 		case len(f.rheo) > 0:
 			fmt.Fprintf(w, "rheo %s: %s %s\n", f.name, format(median(f.rheo)), f.unit)
-		default:
+		case len(f.river) > 0:
 			fmt.Fprintf(w, "river %s: %s %s\n", f.name, format(median(f.river)), f.unit)
+		}
+	}
+	for _, f := range r.figures {
+		if len(f.redis) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "rheo on redis %s: %s %s\n", f.name, format(median(f.redis)), f.unit)
+		if len(f.rheo) > 0 {
+			fmt.Fprintf(w, "ratio rheo redis/postgres %s: %.2f\n", f.name, f.redisRatio())
 		}
 	}
 	// The citus workload's figures, on the cluster over the single server.

@@ -1,12 +1,29 @@
 // Package connect opens a Rheo driver from a database URL, so that a
-// program can be pointed at PostgreSQL or SQLite by configuration alone:
+// program can be pointed at PostgreSQL, SQLite or a registered database
+// by configuration alone:
 //
 //	drv, err := connect.Open(ctx, os.Getenv("DATABASE_URL"), nil)
 //
-// The accepted URLs are postgres://… and postgresql://… (PostgreSQL,
-// through driver/postgres), sqlite:///abs/path.db, sqlite://relative.db
-// or sqlite:relative.db (an SQLite file, through driver/sqlite), and
-// sqlite::memory: (a private in-memory SQLite database).
+// The URLs it knows itself are postgres://… and postgresql://…
+// (PostgreSQL, through driver/postgres), sqlite:///abs/path.db,
+// sqlite://relative.db or sqlite:relative.db (an SQLite file, through
+// driver/sqlite), and sqlite::memory: (a private in-memory SQLite
+// database).
+//
+// Other databases come with drivers that register their URL schemes,
+// as database/sql learns its drivers: a driver package calls Register
+// from its init function, so a program that imports it (a blank import
+// is enough) opens its URLs with Open, and with every Rheo command built
+// into it. The Redis driver, its own module, registers redis:// and
+// rediss://:
+//
+//	import _ "github.com/rheo-go/rheo/driver/redis"
+//
+//	drv, err := connect.Open(ctx, "redis://127.0.0.1:6379/0", nil)
+//
+// Schemes lists what is registered, and Forms every accepted form, for
+// usage texts; an unknown scheme is a *URLError that lists them too.
+// docs/drivers.md says how to write and register a driver.
 //
 // SQLite needs an SQLite driver linked into the program: with cgo on (the
 // default where a C compiler is at hand) driver/sqlite links
@@ -16,8 +33,8 @@
 // an error wrapping sqlite.ErrNoDriver, which says how to build it.
 //
 // Options also carries what a program sets once for its database: a
-// Logger and, for PostgreSQL, the pool's size and connection lifetimes
-// (which the URL's pool_max_conns and the like set as well):
+// Clock, a Logger and, for PostgreSQL, the pool's size and connection
+// lifetimes (which the URL's pool_max_conns and the like set as well):
 //
 //	drv, err := connect.Open(ctx, url, &connect.Options{
 //		Logger:   logger,
@@ -93,7 +110,8 @@ type Options struct {
 }
 
 // URLError reports a database URL that Open cannot use: an unknown
-// scheme, a malformed URL, an SQLite URL without a file. It matches
+// scheme (its message lists the accepted forms, the registered schemes
+// included), a malformed URL, an SQLite URL without a file. It matches
 // rheo.ErrInvalidArgument with errors.Is. Its message never repeats a
 // password.
 type URLError struct {
@@ -143,6 +161,9 @@ func (e *SchemaError) Error() string {
 }
 
 // Open returns a driver for the database at url. The caller closes it.
+// A URL of a registered scheme goes to its driver's Opener with opts
+// (never nil there), which then decides everything below; PostgreSQL and
+// SQLite URLs are Open's own.
 //
 // Errors are a *URLError (errors.Is rheo.ErrInvalidArgument) for a URL it
 // cannot use, an error wrapping rheo.ErrBackendUnavailable when the
@@ -162,7 +183,10 @@ func Open(ctx context.Context, url string, opts *Options) (driver.Driver, error)
 	if opts == nil {
 		opts = &Options{}
 	}
-	target, err := dburl.Parse(url)
+	if open := registered(url); open != nil {
+		return open(ctx, url, opts)
+	}
+	target, err := dburl.ParseAlso(url, Schemes())
 	if err != nil {
 		return nil, &URLError{Err: err}
 	}

@@ -19,40 +19,6 @@ import (
 	"github.com/rheo-go/rheo/worker"
 )
 
-// TestWorkerOrderedGroup drains groups ordered by key and by partition
-// on a clock that never moves, so that no poll ever fires, and with an
-// hour's AckFlushInterval: each ack must be written at once, since the
-// key's next event is not claimable before it is, and each settle makes
-// that event claimable, which no wakeup announces, so the worker must
-// fetch again on its own.
-func TestWorkerOrderedGroup(t *testing.T) {
-	t.Parallel()
-	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
-		for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
-			t.Run(string(o), func(t *testing.T) {
-				bd := setup(t, b, 5)
-				bd.group = "ordered-" + string(o)
-				require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, bd.group,
-					&rheo.CreateGroupOptions{Ordering: o}))
-				items := make([]rheo.BatchItem, 4)
-				for i := range items {
-					items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), Key: "k"}
-				}
-				_, err := bd.drv.AppendBatch(context.Background(), bd.stream, items, nil)
-				require.NoError(t, err)
-				cfg := bd.config(func(context.Context, rheo.Lease) error { return nil })
-				cfg.AckFlushInterval = time.Hour
-				startWorker(t, bd.drv, cfg)
-
-				s := bd.rec.waitFor(t, "4 acks", func(s recorded) bool { return len(s.acked) == 4 })
-				for i, l := range s.acked {
-					assert.Equal(t, i, payloadN(t, l.Lease), "in sequence order")
-				}
-			})
-		}
-	})
-}
-
 // TestWorkerOrderedInProcess: under key and partition ordering a
 // re-delivery of an event whose lost lease's handler still runs waits for
 // that handler, while the database no longer holds the key for it.

@@ -23,6 +23,17 @@ import (
 // and unlike the poll interval, so that its timer is told apart.
 const softStopTimeout = 1500 * time.Millisecond
 
+// blockingHandler reports each call on started, then waits for its context
+// to end and reports the cause on causes.
+func blockingHandler(started chan<- struct{}, causes chan<- error) worker.Handler {
+	return func(ctx context.Context, l rheo.Lease) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}
+}
+
 // notClosed fails the test if ch is closed.
 func notClosed(t *testing.T, what string, ch <-chan struct{}) {
 	t.Helper()

@@ -30,39 +30,6 @@ func appendRaw(t *testing.T, bd *bundle, payload string) rheo.Event {
 func TestTypedHandlers(t *testing.T) {
 	t.Parallel()
 	testbackend.Run(t, func(t *testing.T, b *testbackend.Backend) {
-		t.Run("Typed decodes the payload and acks on nil", func(t *testing.T) {
-			bd := setup(t, b, 5)
-			appendN(t, bd.drv, bd.stream, 3)
-			got := make(chan int, 3)
-			startWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
-				got <- c.N
-				return nil
-			})))
-			sum := 0
-			for range 3 {
-				sum += receive(t, "a payload", got)
-			}
-			assert.Equal(t, 0+1+2, sum)
-			bd.rec.waitFor(t, "the acks", func(s recorded) bool { return len(s.acked) == 3 })
-		})
-
-		t.Run("a payload that does not decode is dead-lettered at once, naming the decode error", func(t *testing.T) {
-			bd := setup(t, b, 5)
-			ev := appendRaw(t, bd, `{"n": "three"}`)
-			called := make(chan struct{}, 1)
-			startWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
-				called <- struct{}{}
-				return nil
-			})))
-			bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
-			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
-			require.Len(t, dls, 1)
-			assert.Equal(t, ev.ID, dls[0].Event.ID)
-			assert.Equal(t, 1, dls[0].Attempt, "no retries")
-			assert.Contains(t, dls[0].Reason, "decode payload as worker_test.counted: json: cannot unmarshal string")
-			assert.Empty(t, called, "the handler never ran")
-		})
-
 		t.Run("TypedTx writes and acks in one transaction, and dead-letters what does not decode", func(t *testing.T) {
 			bd := setup(t, b, 5)
 			createSideTable(t, bd.drv)

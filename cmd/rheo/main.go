@@ -4,24 +4,20 @@
 //	rheo streams | groups | lag | info | dead-letters | replay | reset
 //	rheo retention | prune
 //	rheo append | query | tail | create-stream | create-group | drop-group | drop-stream
+//	rheo serve                                 the dashboard
 //
 // Database commands take --database-url (or $DATABASE_URL): postgres://…,
 // postgresql://…, sqlite:///abs/path.db, sqlite://relative/path.db. Run
 // "rheo help" for the list of commands and "rheo COMMAND -h" for one.
+//
+// This build links the PostgreSQL and SQLite drivers. The same command
+// on Redis is github.com/rheo-go/rheo/driver/redis/cmd/rheo, in the
+// Redis driver's module, which links the Redis driver too
+// (docs/redis.md).
 package main
 
-import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/rheo-go/rheo/cmd/rheo/cli"
-)
+import "github.com/rheo-go/rheo/cmd/rheo/cli"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	cli.Main()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -20,6 +21,10 @@ const (
 	Postgres Kind = iota + 1
 	// SQLite is an SQLite database file or an in-memory database.
 	SQLite
+	// Registered is a database of a driver that registered the URL's
+	// scheme with package connect (Redis, say): the URL is the driver's
+	// to read.
+	Registered
 )
 
 // String names the kind.
@@ -29,6 +34,8 @@ func (k Kind) String() string {
 		return "PostgreSQL"
 	case SQLite:
 		return "SQLite"
+	case Registered:
+		return "registered"
 	default:
 		return fmt.Sprintf("Kind(%d)", int(k))
 	}
@@ -42,8 +49,11 @@ const Forms = "postgres://…, postgresql://…, sqlite:///abs/path.db, " +
 type Target struct {
 	// Kind is the database the URL points at.
 	Kind Kind
+	// Scheme is the URL's scheme in lower case, for a Registered URL;
+	// "" otherwise.
+	Scheme string
 	// DSN is the PostgreSQL connection string (the URL, with its scheme in
-	// lower case); "" for SQLite.
+	// lower case), or a Registered URL as given; "" for SQLite.
 	DSN string
 	// Path is the SQLite database file as given (absolute or relative to
 	// the working directory); "" for PostgreSQL and in-memory SQLite.
@@ -72,12 +82,13 @@ func (t Target) SQLiteDSN() string {
 	return "file:" + p
 }
 
-// Redacted is the target for messages: the PostgreSQL URL without its
-// passwords, or the SQLite path. Every place that names a database in a
-// message goes through it (Redact for a URL that did not parse).
+// Redacted is the target for messages: the PostgreSQL or Registered URL
+// without its passwords, or the SQLite path. Every place that names a
+// database in a message goes through it (Redact for a URL that did not
+// parse).
 func (t Target) Redacted() string {
 	switch {
-	case t.Kind == Postgres:
+	case t.Kind == Postgres || t.Kind == Registered:
 		return Redact(t.DSN)
 	case t.Memory:
 		return "sqlite::memory:"
@@ -99,7 +110,8 @@ var secretParams = map[string]bool{"password": true, "sslpassword": true, listen
 // URL of the wakeup listener's own connection.
 const listenURLParam = "rheo_listen_url"
 
-// Redact returns the PostgreSQL URL raw without its passwords, in every
+// Redact returns the PostgreSQL URL raw (or any URL of the same
+// scheme://user:password@host?password=… shape) without its passwords, in every
 // form a password can take in it: the userinfo's (up to the first '@',
 // as libpq and pgx read it, which Parse makes sure is also where
 // net/url ends it), the values of password and sslpassword in the
@@ -187,12 +199,33 @@ func redactListenURL(value string) string {
 // not carry a query or fragment. Anything else is an error that names the
 // accepted forms; errors never repeat a password.
 func Parse(raw string) (Target, error) {
+	return ParseAlso(raw, nil)
+}
+
+// FormsAlso is Forms followed by the form scheme://… of each of the
+// registered schemes, for usage texts and error messages.
+func FormsAlso(registered []string) string {
+	forms := Forms
+	for _, s := range registered {
+		forms += ", " + s + "://…"
+	}
+	return forms
+}
+
+// ParseAlso is Parse that also accepts the registered schemes (lower
+// case, as package connect keeps them): a URL of one of them is a
+// Registered target whose DSN is the URL as given, for its driver to
+// read. Its errors name the registered forms beside Parse's.
+func ParseAlso(raw string, registered []string) (Target, error) {
 	scheme, rest, ok := strings.Cut(raw, ":")
 	if raw == "" {
-		return Target{}, fmt.Errorf("no database URL given; use one of %s", Forms)
+		return Target{}, fmt.Errorf("no database URL given; use one of %s", FormsAlso(registered))
 	}
 	if !ok {
-		return Target{}, fmt.Errorf("database URL has no scheme; use one of %s", Forms)
+		return Target{}, fmt.Errorf("database URL has no scheme; use one of %s", FormsAlso(registered))
+	}
+	if lower := strings.ToLower(scheme); slices.Contains(registered, lower) {
+		return Target{Kind: Registered, Scheme: lower, DSN: raw}, nil
 	}
 	switch strings.ToLower(scheme) {
 	case "postgres", "postgresql":
@@ -200,7 +233,7 @@ func Parse(raw string) (Target, error) {
 	case "sqlite":
 		return parseSQLite(rest)
 	default:
-		return Target{}, fmt.Errorf("unsupported database URL scheme %q; use one of %s", scheme, Forms)
+		return Target{}, fmt.Errorf("unsupported database URL scheme %q; use one of %s", scheme, FormsAlso(registered))
 	}
 }
 

@@ -1,6 +1,7 @@
 package dburl
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -104,4 +105,44 @@ func TestRedacted(t *testing.T) {
 	require.NoError(t, err)
 	got = file.Redacted()
 	require.Equal(t, "/tmp/rheo.db", got, "Redacted() = %q, want the path", got)
+}
+
+func TestParseAlso(t *testing.T) {
+	registered := []string{"redis", "rediss"}
+
+	t.Run("a registered scheme is a Registered target holding the URL as given", func(t *testing.T) {
+		for _, raw := range []string{"redis://:secret@127.0.0.1:6380/2", "REDISS://host:6380/0"} {
+			got, err := ParseAlso(raw, registered)
+			require.NoError(t, err, "ParseAlso(%q)", raw)
+			require.Equal(t, Target{Kind: Registered, Scheme: strings.ToLower(strings.SplitN(raw, ":", 2)[0]), DSN: raw}, got)
+		}
+	})
+
+	t.Run("a Registered target is redacted like a PostgreSQL URL", func(t *testing.T) {
+		got, err := ParseAlso("redis://user:secret@127.0.0.1:6380/2?password=again", registered)
+		require.NoError(t, err)
+		require.Equal(t, "redis://user:xxxxx@127.0.0.1:6380/2?password=xxxxx", got.Redacted())
+	})
+
+	t.Run("the built-in schemes parse as with Parse", func(t *testing.T) {
+		for _, raw := range []string{"postgres://u@h/db", "sqlite::memory:", "sqlite:///tmp/x.db"} {
+			want, wantErr := Parse(raw)
+			got, err := ParseAlso(raw, registered)
+			require.Equal(t, wantErr, err, "ParseAlso(%q)", raw)
+			require.Equal(t, want, got, "ParseAlso(%q)", raw)
+		}
+	})
+
+	t.Run("refusals name the registered forms after the built-in ones", func(t *testing.T) {
+		for _, raw := range []string{"", "/tmp/rheo.db", "mysql://db/app"} {
+			_, err := ParseAlso(raw, registered)
+			require.Error(t, err, "ParseAlso(%q)", raw)
+			require.Contains(t, err.Error(), Forms+", redis://…, rediss://…", "ParseAlso(%q)", raw)
+		}
+	})
+
+	t.Run("Parse knows no registered scheme", func(t *testing.T) {
+		_, err := Parse("redis://127.0.0.1:6379/0")
+		require.ErrorContains(t, err, `unsupported database URL scheme "redis"`)
+	})
 }

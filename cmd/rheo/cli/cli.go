@@ -1,10 +1,12 @@
 // Package cli is the rheo command: a demo of Rheo, and the operations an
-// operator runs against a PostgreSQL or SQLite database (streams, groups,
-// lag, dead letters, replay, reset, retention and prune, append, query,
-// tail, and creating and dropping streams and groups).
+// operator runs against a PostgreSQL or SQLite database, or one of a
+// driver registered with package connect (streams, groups, lag, dead
+// letters, replay, reset, retention and prune, append, query, tail, the
+// dashboard, and creating and dropping streams and groups).
 //
-// Run executes one command line in-process, which is how cmd/rheo calls
-// it and how the tests drive it.
+// Main is the whole program, which is what cmd/rheo, and the rheo
+// command of the Redis driver's module, run. Run executes one command
+// line in-process, which is how the tests drive it.
 package cli
 
 import (
@@ -14,9 +16,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rheo-go/rheo/connect"
@@ -148,6 +152,18 @@ type Options struct {
 	WrapDriver func(driver.Driver) driver.Driver
 }
 
+// Main is the rheo program: it runs the command line of the process
+// (os.Args) with its standard streams, interrupted by SIGINT or SIGTERM,
+// and exits with Run's status. A program that links more drivers, such
+// as the rheo command of the Redis driver's module, is a main function
+// that imports them and calls Main.
+func Main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
 // Run executes one command line (the arguments after the program name)
 // and returns the exit status: ExitOK, ExitFailure with one line on
 // stderr, or ExitUsage with what is wrong and the usage on stderr. stdin
@@ -225,7 +241,7 @@ func writeUsageError(w io.Writer, cmd *command, msg string) {
 func newFlagSet(cmd *command, c *call) *flag.FlagSet {
 	fs := flag.NewFlagSet("rheo "+cmd.name, flag.ContinueOnError)
 	if !cmd.noDB {
-		fs.Func("database-url", "database `URL`: "+dburl.Forms+"; defaults to $"+EnvDatabaseURL, func(s string) error {
+		fs.Func("database-url", "database `URL`: "+connect.Forms()+"; defaults to $"+EnvDatabaseURL, func(s string) error {
 			c.databaseURL = s
 			return nil
 		})
@@ -314,9 +330,11 @@ func (c *call) open() (driver.Driver, error) {
 		raw, c.urlFromEnv = os.Getenv(EnvDatabaseURL), true
 	}
 	if raw == "" {
-		return nil, usagef("no database given: pass --database-url URL or set %s (%s)", EnvDatabaseURL, dburl.Forms)
+		return nil, usagef("no database given: pass --database-url URL or set %s (%s)", EnvDatabaseURL, connect.Forms())
 	}
-	target, err := dburl.Parse(raw)
+	// The schemes of the drivers linked into this build (package
+	// connect's registry) are accepted beside PostgreSQL's and SQLite's.
+	target, err := dburl.ParseAlso(raw, connect.Schemes())
 	if err != nil {
 		return nil, &connect.URLError{Err: err}
 	}
@@ -332,6 +350,15 @@ func (c *call) open() (driver.Driver, error) {
 		drv = c.wrap(drv)
 	}
 	return drv, nil
+}
+
+// databaseName names the kind of database c works on, for messages:
+// PostgreSQL, SQLite, or the scheme of a registered driver (redis).
+func (c *call) databaseName() string {
+	if c.target.Kind == dburl.Registered {
+		return c.target.Scheme
+	}
+	return c.target.Kind.String()
 }
 
 // errNoSQLite refuses an SQLite URL in a build of rheo that links no

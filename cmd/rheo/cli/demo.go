@@ -69,7 +69,7 @@ left alone, and the demo says how to upgrade it. Every step checks its
 outcome; the exit status is 0 only when all did what they printed.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			databaseURL := fs.String("database-url", "", "run on the database at `URL` instead of a temporary SQLite file: "+
-				dburl.Forms+"; defaults to $"+EnvDatabaseURL)
+				connect.Forms()+"; defaults to $"+EnvDatabaseURL)
 			keep := fs.Bool("keep", false, "keep the demo's stream on the database at the end (needs a database URL)")
 			return func(c *call) error {
 				c.databaseURL = *databaseURL
@@ -128,7 +128,7 @@ func (c *call) runDemo(keep bool) error {
 		if c.urlFromEnv {
 			from = " (from $" + EnvDatabaseURL + ")"
 		}
-		fmt.Fprintf(d.w, "Rheo demo on %s at %s%s\n", c.target.Kind, c.target.Redacted(), from)
+		fmt.Fprintf(d.w, "Rheo demo on %s at %s%s\n", c.databaseName(), c.target.Redacted(), from)
 		if installed {
 			fmt.Fprintf(d.w, "Rheo was not installed in this database: installed it, as rheo-migrate up does\n")
 		}

@@ -67,6 +67,9 @@ func (c *call) describe(err error) string {
 		return usage.msg
 	case errors.Is(err, sqlite.ErrNoDriver):
 		return errNoSQLite.Error()
+	case errors.Is(err, errors.ErrUnsupported):
+		// A driver that cannot do an operation at all (docs/drivers.md).
+		return fmt.Sprintf("the %s driver cannot do this (%s); nothing was changed", c.databaseName(), unsupported(err))
 	case errors.As(err, &urlErr):
 		// pgx's refusals come through the driver as text, prefixed with
 		// the vocabulary word, "database url" and pgx's "cannot parse
@@ -135,6 +138,20 @@ func cause(err error) string {
 	return rootCause(err).Error()
 }
 
+// unsupported is what a driver said it cannot do: the message of the
+// error inside its *rheo.FailedError (which repeats the operation and
+// "failed"), or the whole message.
+func unsupported(err error) string {
+	if msg := rheo.MessageOf(err); msg != "" {
+		return msg
+	}
+	var failed *rheo.FailedError
+	if errors.As(err, &failed) && failed.Err != nil {
+		return failed.Err.Error()
+	}
+	return err.Error()
+}
+
 // lostAnswer says why the answer to a write was lost.
 func lostAnswer(err error) string {
 	if errors.Is(err, context.Canceled) {
@@ -155,13 +172,20 @@ func (c *call) urlSource() string {
 }
 
 // migrateCommand is the rheo-migrate command that installs or upgrades
-// the schema of c's database, ready to paste into a shell: the URL from
+// the schema of c's database, ready to paste into a shell (for a
+// registered driver's database, what does its set-up instead): the URL from
 // the environment stays "$DATABASE_URL"; a URL given as a flag is quoted
 // for the shell, without its passwords (the userinfo's, password= and
 // sslpassword=, which the message must not show) and without the
 // driver's rheo_* parameters (which rheo-migrate ignores,
 // and whose listener URL can hold a password too).
 func (c *call) migrateCommand() string {
+	if c.target.Kind == dburl.Registered {
+		// rheo-migrate knows PostgreSQL and SQLite only; a registered
+		// driver sets its database up when opened with Migrate.
+		return fmt.Sprintf("a program that opens it with connect.Options{Migrate: true} (the %s driver's set-up; rheo-migrate installs PostgreSQL and SQLite only)",
+			c.databaseName())
+	}
 	if c.urlFromEnv {
 		return `rheo-migrate up --database-url "$` + EnvDatabaseURL + `"`
 	}

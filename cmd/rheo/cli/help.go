@@ -7,17 +7,21 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/rheo-go/rheo/internal/dburl"
+	"github.com/rheo-go/rheo/connect"
 )
 
 // writeUsage prints the list of commands.
 func writeUsage(w io.Writer) {
-	fmt.Fprint(w, `rheo: durable consumer groups over an immutable event log in PostgreSQL or SQLite
+	databases := "PostgreSQL or SQLite"
+	if schemes := connect.Schemes(); len(schemes) > 0 {
+		databases = "PostgreSQL, SQLite or " + strings.Join(schemes, ", ")
+	}
+	fmt.Fprintf(w, `rheo: durable consumer groups over an immutable event log in %s
 
 Usage: rheo COMMAND [arguments] [flags]
 
 Commands:
-`)
+`, databases)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, cmd := range commands() {
 		fmt.Fprintf(tw, "  %s\t%s\n", cmd.name, cmd.summary)
@@ -26,7 +30,7 @@ Commands:
 	fmt.Fprintf(w, `
 Database commands take --database-url URL, or read $%s. URL forms:
   %s
-Install Rheo's schema first with: rheo-migrate up --database-url URL
+Install Rheo's schema in PostgreSQL and SQLite first with: rheo-migrate up --database-url URL
 
 Output is an aligned table; --output json prints JSON instead.
 
@@ -39,7 +43,7 @@ Exit status:
      invalid_replay_opts, confirm_required); nothing was changed
 
 Run "rheo help COMMAND" or "rheo COMMAND -h" for a command's flags.
-`, EnvDatabaseURL, strings.ReplaceAll(dburl.Forms, ", ", "\n  "))
+`, EnvDatabaseURL, strings.ReplaceAll(connect.Forms(), ", ", "\n  "))
 }
 
 // runHelp prints the general usage, or one command's help.

@@ -30,7 +30,7 @@ func TestNoDriverImports(t *testing.T) {
 			require.NoError(t, err)
 			for _, imp := range f.Imports {
 				name, _ := strconv.Unquote(imp.Path.Value)
-				for _, driver := range []string{"github.com/jackc/", "modernc.org/", "github.com/mattn/"} {
+				for _, driver := range []string{"github.com/jackc/", "modernc.org/", "github.com/mattn/", "github.com/redis/"} {
 					assert.False(t, strings.HasPrefix(name, driver), "%s imports %s: classify the failure in the driver (rheo.Kind) instead", path, name)
 				}
 			}

@@ -382,7 +382,8 @@ func (c *call) prune(drv driver.Driver, opts *rheo.PruneOptions, dryRun bool) (p
 	}
 	tr, ok := drv.(driver.Transactor)
 	if !ok {
-		return res, failf("the %s driver cannot run a prune in a transaction, so it cannot dry-run one", c.target.Kind)
+		return res, failf("the %s driver cannot run a prune in a transaction (it is no driver.Transactor), so it cannot dry-run one; "+
+			"rheo retention %s shows what the stream retains", c.databaseName(), c.stream)
 	}
 	err := tr.InTx(c.ctx, func(ctx context.Context, tx driver.Tx) error {
 		if err := run(ctx, tx); err != nil {

@@ -1,10 +1,11 @@
 package cli
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
@@ -26,7 +27,9 @@ Events are never copied: the group's cursors move back.
 The replay runs partition by partition in one transaction and prints how
 many events each partition made claimable again. --dry-run runs the same
 replay and rolls the transaction back, so the counts are exact and nothing
-changes (fetches of the group wait for it meanwhile, as for a replay).`,
+changes (fetches of the group wait for it meanwhile, as for a replay).
+On a database without transactions (Redis) each partition's replay is one
+atomic call of its own, and --dry-run is refused.`,
 		define: func(fs *flag.FlagSet) func(c *call) error {
 			var (
 				fromSequence optionalInt64
@@ -97,8 +100,19 @@ changes (fetches of the group wait for it meanwhile, as for a replay).`,
 
 // replay replays partition by partition, in one transaction that a dry
 // run rolls back (driver.ReplayByPartition), and returns the count of
-// each partition. partitions nil means all the stream's partitions.
+// each partition. partitions nil means all the stream's partitions. A
+// driver without transactions (no driver.Transactor, such as Redis's)
+// replays each partition in a call of its own, atomic per partition;
+// it cannot count a dry run without replaying, so a dry run is refused
+// there and changes nothing.
 func (c *call) replay(drv driver.Driver, opts rheo.ReplayOptions, partitions []int, dryRun bool) ([]driver.PartitionCount, error) {
+	if _, ok := drv.(driver.Transactor); !ok {
+		if dryRun {
+			return nil, failf("the %s driver cannot run a replay in a transaction (it is no driver.Transactor), so --dry-run cannot count "+
+				"without replaying; nothing was changed; rheo lag %s %s shows the group's progress", c.databaseName(), c.stream, c.group)
+		}
+		return c.replayEach(drv, opts, partitions)
+	}
 	prog := c.newProgress()
 	counts, err := driver.ReplayByPartition(c.ctx, drv, c.stream, c.group, &opts, &driver.ReplayByPartitionOptions{
 		Partitions: partitions,
@@ -108,10 +122,50 @@ func (c *call) replay(drv driver.Driver, opts rheo.ReplayOptions, partitions []i
 		},
 	})
 	prog.done()
-	if errors.Is(err, driver.ErrNoTransactions) {
-		return nil, failf("the %s driver cannot run a replay in a transaction", c.target.Kind)
-	}
 	return counts, err
+}
+
+// replayEach replays partition by partition, each partition's replay one
+// call of drv, for a driver without transactions. When a partition's
+// replay fails, the partitions before it stay replayed: the error says
+// which.
+func (c *call) replayEach(drv driver.Driver, opts rheo.ReplayOptions, partitions []int) ([]driver.PartitionCount, error) {
+	if partitions == nil {
+		lag, err := drv.Lag(c.ctx, c.stream, c.group, nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range lag.Partitions {
+			partitions = append(partitions, p.Partition)
+		}
+	}
+	prog := c.newProgress()
+	defer prog.done()
+	counts := make([]driver.PartitionCount, 0, len(partitions))
+	for i, p := range partitions {
+		prog.show("replay: partition %d (%d of %d)", p, i+1, len(partitions))
+		each := opts
+		each.Partitions = []int{p}
+		n, err := drv.Replay(c.ctx, c.stream, c.group, &each)
+		if err != nil {
+			if i == 0 {
+				return nil, err
+			}
+			return nil, failf("the replay of partition %d failed: %s; the %d partitions before it (%s) were replayed, "+
+				"the others were not: run the command again with --partition for those", p, c.describe(err), i, partitionList(counts))
+		}
+		counts = append(counts, driver.PartitionCount{Partition: p, Events: n})
+	}
+	return counts, nil
+}
+
+// partitionList lists the partitions of counts, for messages: "0, 1, 2".
+func partitionList(counts []driver.PartitionCount) string {
+	parts := make([]string, len(counts))
+	for i, pc := range counts {
+		parts[i] = strconv.Itoa(pc.Partition)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // partitionCount returns the number of partitions of c.stream.

@@ -1,0 +1,818 @@
+// Package workertest holds the worker's behavioural test cases, run on
+// every driver as the conformance suite is (driver/drivertest): the
+// worker package's own tests run them on SQLite and PostgreSQL, and a
+// driver of its own module (driver/redis) runs them on its database.
+//
+//	func TestWorker(t *testing.T) {
+//		workertest.Run(t, func(t *testing.T, clock driver.Clock) driver.Driver {
+//			return openMyDriver(t, clock)
+//		})
+//	}
+//
+// The cases need nothing beyond driver.Driver: no transactions, no SQL.
+// They drive the worker with a fake clock (rheotest.Clock) given to both
+// the worker and the driver, and never sleep to wait out a lease.
+package workertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rheo-go/rheo"
+	"github.com/rheo-go/rheo/driver"
+	"github.com/rheo-go/rheo/rheotest"
+	"github.com/rheo-go/rheo/worker"
+)
+
+// Opener opens a driver on a database of the test's own, reading time
+// from clock (nil: the real time); the driver is closed when t ends. Every
+// case opens its own driver and works on a stream of its own, named
+// apart from those of other runs on the same database.
+type Opener func(t *testing.T, clock driver.Clock) driver.Driver
+
+// Run runs every case as a subtest of t: "outcomes" (what nil, Retry,
+// Reject, an error and a panic do), "leases" (renewal, a lost lease),
+// "lifecycle" (Stop, StopAndCancel, Start's checks, Partitions, a
+// wakeup), "typed" (worker.Typed) and "ordered" (groups ordered by key
+// and by partition).
+func Run(t *testing.T, open Opener) {
+	t.Run("outcomes", func(t *testing.T) { outcomesCases(t, open) })
+	t.Run("leases", func(t *testing.T) { leasesCases(t, open) })
+	t.Run("lifecycle", func(t *testing.T) { lifecycleCases(t, open) })
+	t.Run("typed", func(t *testing.T) { typedCases(t, open) })
+	t.Run("ordered", func(t *testing.T) { orderedCases(t, open) })
+}
+
+// waitTimeout bounds every wait for something that must happen, counted
+// from the last progress the recorder saw.
+const waitTimeout = 30 * time.Second
+
+// leaseDuration is the lease of the cases, on the fake clock.
+const leaseDuration = 10 * time.Second
+
+// bundle is what a case works with.
+type bundle struct {
+	drv    driver.Driver
+	clock  *rheotest.Clock
+	rec    *recorder
+	stream string
+	group  string
+}
+
+// setup opens a driver on a fake clock, with a stream of one partition
+// and a group of maxAttempts.
+func setup(t *testing.T, open Opener, maxAttempts int) *bundle {
+	t.Helper()
+	clock := rheotest.NewClock(time.Time{})
+	drv := open(t, clock)
+	stream, group := newStream(t, drv, 1, maxAttempts)
+	return &bundle{drv: drv, clock: clock, rec: &recorder{}, stream: stream, group: group}
+}
+
+// config is a worker config on the bundle's stream with its fake clock.
+func (bd *bundle) config(h worker.Handler) *worker.Config {
+	return &worker.Config{
+		Stream:        bd.stream,
+		Group:         bd.group,
+		Handler:       h,
+		LeaseDuration: leaseDuration,
+		PollInterval:  time.Second,
+		Clock:         bd.clock,
+		Hooks:         []any{bd.rec},
+	}
+}
+
+func (bd *bundle) info(t *testing.T) rheo.GroupInfo {
+	t.Helper()
+	info, err := bd.drv.GroupInfo(context.Background(), bd.stream, bd.group)
+	require.NoError(t, err)
+	return info
+}
+
+// runID sets this test binary's stream names apart from those of other
+// runs on the same database (a shared Redis, say).
+var runID = func() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}()
+
+// streamSeq makes stream names unique within a test binary run.
+var streamSeq atomic.Int64
+
+// newStream creates a stream with a group on drv and returns their names.
+func newStream(t testing.TB, drv driver.Driver, partitions, maxAttempts int) (stream, group string) {
+	t.Helper()
+	ctx := context.Background()
+	stream = fmt.Sprintf("worker-%s-%d", runID, streamSeq.Add(1))
+	group = "g"
+	require.NoError(t, drv.CreateStream(ctx, stream, partitions))
+	require.NoError(t, drv.CreateGroup(ctx, stream, group, &rheo.CreateGroupOptions{MaxAttempts: maxAttempts}))
+	return stream, group
+}
+
+// appendN appends n events {"n": i} (i from 0) to stream.
+func appendN(t testing.TB, drv driver.Driver, stream string, n int) {
+	t.Helper()
+	items := make([]rheo.BatchItem, n)
+	for i := range items {
+		items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i))}
+	}
+	_, err := drv.AppendBatch(context.Background(), stream, items, nil)
+	require.NoError(t, err)
+}
+
+func deadLetters(t testing.TB, drv driver.Driver, stream, group string) []rheo.DeadLetter {
+	t.Helper()
+	dls, err := drv.DeadLetters(context.Background(), stream, group, nil)
+	require.NoError(t, err)
+	return dls
+}
+
+// payloadN is the "n" of an event appended by appendN.
+func payloadN(t testing.TB, l rheo.Lease) int {
+	var p struct{ N int }
+	require.NoError(t, json.Unmarshal(l.Event.Payload, &p))
+	return p.N
+}
+
+// outcomes returns the handler returns with outcome o.
+func outcomes(s recorded, o worker.Outcome) []worker.HandleInfo {
+	var out []worker.HandleInfo
+	for _, h := range s.handled {
+		if h.Outcome == o {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// assertJittered checks a back-off delay: within ±20% of nominal, in
+// whole milliseconds.
+func assertJittered(t testing.TB, nominal, got time.Duration, format string, args ...any) {
+	t.Helper()
+	low, high := nominal*8/10, nominal*12/10
+	if got < low || got >= high {
+		assert.Failf(t, "delay out of its range", "%s is not in [%s, %s): %s", got, low, high, fmt.Sprintf(format, args...))
+	}
+	assert.Zero(t, got%time.Millisecond, "whole milliseconds: %s", got)
+}
+
+// startWorker starts a worker and stops it when t ends.
+func startWorker(t testing.TB, drv driver.Driver, cfg *worker.Config) *worker.Worker {
+	t.Helper()
+	w, err := worker.New(drv, cfg)
+	require.NoError(t, err)
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		_ = w.StopAndCancel(ctx)
+	})
+	return w
+}
+
+// receive waits for a value from ch.
+func receive[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitTimeout):
+		require.FailNow(t, fmt.Sprintf("timed out waiting for %s", what))
+		panic("unreachable")
+	}
+}
+
+// quietWindow is how long, in real time, never watches after each step of
+// the fake clock for what must not happen.
+const quietWindow = 50 * time.Millisecond
+
+// never checks an absence over a window of the fake clock rather than at
+// one instant: it moves clock on by step, steps times, and after each step
+// watches for quietWindow that happened stays false. It fails as soon as
+// happened is true.
+func never(t testing.TB, clock *rheotest.Clock, what string, step time.Duration, steps int, happened func() bool) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for i := range steps {
+		clock.Advance(step)
+		quiet := time.After(quietWindow)
+		for watching := true; watching; {
+			require.False(t, happened(), "%s: broken %s into the window", what, time.Duration(i+1)*step)
+			select {
+			case <-tick.C:
+			case <-quiet:
+				watching = false
+			}
+		}
+	}
+}
+
+// recorded is what a recorder was told.
+type recorded struct {
+	fetched      []worker.FetchInfo
+	handled      []worker.HandleInfo
+	acked        []worker.AckInfo
+	retried      []worker.RetryInfo
+	deadLettered []worker.DeadLetterInfo
+	redelivered  []worker.RedeliveryInfo
+	renewed      []worker.RenewInfo
+	leaseLost    []worker.LeaseLostInfo
+	settleFailed []worker.SettleErrorInfo
+}
+
+// count is the number of calls recorded.
+func (s recorded) count() int {
+	return len(s.fetched) + len(s.handled) + len(s.acked) + len(s.retried) + len(s.deadLettered) +
+		len(s.redelivered) + len(s.renewed) + len(s.leaseLost) + len(s.settleFailed)
+}
+
+// recorder is a hook that records what the cases check.
+type recorder struct {
+	mu sync.Mutex
+	r  recorded
+}
+
+// record appends v to the list of the recorder at list, under its lock.
+func record[T any](r *recorder, list func(*recorded) *[]T, v T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := list(&r.r)
+	*l = append(*l, v)
+}
+
+func (r *recorder) Fetched(_ context.Context, i worker.FetchInfo) {
+	record(r, func(s *recorded) *[]worker.FetchInfo { return &s.fetched }, i)
+}
+
+func (r *recorder) Handled(_ context.Context, i worker.HandleInfo) {
+	record(r, func(s *recorded) *[]worker.HandleInfo { return &s.handled }, i)
+}
+
+func (r *recorder) Acked(_ context.Context, i worker.AckInfo) {
+	record(r, func(s *recorded) *[]worker.AckInfo { return &s.acked }, i)
+}
+
+func (r *recorder) Retried(_ context.Context, i worker.RetryInfo) {
+	record(r, func(s *recorded) *[]worker.RetryInfo { return &s.retried }, i)
+}
+
+func (r *recorder) DeadLettered(_ context.Context, i worker.DeadLetterInfo) {
+	record(r, func(s *recorded) *[]worker.DeadLetterInfo { return &s.deadLettered }, i)
+}
+
+func (r *recorder) Redelivered(_ context.Context, i worker.RedeliveryInfo) {
+	record(r, func(s *recorded) *[]worker.RedeliveryInfo { return &s.redelivered }, i)
+}
+
+func (r *recorder) Renewed(_ context.Context, i worker.RenewInfo) {
+	record(r, func(s *recorded) *[]worker.RenewInfo { return &s.renewed }, i)
+}
+
+func (r *recorder) LeaseLost(_ context.Context, i worker.LeaseLostInfo) {
+	record(r, func(s *recorded) *[]worker.LeaseLostInfo { return &s.leaseLost }, i)
+}
+
+func (r *recorder) SettleFailed(_ context.Context, i worker.SettleErrorInfo) {
+	record(r, func(s *recorded) *[]worker.SettleErrorInfo { return &s.settleFailed }, i)
+}
+
+// snapshot returns a copy of what the recorder was told.
+func (r *recorder) snapshot() recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return recorded{
+		fetched:      slices.Clone(r.r.fetched),
+		handled:      slices.Clone(r.r.handled),
+		acked:        slices.Clone(r.r.acked),
+		retried:      slices.Clone(r.r.retried),
+		deadLettered: slices.Clone(r.r.deadLettered),
+		redelivered:  slices.Clone(r.r.redelivered),
+		renewed:      slices.Clone(r.r.renewed),
+		leaseLost:    slices.Clone(r.r.leaseLost),
+		settleFailed: slices.Clone(r.r.settleFailed),
+	}
+}
+
+// waitFor waits until cond holds for what the recorder was told, and
+// returns that. It fails only when the recorder is told nothing new for
+// waitTimeout: a loaded machine that is slow but moving is given the
+// time it needs, a stalled one is not.
+func (r *recorder) waitFor(t testing.TB, what string, cond func(s recorded) bool) recorded {
+	t.Helper()
+	last, deadline := -1, time.Now()
+	for {
+		s := r.snapshot()
+		if cond(s) {
+			return s
+		}
+		if n := s.count(); n != last {
+			last, deadline = n, time.Now().Add(waitTimeout)
+		}
+		require.False(t, time.Now().After(deadline), "timed out waiting until %s: no progress for %s", what, waitTimeout)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// outcomesCases checks what each handler outcome does to the event.
+func outcomesCases(t *testing.T, open Opener) {
+	t.Run("nil acks the event", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 3)
+		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
+
+		s := bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
+		for _, h := range s.handled {
+			assert.Equal(t, worker.OutcomeAck, h.Outcome)
+			assert.NoError(t, h.Err)
+		}
+		assert.Equal(t, int64(0), bd.info(t).Lag)
+	})
+
+	t.Run("Retry makes the event claimable again after its delay", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 1)
+		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+			if l.Attempt == 1 {
+				return worker.Retry(5*time.Second, errors.New("later"))
+			}
+			return nil
+		}))
+
+		s := bd.rec.waitFor(t, "a retry", func(s recorded) bool { return len(s.retried) == 1 })
+		assert.Equal(t, 5*time.Second, s.retried[0].Delay)
+		assert.Equal(t, "later", s.retried[0].Reason)
+		info := bd.info(t)
+		assert.Equal(t, int64(1), info.PendingRetry)
+		assert.Equal(t, int64(0), info.InFlight)
+
+		bd.clock.Advance(5 * time.Second)
+		s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+		require.Len(t, s.redelivered, 1)
+		assert.Equal(t, 2, s.redelivered[0].Lease.Attempt)
+		assert.Equal(t, int64(0), bd.info(t).Lag)
+	})
+
+	t.Run("Retry dead-letters at the attempt limit", func(t *testing.T) {
+		bd := setup(t, open, 2)
+		appendN(t, bd.drv, bd.stream, 1)
+		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+			return worker.Retry(0, errors.New("nope"))
+		}))
+
+		s := bd.rec.waitFor(t, "a dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+		assert.Len(t, s.retried, 1)
+		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+		require.Len(t, dls, 1)
+		assert.Equal(t, "nope", dls[0].Reason)
+		assert.Equal(t, 2, dls[0].Attempt)
+	})
+
+	t.Run("Reject dead-letters the event at once", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 1)
+		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+			return worker.Reject(errors.New("poison"))
+		}))
+
+		s := bd.rec.waitFor(t, "a dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+		assert.Empty(t, s.retried)
+		assert.Equal(t, worker.OutcomeReject, s.handled[0].Outcome)
+		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+		require.Len(t, dls, 1)
+		assert.Equal(t, "poison", dls[0].Reason)
+		assert.Equal(t, 1, dls[0].Attempt)
+		assert.Equal(t, int64(0), bd.info(t).Lag)
+	})
+
+	t.Run("any other error is retried after the retry policy's delay, with the error as the reason", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 1)
+		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+			if l.Attempt == 1 {
+				return errors.New("flaky")
+			}
+			return nil
+		}))
+
+		s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
+		assert.Equal(t, "flaky", s.retried[0].Reason)
+		assertJittered(t, time.Second, s.retried[0].Delay, "the first back-off")
+		assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay)
+		assert.Equal(t, worker.OutcomeRetry, s.handled[0].Outcome)
+		assert.Equal(t, int64(1), bd.info(t).PendingRetry)
+
+		bd.clock.Advance(2 * time.Second) // past the delay and the poll
+		s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+		assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+	})
+
+	t.Run("a panic is recovered and retried with the panic as the reason", func(t *testing.T) {
+		bd := setup(t, open, 2)
+		appendN(t, bd.drv, bd.stream, 2)
+		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+			if payloadN(t, l) == 0 {
+				panic("kaboom")
+			}
+			return nil
+		}))
+
+		s := bd.rec.waitFor(t, "the retry and the other event's ack", func(s recorded) bool {
+			return len(s.retried) == 1 && len(s.acked) == 1
+		})
+		assert.Equal(t, "panic: kaboom", s.retried[0].Reason)
+		assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "panics back off like errors")
+		assert.Empty(t, s.deadLettered)
+
+		bd.clock.Advance(2 * time.Second) // past the delay and the poll
+		s = bd.rec.waitFor(t, "a dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+		var panics int
+		for _, h := range s.handled {
+			var p *worker.PanicError
+			if errors.As(h.Err, &p) {
+				panics++
+				assert.Equal(t, "kaboom", p.Value)
+				assert.NotEmpty(t, p.Stack)
+				assert.Equal(t, worker.OutcomeRetry, h.Outcome)
+			}
+		}
+		assert.Equal(t, 2, panics)
+		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+		require.Len(t, dls, 1)
+		assert.Equal(t, "panic: kaboom", dls[0].Reason)
+		assert.Equal(t, 2, dls[0].Attempt)
+	})
+}
+
+// leasesCases checks the worker's hold on its leases: renewal, and what a
+// lost lease does to its handler.
+func leasesCases(t *testing.T, open Opener) {
+	t.Run("renewal keeps a slow handler's lease", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 1)
+		started, release := make(chan struct{}), make(chan struct{})
+		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+			close(started)
+			<-release
+			return nil
+		}))
+		receive(t, "the handler", started)
+
+		// 12s of a 10s lease: only renewal keeps it.
+		bd.clock.Advance(6 * time.Second)
+		bd.rec.waitFor(t, "a renewal", func(s recorded) bool { return len(s.renewed) == 1 })
+		bd.clock.Advance(6 * time.Second)
+		s := bd.rec.waitFor(t, "a second renewal", func(s recorded) bool { return len(s.renewed) == 2 })
+		for _, r := range s.renewed {
+			assert.NoError(t, r.Err)
+		}
+		assert.WithinDuration(t, bd.clock.Now().Add(leaseDuration), s.renewed[1].ExpiresAt, 0)
+		assert.Equal(t, int64(1), bd.info(t).InFlight)
+
+		close(release)
+		s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+		assert.Empty(t, s.redelivered)
+		assert.Empty(t, s.leaseLost)
+		assert.Equal(t, int64(0), bd.info(t).Lag)
+	})
+
+	t.Run("a lost lease cancels the handler and its outcome is discarded", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 1)
+		causes := make(chan error, 1)
+		var called atomic.Bool
+		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+			if called.Swap(true) {
+				return nil
+			}
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return errors.New("interrupted")
+		}))
+		bd.rec.waitFor(t, "the fetch", func(s recorded) bool { return len(s.fetched) > 0 && s.fetched[0].Count == 1 })
+
+		require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
+		bd.clock.Advance(6 * time.Second)
+
+		cause := receive(t, "the handler's cancellation", causes)
+		assert.ErrorIs(t, cause, rheo.ErrStaleLease)
+		s := bd.rec.waitFor(t, "the discarded outcome", func(s recorded) bool {
+			return len(outcomes(s, worker.OutcomeDiscarded)) == 1
+		})
+		assert.Equal(t, "interrupted", outcomes(s, worker.OutcomeDiscarded)[0].Err.Error())
+		require.Len(t, s.leaseLost, 1)
+		assert.ErrorIs(t, s.leaseLost[0].Err, rheo.ErrStaleLease)
+		assert.Empty(t, s.retried, "a discarded outcome is not settled")
+		assert.Empty(t, s.settleFailed)
+
+		// The reset made the event claimable again; the worker
+		// handles it anew.
+		bd.clock.Advance(time.Second)
+		bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+		assert.Equal(t, int64(0), bd.info(t).Lag)
+	})
+}
+
+// lifecycleCases checks starting and stopping a worker: Stop and
+// StopAndCancel, one worker per stream and group on a driver, Start's
+// checks, Partitions, and wakeups.
+func lifecycleCases(t *testing.T, open Opener) {
+	t.Run("Stop lets running handlers finish, renews them meanwhile and writes their acks", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 2)
+		started, release := make(chan struct{}, 2), make(chan struct{})
+		cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+			started <- struct{}{}
+			<-release
+			return ctx.Err()
+		})
+		cfg.Concurrency = 2
+		cfg.AckFlushInterval = time.Hour // only the stop writes the acks
+		w := startWorker(t, bd.drv, cfg)
+		receive(t, "the first handler", started)
+		receive(t, "the second handler", started)
+
+		stopped := make(chan error, 1)
+		go func() { stopped <- w.Stop(context.Background()) }()
+		bd.clock.Advance(6 * time.Second)
+		bd.rec.waitFor(t, "the renewals", func(s recorded) bool { return len(s.renewed) == 2 })
+		never(t, bd.clock, "Stop waits while handlers run", time.Second, 3, func() bool { return len(stopped) > 0 })
+
+		close(release)
+		require.NoError(t, receive(t, "Stop", stopped))
+		s := bd.rec.snapshot()
+		assert.Len(t, s.acked, 2)
+		assert.Equal(t, int64(0), bd.info(t).Lag, "the acks were written before Stop returned")
+		select {
+		case <-w.Done():
+		default:
+			require.FailNow(t, "Done is not closed after Stop")
+		}
+	})
+
+	t.Run("StopAndCancel cancels the handlers and retries their events", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 1)
+		started, causes := make(chan struct{}, 1), make(chan error, 1)
+		w := startWorker(t, bd.drv, bd.config(blockingHandler(started, causes)))
+		receive(t, "the handler", started)
+
+		require.NoError(t, w.StopAndCancel(context.Background()))
+		assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
+		s := bd.rec.snapshot()
+		require.Len(t, s.retried, 1)
+		assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
+		info := bd.info(t)
+		assert.Equal(t, int64(0), info.InFlight)
+		assert.Equal(t, int64(1), info.PendingRetry, "the event is claimable again at once")
+		assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
+	})
+
+	t.Run("Stop cancels the handlers when its context ends", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 1)
+		started, causes := make(chan struct{}, 1), make(chan error, 1)
+		w := startWorker(t, bd.drv, bd.config(blockingHandler(started, causes)))
+		receive(t, "the handler", started)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		assert.ErrorIs(t, w.Stop(ctx), context.Canceled)
+		assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
+		receive(t, "the end of the worker", w.Done())
+		s := bd.rec.snapshot()
+		require.Len(t, s.retried, 1)
+		assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
+	})
+
+	t.Run("a second worker of a stream and group on one driver is refused", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, "other", nil))
+		nop := func(ctx context.Context, l rheo.Lease) error { return nil }
+		first := startWorker(t, bd.drv, bd.config(nop))
+
+		second, err := worker.New(bd.drv, bd.config(nop))
+		require.NoError(t, err)
+		err = second.Start(context.Background())
+		assert.ErrorIs(t, err, rheo.ErrAlreadyExists)
+		consumer, err := worker.NewConsumer(bd.drv, &worker.Config{Stream: bd.stream, Group: bd.group})
+		require.NoError(t, err)
+		assert.ErrorIs(t, consumer.Start(context.Background()), rheo.ErrAlreadyExists)
+
+		otherGroup := bd.config(nop)
+		otherGroup.Group = "other"
+		startWorker(t, bd.drv, otherGroup)
+		otherDriver := open(t, bd.clock)
+		startWorker(t, otherDriver, bd.config(nop))
+
+		require.NoError(t, first.Stop(context.Background()))
+		require.NoError(t, second.Start(context.Background()), "Stop releases the stream and group")
+		require.NoError(t, second.Stop(context.Background()))
+	})
+
+	t.Run("Start checks the stream, group and partitions", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		nop := func(ctx context.Context, l rheo.Lease) error { return nil }
+		for _, tc := range []struct {
+			name   string
+			modify func(*worker.Config)
+			want   error
+		}{
+			{"missing stream", func(c *worker.Config) { c.Stream = "missing" }, rheo.ErrStreamNotFound},
+			{"missing group", func(c *worker.Config) { c.Group = "missing" }, rheo.ErrGroupNotFound},
+			{"partition out of range", func(c *worker.Config) { c.Partitions = []int{3} }, rheo.ErrInvalidPartition},
+		} {
+			cfg := bd.config(nop)
+			tc.modify(cfg)
+			w, err := worker.New(bd.drv, cfg)
+			require.NoError(t, err)
+			assert.ErrorIs(t, w.Start(context.Background()), tc.want, tc.name)
+		}
+
+		w, err := worker.New(bd.drv, bd.config(nop))
+		require.NoError(t, err)
+		require.NoError(t, w.Start(context.Background()))
+		assert.ErrorIs(t, w.Start(context.Background()), rheo.ErrInvalidArgument, "a second Start")
+		require.NoError(t, w.Stop(context.Background()))
+		assert.ErrorIs(t, w.Start(context.Background()), rheo.ErrInvalidArgument, "a Start after Stop")
+	})
+
+	t.Run("a worker stopped before it started never starts", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		w, err := worker.New(bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
+		require.NoError(t, err)
+		require.NoError(t, w.Stop(context.Background()))
+		receive(t, "Done", w.Done())
+		assert.ErrorIs(t, w.Start(context.Background()), rheo.ErrInvalidArgument)
+	})
+
+	t.Run("Partitions limits the worker to its partitions", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		stream, group := newStream(t, bd.drv, 2, 5)
+		for _, p := range []int{0, 1, 0, 1, 1} {
+			_, err := bd.drv.Append(context.Background(), stream, []byte(`{}`), &rheo.AppendOptions{Partition: &p})
+			require.NoError(t, err)
+		}
+		cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
+			if l.Event.Partition != 1 {
+				return worker.Reject(nil)
+			}
+			return nil
+		})
+		cfg.Stream, cfg.Group, cfg.Partitions = stream, group, []int{1}
+		startWorker(t, bd.drv, cfg)
+
+		s := bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
+		assert.Empty(t, s.deadLettered)
+		lag, err := bd.drv.Lag(context.Background(), stream, group, nil)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), lag.Partitions[0].Lag)
+		assert.Equal(t, int64(0), lag.Partitions[1].Lag)
+	})
+
+	t.Run("an append wakes the worker long before the poll interval", func(t *testing.T) {
+		drv := open(t, nil)
+		stream, group := newStream(t, drv, 1, 5)
+		rec := &recorder{}
+		handled := make(chan struct{}, 100)
+		startWorker(t, drv, &worker.Config{
+			Stream: stream, Group: group, PollInterval: 10 * time.Minute, Hooks: []any{rec},
+			Handler: func(ctx context.Context, l rheo.Lease) error {
+				handled <- struct{}{}
+				return nil
+			},
+		})
+		rec.waitFor(t, "the first, empty fetch", func(s recorded) bool { return len(s.fetched) == 1 })
+
+		// Another client's append can reach the worker only through
+		// the database's notifications; SQLite wakes the driver
+		// that appended.
+		appender := drv
+		if drv.Capabilities().Notifications {
+			appender = open(t, nil)
+		}
+		// The listener connects in the background: append again
+		// until an event is handled.
+		start := time.Now()
+		deadline := time.After(waitTimeout)
+		for done := false; !done; {
+			appendN(t, appender, stream, 1)
+			select {
+			case <-handled:
+				done = true
+			case <-time.After(200 * time.Millisecond):
+			case <-deadline:
+				require.FailNow(t, "no append woke the worker")
+			}
+		}
+		latency := time.Since(start)
+		t.Logf("append to handler: %s", latency)
+		assert.Less(t, latency, 10*time.Second)
+	})
+}
+
+// blockingHandler reports each call on started, then waits for its context
+// to end and reports the cause on causes.
+func blockingHandler(started chan<- struct{}, causes chan<- error) worker.Handler {
+	return func(ctx context.Context, l rheo.Lease) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	}
+}
+
+// typedCases checks worker.Typed: the payload decoded, and one that does
+// not decode dead-lettered at once.
+func typedCases(t *testing.T, open Opener) {
+	t.Run("Typed decodes the payload and acks on nil", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		appendN(t, bd.drv, bd.stream, 3)
+		got := make(chan int, 3)
+		startWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
+			got <- c.N
+			return nil
+		})))
+		sum := 0
+		for range 3 {
+			sum += receive(t, "a payload", got)
+		}
+		assert.Equal(t, 0+1+2, sum)
+		bd.rec.waitFor(t, "the acks", func(s recorded) bool { return len(s.acked) == 3 })
+	})
+
+	t.Run("a payload that does not decode is dead-lettered at once, naming the decode error", func(t *testing.T) {
+		bd := setup(t, open, 5)
+		ev := appendRaw(t, bd, `{"n": "three"}`)
+		called := make(chan struct{}, 1)
+		startWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
+			called <- struct{}{}
+			return nil
+		})))
+		bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+		require.Len(t, dls, 1)
+		assert.Equal(t, ev.ID, dls[0].Event.ID)
+		assert.Equal(t, 1, dls[0].Attempt, "no retries")
+		assert.Contains(t, dls[0].Reason, "decode payload as workertest.counted: json: cannot unmarshal string")
+		assert.Empty(t, called, "the handler never ran")
+	})
+}
+
+// counted is the payload of appendN's events.
+type counted struct {
+	N int `json:"n"`
+}
+
+// appendRaw appends one event with payload to the bundle's stream.
+func appendRaw(t *testing.T, bd *bundle, payload string) rheo.Event {
+	t.Helper()
+	ev, err := bd.drv.Append(context.Background(), bd.stream, json.RawMessage(payload), nil)
+	require.NoError(t, err)
+	return ev
+}
+
+// orderedCases drains groups ordered by key and by partition
+// on a clock that never moves, so that no poll ever fires, and with an
+// hour's AckFlushInterval: each ack must be written at once, since the
+// key's next event is not claimable before it is, and each settle makes
+// that event claimable, which no wakeup announces, so the worker must
+// fetch again on its own.
+func orderedCases(t *testing.T, open Opener) {
+	for _, o := range []rheo.Ordering{rheo.OrderingKey, rheo.OrderingPartition} {
+		t.Run(string(o), func(t *testing.T) {
+			bd := setup(t, open, 5)
+			bd.group = "ordered-" + string(o)
+			require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, bd.group,
+				&rheo.CreateGroupOptions{Ordering: o}))
+			items := make([]rheo.BatchItem, 4)
+			for i := range items {
+				items[i] = rheo.BatchItem{Payload: json.RawMessage(fmt.Sprintf(`{"n": %d}`, i)), Key: "k"}
+			}
+			_, err := bd.drv.AppendBatch(context.Background(), bd.stream, items, nil)
+			require.NoError(t, err)
+			cfg := bd.config(func(context.Context, rheo.Lease) error { return nil })
+			cfg.AckFlushInterval = time.Hour
+			startWorker(t, bd.drv, cfg)
+
+			s := bd.rec.waitFor(t, "4 acks", func(s recorded) bool { return len(s.acked) == 4 })
+			for i, l := range s.acked {
+				assert.Equal(t, i, payloadN(t, l.Lease), "in sequence order")
+			}
+		})
+	}
+}
