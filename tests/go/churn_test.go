@@ -211,19 +211,19 @@ func TestChurn(t *testing.T) {
 
 		for _, inv := range []struct{ what, sql string }{
 			{"deliveries of missing events", `SELECT d.group_id, d."partition", d.sequence FROM rheo.deliveries d
-				JOIN rheo.groups g USING (group_id)
-				WHERE NOT EXISTS (SELECT FROM rheo.events e WHERE e.stream = g.stream AND e."partition" = d."partition" AND e.sequence = d.sequence)`},
+				JOIN rheo.groups g USING (stream, group_id)
+				WHERE NOT EXISTS (SELECT FROM rheo.events e WHERE e.stream = d.stream AND e."partition" = d."partition" AND e.sequence = d.sequence)`},
 			{"dead letters of missing events", `SELECT dl.group_id, dl."partition", dl.sequence FROM rheo.dead_letters dl
-				JOIN rheo.groups g USING (group_id)
-				WHERE NOT EXISTS (SELECT FROM rheo.events e WHERE e.stream = g.stream AND e."partition" = dl."partition" AND e.sequence = dl.sequence)`},
+				JOIN rheo.groups g USING (stream, group_id)
+				WHERE NOT EXISTS (SELECT FROM rheo.events e WHERE e.stream = dl.stream AND e."partition" = dl."partition" AND e.sequence = dl.sequence)`},
 			{"deliveries, dead letters or cursors of missing groups", `SELECT x.group_id FROM (
-				SELECT group_id FROM rheo.deliveries UNION ALL SELECT group_id FROM rheo.dead_letters
-				UNION ALL SELECT group_id FROM rheo.cursors) x
-				WHERE NOT EXISTS (SELECT FROM rheo.groups g WHERE g.group_id = x.group_id)`},
+				SELECT stream, group_id FROM rheo.deliveries UNION ALL SELECT stream, group_id FROM rheo.dead_letters
+				UNION ALL SELECT stream, group_id FROM rheo.cursors) x
+				WHERE NOT EXISTS (SELECT FROM rheo.groups g WHERE g.stream = x.stream AND g.group_id = x.group_id)`},
 			{"deliveries at or past their cursor", `SELECT d.group_id, d."partition", d.sequence, c.next_sequence FROM rheo.deliveries d
-				JOIN rheo.cursors c USING (group_id, "partition") WHERE d.sequence >= c.next_sequence`},
+				JOIN rheo.cursors c USING (stream, group_id, "partition") WHERE d.sequence >= c.next_sequence`},
 			{"cursors below the low watermark", `SELECT c.group_id, c."partition", c.next_sequence, pt.low_watermark FROM rheo.cursors c
-				JOIN rheo.groups g USING (group_id) JOIN rheo.partitions pt ON pt.stream = g.stream AND pt."partition" = c."partition"
+				JOIN rheo.groups g USING (stream, group_id) JOIN rheo.partitions pt ON pt.stream = c.stream AND pt."partition" = c."partition"
 				WHERE c.next_sequence < pt.low_watermark`},
 			{"partitions whose retained range is not contiguous", `SELECT pt."partition", pt.low_watermark, pt.high_watermark, e.n, e.lo, e.hi
 				FROM rheo.partitions pt

@@ -2,8 +2,11 @@ package tests
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -185,4 +188,71 @@ func concWaitForBlocker(ctx context.Context, t *testing.T, pool *concDB, waiter,
 			return
 		}
 	}
+}
+
+// concNotifyRoute is a connection that hears the notifications of
+// appends to a stream, and how to append an end marker so that it
+// notifies there.
+type concNotifyRoute struct {
+	conn *pgx.Conn
+	// inTransaction appends the end marker in a transaction: on Citus
+	// the call runs on the coordinator, and notifies there.
+	inTransaction bool
+}
+
+// appendMarker appends an event to the stream marker that notifies on
+// r's connection.
+func (r concNotifyRoute) appendMarker(ctx context.Context, t *testing.T, pool *concDB, marker string) {
+	t.Helper()
+	const sql = `SELECT rheo.append($1, '{}')`
+	if !r.inTransaction {
+		concExec(ctx, t, pool, sql, marker)
+		return
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, sql, marker)
+		return err
+	})
+	require.NoError(t, err, "%s in a transaction", sql)
+}
+
+// concNotifyRoutes listens on rheo_events where the appends to stream,
+// which must exist, notify, and returns the listening connections,
+// closed when t ends, with a stream name for the end markers (not yet
+// created) that notifies there too, after what was committed before it.
+// On the single server that is one connection, and the markers are
+// appended outside a transaction. On Citus it is the worker that holds
+// stream, with a marker stream held by the same worker, and the
+// coordinator, where appends in a transaction notify.
+func concNotifyRoutes(ctx context.Context, t *testing.T, pool *concDB, stream string) ([]concNotifyRoute, string) {
+	t.Helper()
+	listen := func(url string) *pgx.Conn {
+		conn, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close(context.WithoutCancel(ctx)) })
+		_, err = conn.Exec(ctx, `LISTEN rheo_events`)
+		require.NoError(t, err)
+		return conn
+	}
+	if !pool.onCitus() {
+		return []concNotifyRoute{{conn: listen(pool.url)}}, "end-marker"
+	}
+	node := func(stream string) testcitus.Node {
+		var n testcitus.Node
+		require.NoError(t, pool.QueryRow(ctx, `SELECT n.nodename, n.nodeport FROM pg_dist_placement p JOIN pg_dist_node n USING (groupid)
+			WHERE p.shardid = get_shard_id_for_distribution_column('rheo.events', $1::text) AND n.noderole = 'primary'`, stream).
+			Scan(&n.Host, &n.Port), "find the node of stream %s", stream)
+		return n
+	}
+	holder := node(stream)
+	marker := "end-marker"
+	for i := 1; node(marker) != holder; i++ {
+		marker = fmt.Sprint("end-marker-", i)
+	}
+	i := slices.Index(pool.cluster.Workers, holder)
+	require.GreaterOrEqual(t, i, 0, "stream %s is on %s, not a worker", stream, holder.Addr())
+	return []concNotifyRoute{
+		{conn: listen(pool.cluster.WorkerURLs(t, pool.url)[i])},
+		{conn: listen(pool.url), inTransaction: true},
+	}, marker
 }

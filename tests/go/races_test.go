@@ -58,9 +58,7 @@ func TestConcurrentAckBatchDuringRenew(t *testing.T) {
 				defer tx.Rollback(context.WithoutCancel(ctx))
 				_, err = tx.Exec(ctx, tc.writer, lease)
 				require.NoError(t, err)
-				var changed bool
-				require.NoError(t, tx.QueryRow(ctx, `SELECT xmin::text = txid_current()::text FROM rheo.deliveries WHERE lease_id = $1`, lease).Scan(&changed))
-				require.True(t, changed, "the setup did not write the lease's delivery in the open transaction")
+				require.True(t, concWroteDelivery(ctx, t, pool, tx, lease), "the setup did not write the lease's delivery in the open transaction")
 
 				var oks []bool
 				ack := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
@@ -117,8 +115,8 @@ func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
 		holder, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer holder.Rollback(context.WithoutCancel(ctx))
-		_, err = holder.Exec(ctx, `SELECT 1 FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
-			WHERE g.group_name = 'g1' AND c."partition" = 1 FOR UPDATE OF c`)
+		_, err = holder.Exec(ctx, `SELECT 1 FROM rheo.cursors c JOIN rheo.groups g USING (stream, group_id)
+			WHERE g.stream = 'aged' AND g.group_name = 'g1' AND c."partition" = 1 FOR UPDATE OF c`)
 		require.NoError(t, err)
 
 		// 2. The forced prune waits for it.
@@ -185,7 +183,7 @@ func TestConcurrentFetchHoldingCursorDuringForcedPrune(t *testing.T) {
 		fetcher, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		defer fetcher.Rollback(context.WithoutCancel(ctx))
-		_, err = fetcher.Exec(ctx, `SELECT 1 FROM rheo.cursors c JOIN rheo.groups g USING (group_id)
+		_, err = fetcher.Exec(ctx, `SELECT 1 FROM rheo.cursors c JOIN rheo.groups g USING (stream, group_id)
 			WHERE g.stream = 'held' AND c."partition" = 2 FOR NO KEY UPDATE OF c`)
 		require.NoError(t, err)
 
@@ -303,4 +301,29 @@ func concCount(ctx context.Context, t *testing.T, pool *concDB, sql string, args
 	var n int64
 	require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n), "%s", sql)
 	return n
+}
+
+// concWroteDelivery reports whether the open transaction tx has written
+// the delivery of lease, in stream s. On Citus, where the transaction's
+// writes ran on the stream's node as Rheo's owner, in a transaction of
+// that node's own, a read of those rows in tx by another role is refused
+// (placements modified in the transaction by a different user), and tx
+// has no transaction id of its own there: it reads the row's xmin, and
+// the transaction id that its backend serving it there writes under,
+// as Rheo's owner.
+func concWroteDelivery(ctx context.Context, t *testing.T, pool *concDB, tx pgx.Tx, lease string) bool {
+	t.Helper()
+	var wrote bool
+	if !pool.onCitus() {
+		require.NoError(t, tx.QueryRow(ctx, `SELECT xmin::text = txid_current()::text FROM rheo.deliveries WHERE lease_id = $1`, lease).Scan(&wrote))
+		return wrote
+	}
+	_, err := tx.Exec(ctx, `SET LOCAL ROLE rheo_owner`)
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT xmin::text = (SELECT backend_xid::text FROM citus_stat_activity
+		WHERE global_pid = citus_backend_gpid() AND backend_xid IS NOT NULL AND nodeid <> $2)
+		FROM rheo.deliveries WHERE stream = 's' AND lease_id = $1`, lease, pool.coordinator).Scan(&wrote))
+	_, err = tx.Exec(ctx, `RESET ROLE`)
+	require.NoError(t, err)
+	return wrote
 }
