@@ -74,7 +74,7 @@ func concPool(t *testing.T, size int32) *concDB {
 func concCitusPool(t *testing.T, size int32) *concDB {
 	t.Helper()
 	c := testcitus.Start(t)
-	url, _ := c.NewRheo(t)
+	url := c.NewRheoCopy(t)
 	db := &concDB{Pool: concNewPool(t, url, size), cluster: c, url: url}
 	err := db.QueryRow(context.Background(), `SELECT nodeid FROM pg_dist_node WHERE groupid = 0`).Scan(&db.coordinator)
 	if err != nil {
