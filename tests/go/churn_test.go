@@ -38,14 +38,14 @@ import (
 func TestChurn(t *testing.T) {
 	t.Parallel()
 	concOnEach(t, func(t *testing.T, open concOpener) {
-		run := 12 * time.Second
-		if testing.Short() {
-			run = 3 * time.Second
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
 		defer cancel()
 		pool := open(t, 8)
 		defer pool.Close()
+		run := time.Duration(pool.sized(12, 6)) * time.Second
+		if testing.Short() {
+			run = 3 * time.Second
+		}
 
 		const partitions = 4
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('churn', $1)`, partitions)

@@ -647,9 +647,11 @@ func TestConcurrentAppendSameIDRepeatableRead(t *testing.T) {
 				tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 				require.NoError(t, err)
 				defer tx.Rollback(context.WithoutCancel(ctx))
-				// Takes the snapshot, on the node that holds the stream on Citus,
-				// where a transaction has a snapshot on each node it reads.
-				_, err = tx.Exec(ctx, `SELECT count(*) FROM rheo.events WHERE stream = $1`, stream)
+				// Takes the snapshot. On Citus a transaction has a snapshot on
+				// each node, of each role, it reaches, taken there when it
+				// first does: a read of Rheo's, as Rheo's owner on the
+				// stream's node, takes the one the append then works in.
+				_, err = tx.Exec(ctx, `SELECT count(*) FROM rheo.read($1)`, stream)
 				require.NoError(t, err)
 				var stored int64
 				require.NoError(t, pool.QueryRow(ctx, tc.twin, stream).Scan(&stored))
