@@ -43,10 +43,10 @@ func TestConcurrentFetchAck(t *testing.T) {
 
 		const (
 			partitions = 4
-			events     = 3000
 			consumers  = 6
 			retryEvery = 10 // the first lease of every 10th sequence is retried
 		)
+		events := pool.sized(3000, 1000) // a multiple of 500
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('work', $1)`, partitions)
 		for first := 1; first <= events; first += 500 {
 			concExec(ctx, t, pool, `
@@ -107,7 +107,7 @@ func TestConcurrentFetchAck(t *testing.T) {
 
 		// consume runs one consumer until every event is acked.
 		consume := func(name string, useBatch bool) error {
-			for settled.Load() < events {
+			for settled.Load() < int64(events) {
 				rows, _ := pool.Query(ctx, `
 					SELECT lease_id::text, "partition", sequence, attempt
 					  FROM rheo.fetch('work', 'g', max_count => 25, consumer_id => $1, lease_ms => 600000)`, name)
@@ -184,7 +184,7 @@ func TestConcurrentFetchAck(t *testing.T) {
 			assert.True(t, l.Frontier == l.HighWatermark && l.Lag == 0, "partition %d: frontier %d, high watermark %d, lag %d; want the frontier at the high watermark",
 				l.Partition, l.Frontier, l.HighWatermark, l.Lag)
 		}
-		assert.True(t, len(lags) == partitions && total == events, "lag reports %d partitions holding %d events, want %d holding %d", len(lags), total, partitions, events)
+		assert.True(t, len(lags) == partitions && total == int64(events), "lag reports %d partitions holding %d events, want %d holding %d", len(lags), total, partitions, events)
 		assert.Equal(t, multiples, int64(len(retried)), "%d events retried, want one per multiple of %d in each partition: %d", len(retried), retryEvery, multiples)
 		var inflight, pending, dead int64
 		require.NoError(t, pool.QueryRow(ctx, `SELECT inflight, pending_retry, dead_letters FROM rheo.group_info('work', 'g')`).
@@ -207,9 +207,9 @@ func TestConcurrentExpiringLeases(t *testing.T) {
 		pool := open(t, 8)
 		defer pool.Close()
 
+		events := pool.sized(2000, 600)
 		const (
 			partitions = 4
-			events     = 2000
 			consumers  = 6
 			leaseMS    = 3 // a lease outlives about three fetches
 			retryEvery = 7 // every 7th sequence is retried on each attempt
