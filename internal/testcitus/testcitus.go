@@ -26,7 +26,9 @@
 //
 // Each test's database is a copy, on every node, of a template with the
 // citus extension created (made once per test binary and dropped when it
-// ends), with the coordinator and the workers registered in it.
+// ends), with the coordinator and the workers registered in it. NewRheo
+// installs Rheo in such a copy; NewRheoCopy copies a template where Rheo
+// is installed, for tests that need many databases.
 //
 // When there is no Citus (no citus.so or extension files in the local
 // PostgreSQL, or no citus among pg_available_extensions of the server at
