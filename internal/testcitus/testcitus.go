@@ -26,7 +26,9 @@
 //
 // Each test's database is a copy, on every node, of a template with the
 // citus extension created (made once per test binary and dropped when it
-// ends), with the coordinator and the workers registered in it.
+// ends), with the coordinator and the workers registered in it. NewRheo
+// installs Rheo in such a copy; NewRheoCopy copies a template where Rheo
+// is installed, for tests that need many databases.
 //
 // When there is no Citus (no citus.so or extension files in the local
 // PostgreSQL, or no citus among pg_available_extensions of the server at
@@ -94,6 +96,11 @@ type Cluster struct {
 	// template is the database NewDatabase copies on every node.
 	template    string
 	templateErr error
+
+	rheoTemplateOnce sync.Once
+	// rheoTemplate is the database NewRheoCopy copies on every node.
+	rheoTemplate    string
+	rheoTemplateErr error
 }
 
 var (
@@ -205,6 +212,16 @@ func (c *Cluster) NewDatabase(t testing.TB) string {
 	t.Helper()
 	c.templateOnce.Do(func() { c.template, c.templateErr = c.makeTemplate() })
 	require.NoError(t, c.templateErr, "make the Citus template database")
+	u := c.copyEverywhere(t, c.template)
+	c.Register(t, u)
+	return u
+}
+
+// copyEverywhere creates a database for t on every node, a copy of the
+// database template there, and drops it on every node when t ends. It
+// returns the database's URL on the coordinator.
+func (c *Cluster) copyEverywhere(t testing.TB, template string) string {
+	t.Helper()
 	name := "rheo_citus_test_" + randomSuffix()
 	ctx := context.Background()
 	// Registered first, so that a database created on some nodes only is
@@ -214,16 +231,14 @@ func (c *Cluster) NewDatabase(t testing.TB) string {
 	})
 	nodes := c.nodes()
 	err := parallel(len(nodes), func(i int) error {
-		stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{c.template}.Sanitize()
+		stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + " TEMPLATE " + pgx.Identifier{template}.Sanitize()
 		if err := execSQL(ctx, c.adminURL(nodes[i]), stmt); err != nil {
 			return fmt.Errorf("on %s: %w", nodes[i].Addr(), err)
 		}
 		return nil
 	})
 	require.NoErrorf(t, err, "create the Citus test database %s", name)
-	u := c.URL(c.Coordinator, name)
-	c.Register(t, u)
-	return u
+	return c.URL(c.Coordinator, name)
 }
 
 // Register makes the database at databaseURL (a URL of NewDatabase) a
@@ -273,16 +288,24 @@ func (c *Cluster) makeTemplate() (string, error) {
 			err = execSQL(ctx, c.URL(nodes[i], name), "CREATE EXTENSION citus")
 		}
 		if err == nil {
-			err = execSQL(ctx, admin, "ALTER DATABASE "+ident+" ALLOW_CONNECTIONS false")
-		}
-		if err == nil {
-			err = execSQL(ctx, admin, "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = "+quoteLiteral(name))
+			err = closeTemplate(ctx, admin, name)
 		}
 		if err != nil {
 			return fmt.Errorf("on %s: %w", nodes[i].Addr(), err)
 		}
 		return nil
 	})
+}
+
+// closeTemplate makes database name, on the server at admin, refuse
+// connections, and ends those it has: a database is copied only when
+// nobody is connected to it.
+func closeTemplate(ctx context.Context, admin, name string) error {
+	err := execSQL(ctx, admin, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" ALLOW_CONNECTIONS false")
+	if err == nil {
+		err = execSQL(ctx, admin, "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = "+quoteLiteral(name))
+	}
+	return err
 }
 
 // dropEverywhere drops database name on every node, the coordinator

@@ -92,6 +92,45 @@ func TestCluster(t *testing.T) {
 	})
 }
 
+func TestNewRheoCopy(t *testing.T) {
+	c := Start(t)
+	ctx := context.Background()
+	connect := func(t *testing.T, u string) *pgx.Conn {
+		conn, err := pgx.Connect(ctx, u)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close(ctx) })
+		return conn
+	}
+	a, b := connect(t, c.NewRheoCopy(t)), connect(t, c.NewRheoCopy(t))
+
+	t.Run("each copy is Rheo installed distributed, whose calls reach the workers", func(t *testing.T) {
+		for _, conn := range []*pgx.Conn{a, b} {
+			var distributed bool
+			require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_dist_partition
+				WHERE logicalrelid = 'rheo.events'::regclass)`).Scan(&distributed))
+			assert.True(t, distributed, "rheo.events is distributed in %s", conn.Config().Database)
+		}
+		_, err := a.Exec(ctx, "SELECT rheo.create_stream('s')")
+		require.NoError(t, err)
+		_, err = a.Exec(ctx, `SELECT rheo.append('s', '{"n": 7}')`)
+		require.NoError(t, err)
+		var holder Node
+		require.NoError(t, a.QueryRow(ctx, `SELECT nodename, nodeport FROM citus_shards
+			WHERE shardid = get_shard_id_for_distribution_column('rheo.events', 's')`).Scan(&holder.Host, &holder.Port))
+		assert.Contains(t, c.Workers, holder, "the stream's shard is on a worker")
+		var n int
+		require.NoError(t, a.QueryRow(ctx, `SELECT (payload->>'n')::int FROM rheo.read('s')`).Scan(&n))
+		assert.Equal(t, 7, n, "the event read back through the coordinator")
+	})
+
+	t.Run("the copies are databases of their own on every node", func(t *testing.T) {
+		var streams int
+		require.NoError(t, b.QueryRow(ctx, "SELECT count(*) FROM rheo.streams").Scan(&streams))
+		assert.Zero(t, streams, "streams in the other copy")
+		require.NotEqual(t, a.Config().Database, b.Config().Database)
+	})
+}
+
 func TestFindInstall(t *testing.T) {
 	t.Run("a PostgreSQL without Citus is Citus missing", func(t *testing.T) {
 		t.Setenv("PG_CONFIG", "/nonexistent/pg_config")
