@@ -272,7 +272,13 @@ BEGIN
                      WHERE u.is_new;
                 END IF;
                 EXIT;
-            EXCEPTION WHEN unique_violation THEN
+            EXCEPTION WHEN unique_violation OR internal_error THEN
+                -- On Citus, a routed INSERT … SELECT passes the shard's
+                -- unique violation on as internal_error, message and all.
+                IF SQLSTATE = 'XX000'
+                   AND SQLERRM NOT LIKE 'duplicate key value violates unique constraint "events\_id\_stream\_key%' THEN
+                    RAISE;
+                END IF;
                 -- A concurrent append stored one of these ids first and has
                 -- committed. Read committed: the next statement sees it,
                 -- so look again, now seeing it as a repeat. Every turn

@@ -137,8 +137,16 @@ BEGIN
        INTO v_locked, v_next, v_fresh, v_reclaim
       USING p_stream, p_group_id, v_scope, p_max_count, v_now, p_max_attempts, v_key;
     IF v_locked IS NULL THEN
-        -- Wait for one partition with work, as rheo.fetch does.
-        IF txid_current_if_assigned() IS NOT NULL THEN
+        -- Wait for one partition with work, as rheo.fetch does, only while
+        -- the transaction holds no row lock. Here on the stream's shards
+        -- a row lock assigns this transaction an id. Routed by Citus (a
+        -- call in the caller's transaction, from the coordinator), the
+        -- locks are taken on the worker, where the coordinator's
+        -- transaction id is not assigned: a transaction that began before
+        -- this statement may hold some, and the fetch returns nothing
+        -- rather than wait.
+        IF txid_current_if_assigned() IS NOT NULL
+           OR (v_t[1] = 'rheo.events' AND transaction_timestamp() <> statement_timestamp()) THEN
             RETURN;
         END IF;
         EXECUTE format($q$
