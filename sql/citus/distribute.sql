@@ -67,13 +67,19 @@ BEGIN
             PERFORM create_distributed_table(format('rheo.%I', v_table), 'stream', colocate_with => 'rheo.events');
         END LOOP;
 
-        ALTER TABLE rheo.partitions ADD CONSTRAINT partitions_stream_fkey
-            FOREIGN KEY (stream) REFERENCES rheo.streams (stream);
-        ALTER TABLE rheo.groups ADD CONSTRAINT groups_stream_fkey
-            FOREIGN KEY (stream) REFERENCES rheo.streams (stream);
+        -- No foreign key to the stream catalog: Citus would serialize
+        -- every write of a table referencing a reference table (each
+        -- append's partition row, each group) on a lock of the catalog's
+        -- shard taken on several nodes, which costs a round trip and
+        -- deadlocks calls that lock a stream's catalog row (create_group,
+        -- prune, drop_stream) across nodes. The functions keep the rows
+        -- together: create_stream writes both, drop_stream deletes both.
         ALTER TABLE rheo.cursors ADD CONSTRAINT cursors_group_id_fkey
             FOREIGN KEY (group_id, stream) REFERENCES rheo.groups (group_id, stream);
     END IF;
+
+    ALTER TABLE rheo.partitions DROP CONSTRAINT IF EXISTS partitions_stream_fkey;
+    ALTER TABLE rheo.groups DROP CONSTRAINT IF EXISTS groups_stream_fkey;
 
     -- Every function exists on every node, where the calls' statements
     -- and the helpers they call run. A public function whose first
