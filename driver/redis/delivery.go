@@ -34,7 +34,7 @@ func scopeArg(partitions []int) string {
 func (d *Driver) Fetch(ctx context.Context, stream, group string, opts *rheo.FetchOptions) ([]rheo.Lease, error) {
 	opts = driverutil.WithDefaults(opts)
 	for _, text := range []string{stream, group, opts.ConsumerID} {
-		if err := checkText("text argument", text); err != nil {
+		if err := driverutil.CheckText("text argument", text); err != nil {
 			return nil, err
 		}
 	}
@@ -108,7 +108,7 @@ func (d *Driver) Fetch(ctx context.Context, stream, group string, opts *rheo.Fet
 // leaseStream finds the stream of a lease id from the number in its
 // first 32 bits; an id the driver cannot have issued is stale.
 func (d *Driver) leaseStream(ctx context.Context, op, leaseID string) (string, string, error) {
-	id, err := leaseIDArg(leaseID)
+	id, err := driverutil.ParseLeaseID(leaseID)
 	if err != nil {
 		return "", "", err
 	}
@@ -318,7 +318,7 @@ func (d *Driver) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOpti
 	if opts == nil {
 		opts = &rheo.RetryOptions{}
 	}
-	if err := checkText("reason", opts.Reason); err != nil {
+	if err := driverutil.CheckText("reason", opts.Reason); err != nil {
 		return "", err
 	}
 	now, err := d.now()
@@ -354,7 +354,7 @@ func (d *Driver) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOpti
 // Reject dead-letters the event now. An empty reason is stored as
 // "rejected".
 func (d *Driver) Reject(ctx context.Context, leaseID string, reason string) error {
-	if err := checkText("reason", reason); err != nil {
+	if err := driverutil.CheckText("reason", reason); err != nil {
 		return err
 	}
 	now, err := d.now()

@@ -14,7 +14,7 @@ import (
 
 func checkTexts(texts ...string) error {
 	for _, text := range texts {
-		if err := checkText("text argument", text); err != nil {
+		if err := driverutil.CheckText("text argument", text); err != nil {
 			return err
 		}
 	}

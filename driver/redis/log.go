@@ -58,24 +58,24 @@ func checkItem(payload json.RawMessage, key, id string) error {
 	if err := checkJSON("payload", payload); err != nil {
 		return err
 	}
-	if err := checkText("key", key); err != nil {
+	if err := driverutil.CheckText("key", key); err != nil {
 		return err
 	}
-	return checkText("event id", id)
+	return driverutil.CheckText("event id", id)
 }
 
 // appendChecks are the argument checks of an append that come after the
 // stream's existence: before the partition's range (metadata) and after
 // it (payloads, lengths), in rheo._append's order.
 func appendChecks(items []rheo.BatchItem, metadata json.RawMessage) (before, after error, keys []string) {
-	if !isObject(metadata) {
+	if !driverutil.IsObject(metadata) {
 		return rheo.Errorf(rheo.ErrInvalidArgument, "metadata must be a JSON object"), nil, nil
 	}
-	if err := checkLineage(metadata); err != nil {
+	if err := driverutil.CheckLineage(metadata); err != nil {
 		return err, nil, nil
 	}
 	for i, item := range items {
-		if !isObject(item.Payload) {
+		if !driverutil.IsObject(item.Payload) {
 			if len(items) == 1 {
 				return nil, rheo.Errorf(rheo.ErrInvalidArgument, "payload must be a JSON object"), nil
 			}
@@ -104,7 +104,7 @@ func appendChecks(items []rheo.BatchItem, metadata json.RawMessage) (before, aft
 		if keys[i] != "" {
 			continue
 		}
-		keys[i] = payloadKey(item.Payload)
+		keys[i] = driverutil.PayloadKey(item.Payload)
 		if err := driverutil.CheckLength("payload key"+at(i), keys[i]); err != nil {
 			return nil, err, nil
 		}
@@ -114,7 +114,7 @@ func appendChecks(items []rheo.BatchItem, metadata json.RawMessage) (before, aft
 
 func (d *Driver) appendItems(ctx context.Context, op, stream string, items []rheo.BatchItem, partition *int,
 	metadata json.RawMessage, ts *time.Time) ([]rheo.Event, error) {
-	if err := checkText("text argument", stream); err != nil {
+	if err := driverutil.CheckText("text argument", stream); err != nil {
 		return nil, err
 	}
 	if metadata == nil {
@@ -147,7 +147,7 @@ func (d *Driver) appendItems(ctx context.Context, op, stream string, items []rhe
 		for i, item := range items {
 			id, generated := item.ID, ""
 			if id == "" {
-				id, generated = newEventID(now.t.UnixMicro()), "1"
+				id, generated = driverutil.NewEventID(now.t.UnixMicro()), "1"
 			}
 			hash := ""
 			if keys[i] != "" {
@@ -155,7 +155,7 @@ func (d *Driver) appendItems(ctx context.Context, op, stream string, items []rhe
 				hash = strconv.FormatUint(uint64(binary.BigEndian.Uint32(sum[:4])), 10)
 			}
 			payload := compact(item.Payload)
-			doc, _ := decodeJSON(item.Payload) // checked: a JSON object
+			doc, _ := driverutil.DecodeJSON(item.Payload) // checked: a JSON object
 			typ := typeOf(doc, item.Payload)
 			fp := fingerprint(canonical(doc), keys[i], metaPrint)
 			prep[i] = prepared{id: id, key: keys[i], payload: payload, typ: typ}
@@ -225,12 +225,12 @@ func typeOf(doc any, payload json.RawMessage) string {
 	if json.Unmarshal(payload, &raw) != nil {
 		return ""
 	}
-	return fieldText(raw["type"])
+	return driverutil.FieldText(raw["type"])
 }
 
 // fingerprintPart is canonical of a JSON text.
 func fingerprintPart(v json.RawMessage) string {
-	doc, err := decodeJSON(v)
+	doc, err := driverutil.DecodeJSON(v)
 	if err != nil {
 		return string(v)
 	}
@@ -275,12 +275,12 @@ func writeCanonical(b *bytes.Buffer, v any) {
 		}
 		b.WriteByte(']')
 	case json.Number:
-		n, ok := normalizeNumber(string(v))
+		n, ok := driverutil.CanonicalNumber(string(v))
 		if !ok {
 			b.WriteString(string(v))
 			return
 		}
-		fmt.Fprintf(b, "%t:%s:%d", n.negative, n.digits, n.exponent)
+		b.WriteString(n)
 	default:
 		q, _ := json.Marshal(v)
 		b.Write(q)
@@ -302,7 +302,7 @@ func fingerprint(payload, key, metadata string) string {
 // Read returns a page of one partition in sequence order. opts may be nil.
 func (d *Driver) Read(ctx context.Context, stream string, opts *rheo.ReadOptions) ([]rheo.Event, error) {
 	opts = driverutil.WithDefaults(opts)
-	if err := checkText("text argument", stream); err != nil {
+	if err := driverutil.CheckText("text argument", stream); err != nil {
 		return nil, err
 	}
 	var argErr error

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/rheo-go/rheo/driver/driverutil"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,7 +28,7 @@ func TestJSONEqual(t *testing.T) {
 		{`{"a": null}`, `{}`, false},
 		{`{"a": {"b": true}}`, `{"a": {"b": true, "c": 1}}`, false},
 	} {
-		require.Equal(t, tc.equal, jsonEqual([]byte(tc.a), []byte(tc.b)), "%s vs %s", tc.a, tc.b)
+		require.Equal(t, tc.equal, driverutil.JSONEqual([]byte(tc.a), []byte(tc.b)), "%s vs %s", tc.a, tc.b)
 	}
 }
 
@@ -41,6 +42,6 @@ func TestPayloadKey(t *testing.T) {
 		`{"key": true}`:         "true",
 		`{"Key": "no", "x": 1}`: "",
 	} {
-		require.Equal(t, key, payloadKey(json.RawMessage(payload)), payload)
+		require.Equal(t, key, driverutil.PayloadKey(json.RawMessage(payload)), payload)
 	}
 }

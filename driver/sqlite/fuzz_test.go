@@ -56,38 +56,38 @@ func FuzzPayloadKey(f *testing.F) {
 		if utf8.ValidString(key) {
 			payload, err := json.Marshal(map[string]any{"key": key, "n": 1})
 			require.NoError(t, err)
-			got := payloadKey(payload)
-			require.Equal(t, key, got, "payloadKey(%s) = %q, want %q", payload, got, key)
-			route, want := rheo.PartitionForKey(payloadKey(payload), count), sqlRoute(key, count)
+			got := driverutil.PayloadKey(payload)
+			require.Equal(t, key, got, "driverutil.PayloadKey(%s) = %q, want %q", payload, got, key)
+			route, want := rheo.PartitionForKey(driverutil.PayloadKey(payload), count), sqlRoute(key, count)
 			require.Equal(t, want, route, "key %q routes to %d of %d, the SQL to %d", key, route, count, want)
 			meta, err := json.Marshal(map[string]string{rheo.MetaCausationID: key})
 			require.NoError(t, err)
-			err = checkLineage(meta)
+			err = driverutil.CheckLineage(meta)
 			require.Equal(t, len(key) > driverutil.MaxTextBytes, err != nil, "checkLineage of a causation_id of %d bytes = %v", len(key), err)
 		}
 
-		if !json.Valid(raw) || !isObject(raw) {
+		if !json.Valid(raw) || !driverutil.IsObject(raw) {
 			return
 		}
 		var fields map[string]json.RawMessage
 		require.NoError(t, json.Unmarshal(raw, &fields))
-		got := payloadKey(raw)
+		got := driverutil.PayloadKey(raw)
 		value, ok := fields["key"]
 		var s string
 		switch {
 		case !ok || string(value) == "null":
-			require.Empty(t, got, "payloadKey(%s) = %q without a key", raw, got)
+			require.Empty(t, got, "driverutil.PayloadKey(%s) = %q without a key", raw, got)
 		case json.Unmarshal(value, &s) == nil:
-			require.Equal(t, s, got, "payloadKey(%s) = %q, want %q", raw, got, s)
+			require.Equal(t, s, got, "driverutil.PayloadKey(%s) = %q, want %q", raw, got, s)
 		default:
-			require.True(t, json.Valid([]byte(got)) && jsonEqual([]byte(got), value), "payloadKey(%s) = %q, not the JSON of %s", raw, got, value)
+			require.True(t, json.Valid([]byte(got)) && driverutil.JSONEqual([]byte(got), value), "driverutil.PayloadKey(%s) = %q, not the JSON of %s", raw, got, value)
 		}
 		tooLong := false
-		for _, k := range lineageKeys {
-			tooLong = tooLong || len(fieldText(fields[k])) > driverutil.MaxTextBytes
+		for _, k := range driverutil.LineageKeys {
+			tooLong = tooLong || len(driverutil.FieldText(fields[k])) > driverutil.MaxTextBytes
 		}
-		err := checkLineage(raw)
-		require.Equal(t, tooLong, err != nil, "checkLineage(%s) = %v", raw, err)
+		err := driverutil.CheckLineage(raw)
+		require.Equal(t, tooLong, err != nil, "driverutil.CheckLineage(%s) = %v", raw, err)
 	})
 }
 
@@ -115,20 +115,20 @@ func FuzzJSONEqual(f *testing.F) {
 		if !json.Valid(a) {
 			return // jsonEqual is for valid JSON, which the drivers check first
 		}
-		require.True(t, jsonEqual(a, a), "jsonEqual(%q, itself) is false", a)
+		require.True(t, driverutil.JSONEqual(a, a), "driverutil.JSONEqual(%q, itself) is false", a)
 		var indented bytes.Buffer
 		require.NoError(t, json.Indent(&indented, a, "", "\t"))
-		require.True(t, jsonEqual(a, indented.Bytes()), "jsonEqual(%q, %q) is false", a, indented.Bytes())
+		require.True(t, driverutil.JSONEqual(a, indented.Bytes()), "driverutil.JSONEqual(%q, %q) is false", a, indented.Bytes())
 		if !json.Valid(b) {
 			return
 		}
-		got := jsonEqual(a, b)
-		require.Equal(t, jsonEqual(b, a), got, "jsonEqual(%q, %q) is not symmetric", a, b)
+		got := driverutil.JSONEqual(a, b)
+		require.Equal(t, driverutil.JSONEqual(b, a), got, "driverutil.JSONEqual(%q, %q) is not symmetric", a, b)
 		ra, okA := referenceJSON(a)
 		rb, okB := referenceJSON(b)
 		if okA && okB {
 			want := referenceEqual(ra, rb)
-			require.Equal(t, want, got, "jsonEqual(%q, %q) = %v, want %v", a, b, got, want)
+			require.Equal(t, want, got, "driverutil.JSONEqual(%q, %q) = %v, want %v", a, b, got, want)
 		}
 	})
 }
@@ -236,11 +236,11 @@ func FuzzQueryAdvance(f *testing.F) {
 		for _, p := range positions {
 			require.GreaterOrEqual(t, p, int64(0), "advance left a negative position %d (after %d, until %d, hwm %d, pos %d)", p, after, until, hwm, pos)
 		}
-		cursor := encodeQueryCursor("0123456789abcdef", positions)
-		back, err := decodeQueryCursor(cursor, "0123456789abcdef", 2)
+		cursor := driverutil.EncodeQueryCursor("0123456789abcdef", positions)
+		back, err := driverutil.DecodeQueryCursor(cursor, "0123456789abcdef", 2)
 		require.NoError(t, err, "cursor %q of %v", cursor, positions)
 		require.Equal(t, positions, back[:2], "cursor %q of %v decodes to %v", cursor, positions, back)
-		_, err = decodeQueryCursor(cursor, "fedcba9876543210", 2)
+		_, err = driverutil.DecodeQueryCursor(cursor, "fedcba9876543210", 2)
 		require.ErrorIs(t, err, rheo.ErrCursorNotFound, "a cursor of another query: %v", err)
 	})
 }

@@ -245,7 +245,7 @@ func (s *session) groupInfo(ctx context.Context, stream, group string) (rheo.Gro
 	if err != nil {
 		return info, err
 	}
-	lag, err := s.lag(ctx, stream, g, allPartitions(g.partitionCount))
+	lag, err := s.lag(ctx, stream, g, driverutil.AllPartitions(g.partitionCount))
 	if err != nil {
 		return info, err
 	}

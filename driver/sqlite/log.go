@@ -58,20 +58,20 @@ func (s *session) append(ctx context.Context, stream string, items []rheo.BatchI
 	if err != nil {
 		return nil, err
 	}
-	if !isObject(metadata) {
+	if !driverutil.IsObject(metadata) {
 		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "metadata must be a JSON object")
 	}
-	if err := checkLineage(metadata); err != nil {
+	if err := driverutil.CheckLineage(metadata); err != nil {
 		return nil, err
 	}
 	if partition != nil && (*partition < 0 || *partition >= count) {
-		return nil, outOfRange(*partition, count)
+		return nil, driverutil.OutOfRange(*partition, count)
 	}
 	if len(items) == 0 {
 		return []rheo.Event{}, nil
 	}
 	for i, item := range items {
-		if !isObject(item.Payload) {
+		if !driverutil.IsObject(item.Payload) {
 			if len(items) == 1 {
 				return nil, rheo.Errorf(rheo.ErrInvalidArgument, "payload must be a JSON object")
 			}
@@ -145,7 +145,7 @@ func effectiveKeys(items []rheo.BatchItem) ([]string, error) {
 		if keys[i] != "" {
 			continue
 		}
-		keys[i] = payloadKey(item.Payload)
+		keys[i] = driverutil.PayloadKey(item.Payload)
 		if err := driverutil.CheckLength("payload key"+at(i), keys[i]); err != nil {
 			return nil, err
 		}
@@ -168,9 +168,9 @@ func (s *session) routeItems(items []rheo.BatchItem, keys []string, count int, p
 			in.partition = rheo.PartitionForKey(in.key, count)
 		}
 		if in.id == "" {
-			in.id, in.generated = newEventID(s.now), true
+			in.id, in.generated = driverutil.NewEventID(s.now), true
 		} else if j, ok := firstByID[in.id]; ok {
-			if inputs[j].key != in.key || !jsonEqual(inputs[j].payload, in.payload) {
+			if inputs[j].key != in.key || !driverutil.JSONEqual(inputs[j].payload, in.payload) {
 				return nil, rheo.Errorf(rheo.ErrAlreadyExists, "event id %q appears twice in the batch with different content", in.id)
 			}
 			in.first = j
@@ -214,7 +214,7 @@ func (s *session) storedEvents(ctx context.Context, stream string, inputs []appe
 	}
 	for _, in := range inputs {
 		ev, ok := stored[in.id]
-		if ok && (ev.Key != in.key || !jsonEqual(ev.Payload, in.payload) || !jsonEqual(ev.Metadata, metadata)) {
+		if ok && (ev.Key != in.key || !driverutil.JSONEqual(ev.Payload, in.payload) || !driverutil.JSONEqual(ev.Metadata, metadata)) {
 			return nil, rheo.Errorf(rheo.ErrAlreadyExists, "event id %q already exists on stream %q with other content", in.id, stream)
 		}
 	}
@@ -355,7 +355,7 @@ func (s *session) read(ctx context.Context, stream string, after int64, maxCount
 		return nil, rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", maxCount)
 	}
 	if partition < 0 || partition >= count {
-		return nil, outOfRange(partition, count)
+		return nil, driverutil.OutOfRange(partition, count)
 	}
 	events := []rheo.Event{}
 	rows, err := s.query(ctx, `
@@ -443,8 +443,8 @@ func checkItem(payload json.RawMessage, key, id string) error {
 	if err := checkJSON("payload", payload); err != nil {
 		return err
 	}
-	if err := checkText("key", key); err != nil {
+	if err := driverutil.CheckText("key", key); err != nil {
 		return err
 	}
-	return checkText("event id", id)
+	return driverutil.CheckText("event id", id)
 }

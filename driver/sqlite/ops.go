@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+
+	"github.com/rheo-go/rheo/driver/driverutil"
 )
 
 // ops implements driver.Ops for a Driver and for its transactions: each
@@ -17,7 +19,7 @@ type ops struct {
 // they do there, whatever else is wrong.
 func (o ops) runChecked(ctx context.Context, op string, texts []string, fn func(s *session) error) error {
 	for _, text := range texts {
-		if err := checkText("text argument", text); err != nil {
+		if err := driverutil.CheckText("text argument", text); err != nil {
 			return err
 		}
 	}

@@ -1,19 +1,14 @@
 package sqlite
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"crypto/md5"
 	"database/sql"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"math"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -79,11 +74,11 @@ func checkQuery(q rheo.Query, count int) (eventQuery, error) {
 	eq := eventQuery{Query: q}
 	if q.Partition != nil {
 		if p := *q.Partition; p < 0 || p >= count {
-			return eq, outOfRange(p, count)
+			return eq, driverutil.OutOfRange(p, count)
 		}
 		eq.scope = []int{*q.Partition}
 	} else {
-		eq.scope = allPartitions(count)
+		eq.scope = driverutil.AllPartitions(count)
 	}
 	for _, f := range []struct {
 		name    string
@@ -93,10 +88,10 @@ func checkQuery(q rheo.Query, count int) (eventQuery, error) {
 		if f.pattern == nil {
 			continue
 		}
-		if !isObject(f.pattern) {
+		if !driverutil.IsObject(f.pattern) {
 			return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter %s must be a JSON object", f.name)
 		}
-		v, err := decodeJSON(f.pattern)
+		v, err := driverutil.DecodeJSON(f.pattern)
 		if err != nil {
 			return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter %s is not valid JSON", f.name)
 		}
@@ -134,8 +129,8 @@ func (eq eventQuery) matches(ev rheo.Event) bool {
 		if f.pattern == nil {
 			continue
 		}
-		doc, err := decodeJSON(f.doc)
-		if err != nil || !jsonContains(doc, f.pattern) {
+		doc, err := driverutil.DecodeJSON(f.doc)
+		if err != nil || !driverutil.JSONContains(doc, f.pattern) {
 			return false
 		}
 	}
@@ -151,7 +146,7 @@ func (s *session) queryPage(ctx context.Context, stream string, q rheo.Query) (r
 	if err != nil {
 		return rheo.Page{}, err
 	}
-	fingerprint, err := queryFingerprint(stream, q)
+	fingerprint, err := driverutil.QueryFingerprint(stream, q)
 	if err != nil {
 		return rheo.Page{}, err
 	}
@@ -175,7 +170,7 @@ func (s *session) queryPage(ctx context.Context, stream string, q rheo.Query) (r
 	var pos []int64
 	switch {
 	case q.After != "":
-		if pos, err = decodeQueryCursor(q.After, fingerprint, len(eq.scope)); err != nil {
+		if pos, err = driverutil.DecodeQueryCursor(q.After, fingerprint, len(eq.scope)); err != nil {
 			return rheo.Page{}, err
 		}
 	case q.Descending:
@@ -194,7 +189,7 @@ func (s *session) queryPage(ctx context.Context, stream string, q rheo.Query) (r
 		}
 	}
 	if eq.maxCount == 0 {
-		return rheo.Page{Events: []rheo.Event{}, Cursor: encodeQueryCursor(fingerprint, pos)}, nil
+		return rheo.Page{Events: []rheo.Event{}, Cursor: driverutil.EncodeQueryCursor(fingerprint, pos)}, nil
 	}
 
 	events := []rheo.Event{}
@@ -214,7 +209,7 @@ func (s *session) queryPage(ctx context.Context, stream string, q rheo.Query) (r
 	})
 	events = events[:min(len(events), eq.maxCount)]
 	advance(pos, hwm, eq, events)
-	return rheo.Page{Events: events, Cursor: encodeQueryCursor(fingerprint, pos)}, nil
+	return rheo.Page{Events: events, Cursor: driverutil.EncodeQueryCursor(fingerprint, pos)}, nil
 }
 
 // compareEvents orders events by (sequence, partition).
@@ -360,112 +355,4 @@ func stringPaths(pattern any, path string, out []stringPath) []stringPath {
 		}
 	}
 	return out
-}
-
-// jsonContains reports whether doc contains pattern, decoded JSON values,
-// as PostgreSQL's jsonb @> decides below the top level: an object
-// contains an object whose every key it has with a value containing the
-// pattern's; an array contains an array each of whose elements it
-// contains (a scalar as an equal element, an object or array inside some
-// element of the same kind); scalars contain equal scalars of the same
-// JSON type, numbers compared by value.
-func jsonContains(doc, pattern any) bool {
-	switch p := pattern.(type) {
-	case map[string]any:
-		d, ok := doc.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, pv := range p {
-			dv, ok := d[k]
-			if !ok || !jsonContains(dv, pv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		d, ok := doc.([]any)
-		if !ok {
-			return false
-		}
-		for _, pe := range p {
-			if !slices.ContainsFunc(d, func(de any) bool { return jsonContains(de, pe) }) {
-				return false
-			}
-		}
-		return true
-	default:
-		return sameJSON(doc, pattern)
-	}
-}
-
-// queryFingerprint ties a cursor to its stream, filters and direction:
-// 16 hex digits of md5 over them, with the filter object made canonical
-// (sorted keys, no spaces) so that the same Query gives the same
-// fingerprint however its JSON is spelt.
-func queryFingerprint(stream string, q rheo.Query) (string, error) {
-	filter, err := q.Filter()
-	if err != nil {
-		return "", err
-	}
-	decoded, err := decodeJSON(filter)
-	if err != nil {
-		return "", err
-	}
-	canonical, err := json.Marshal(decoded)
-	if err != nil {
-		return "", err
-	}
-	direction := "asc"
-	if q.Descending {
-		direction = "desc"
-	}
-	sum := md5.Sum(slices.Concat([]byte(stream), []byte("\n"), canonical, []byte("\n"+direction)))
-	return hex.EncodeToString(sum[:8]), nil
-}
-
-// encodeQueryCursor renders a cursor as rheo.query_page does: base64url
-// without padding of q1.<fingerprint>.<position>.<position>...
-func encodeQueryCursor(fingerprint string, positions []int64) string {
-	b := []byte("q1." + fingerprint)
-	for _, p := range positions {
-		b = strconv.AppendInt(append(b, '.'), p, 10)
-	}
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-var (
-	cursorAlphabet = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-	cursorText     = regexp.MustCompile(`^([a-z0-9]+)\.([0-9a-f]{16})\.([0-9]{1,19}(?:\.[0-9]{1,19})*)$`)
-)
-
-// decodeQueryCursor returns the positions of a cursor issued for the
-// query with this fingerprint and scope size. Not a cursor at all:
-// invalid_argument. A cursor of another stream, filter, direction or
-// version: cursor_not_found.
-func decodeQueryCursor(cursor, fingerprint string, scopeSize int) ([]int64, error) {
-	malformed := rheo.Errorf(rheo.ErrInvalidArgument, "%q is not a query cursor", cursor)
-	if !cursorAlphabet.MatchString(cursor) {
-		return nil, malformed
-	}
-	text, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err != nil {
-		return nil, malformed
-	}
-	parts := cursorText.FindSubmatch(text)
-	if parts == nil {
-		return nil, malformed
-	}
-	var positions []int64
-	for field := range bytes.SplitSeq(parts[3], []byte(".")) {
-		p, err := strconv.ParseInt(string(field), 10, 64)
-		if err != nil {
-			return nil, malformed
-		}
-		positions = append(positions, p)
-	}
-	if string(parts[1]) != "q1" || string(parts[2]) != fingerprint || len(positions) != scopeSize {
-		return nil, rheo.Errorf(rheo.ErrCursorNotFound, "cursor %q was not issued for this stream, filter and direction", cursor)
-	}
-	return positions, nil
 }

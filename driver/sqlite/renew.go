@@ -30,7 +30,7 @@ func (s *session) renew(ctx context.Context, id string, leaseMS int64) (time.Tim
 // below one millisecond is invalid_argument. A lease id that is not a
 // UUID was never issued: stale_lease.
 func (o ops) Renew(ctx context.Context, leaseID string, d time.Duration) (time.Time, error) {
-	id, err := leaseIDArg(leaseID)
+	id, err := driverutil.ParseLeaseID(leaseID)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -181,7 +181,7 @@ func (s *session) reject(ctx context.Context, id, reason string) error {
 // Ack settles a held lease as done. A lease id that is not a UUID was
 // never issued: stale_lease.
 func (o ops) Ack(ctx context.Context, leaseID string) error {
-	id, err := leaseIDArg(leaseID)
+	id, err := driverutil.ParseLeaseID(leaseID)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (o ops) AckBatch(ctx context.Context, leaseIDs []string) ([]rheo.AckResult,
 	ids := make([]string, len(leaseIDs))
 	for i, s := range leaseIDs {
 		// An id that is not a UUID stays "", which matches no lease.
-		ids[i], _ = leaseIDArg(s)
+		ids[i], _ = driverutil.ParseLeaseID(s)
 	}
 	var settled map[string]bool
 	err := o.runClocked(ctx, "ack_batch", nil, func(s *session) error {
@@ -222,7 +222,7 @@ func (o ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions)
 	if opts == nil {
 		opts = &rheo.RetryOptions{}
 	}
-	id, err := leaseIDArg(leaseID)
+	id, err := driverutil.ParseLeaseID(leaseID)
 	if err != nil {
 		return "", err
 	}
@@ -242,7 +242,7 @@ func (o ops) Retry(ctx context.Context, leaseID string, opts *rheo.RetryOptions)
 // Reject dead-letters the event now; an empty reason is stored as
 // "rejected". A lease id that is not a UUID was never issued: stale_lease.
 func (o ops) Reject(ctx context.Context, leaseID string, reason string) error {
-	id, err := leaseIDArg(leaseID)
+	id, err := driverutil.ParseLeaseID(leaseID)
 	if err != nil {
 		return err
 	}
