@@ -52,6 +52,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -312,10 +313,27 @@ func closeTemplate(ctx context.Context, admin, name string) error {
 // first: dropping it there closes the connections its backends hold to
 // the workers.
 func (c *Cluster) dropEverywhere(ctx context.Context, name string) error {
-	err := testdb.DropDatabase(ctx, c.adminURL(c.Coordinator), name)
+	err := dropDatabase(ctx, c.adminURL(c.Coordinator), name)
 	return errors.Join(err, parallel(len(c.Workers), func(i int) error {
-		return testdb.DropDatabase(ctx, c.adminURL(c.Workers[i]), name)
+		return dropDatabase(ctx, c.adminURL(c.Workers[i]), name)
 	}))
+}
+
+// dropDatabase drops database name of the server at admin. Citus's
+// maintenance daemon, a background worker that DROP DATABASE … WITH
+// (FORCE) does not end, can hold the database for a moment (Citus stops
+// it for the drop, and it may be starting again): the drop is tried
+// again while the database is in use (55006), for up to ten seconds.
+func dropDatabase(ctx context.Context, admin, name string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := testdb.DropDatabase(ctx, admin, name)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // nodes are the coordinator and the workers.
