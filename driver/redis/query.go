@@ -1,14 +1,10 @@
 package redis
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
-	"slices"
 	"strconv"
-	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
@@ -46,85 +42,6 @@ func (d *Driver) Query(ctx context.Context, stream string, q rheo.Query) (rheo.P
 	return page, nil
 }
 
-// eventQuery is a checked Query: its filters ready for SQL and for the
-// containment tests made in Go.
-type eventQuery struct {
-	rheo.Query
-	maxCount int
-	scope    []int
-	// payload and metadata are the decoded patterns, nil when not given.
-	payload, metadata any
-}
-
-// checkQuery checks q against a stream of count partitions, in the order
-// rheo.query_page does.
-func checkQuery(q rheo.Query, count int) (eventQuery, error) {
-	eq := eventQuery{Query: q}
-	if q.Partition != nil {
-		if p := *q.Partition; p < 0 || p >= count {
-			return eq, driverutil.OutOfRange(p, count)
-		}
-		eq.scope = []int{*q.Partition}
-	} else {
-		eq.scope = driverutil.AllPartitions(count)
-	}
-	for _, f := range []struct {
-		name    string
-		pattern json.RawMessage
-		dst     *any
-	}{{"payload", q.Payload, &eq.payload}, {"metadata", q.Metadata, &eq.metadata}} {
-		if f.pattern == nil {
-			continue
-		}
-		if !driverutil.IsObject(f.pattern) {
-			return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter %s must be a JSON object", f.name)
-		}
-		v, err := driverutil.DecodeJSON(f.pattern)
-		if err != nil {
-			return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter %s is not valid JSON", f.name)
-		}
-		*f.dst = v
-	}
-	if q.AfterSequence < 0 {
-		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter after_sequence must be an integer >= 0, got %d", q.AfterSequence)
-	}
-	if q.UntilSequence != nil && *q.UntilSequence < 0 {
-		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter until_sequence must be an integer >= 0, got %d", *q.UntilSequence)
-	}
-	eq.maxCount = driverutil.WithDefaults(&q).MaxCount
-	if eq.maxCount < 0 {
-		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", eq.maxCount)
-	}
-	return eq, nil
-}
-
-// matches applies every filter but the sequence bounds, which the reads
-// apply.
-func (eq eventQuery) matches(ev rheo.Event) bool {
-	if eq.Type != "" && ev.Type != eq.Type || eq.Key != "" && ev.Key != eq.Key {
-		return false
-	}
-	if eq.From != nil && ev.TS.Before(eq.From.Truncate(time.Microsecond)) {
-		return false
-	}
-	if eq.To != nil && ev.TS.After(eq.To.Truncate(time.Microsecond)) {
-		return false
-	}
-	for _, f := range []struct {
-		pattern any
-		doc     json.RawMessage
-	}{{eq.payload, ev.Payload}, {eq.metadata, ev.Metadata}} {
-		if f.pattern == nil {
-			continue
-		}
-		doc, err := driverutil.DecodeJSON(f.doc)
-		if err != nil || !driverutil.JSONContains(doc, f.pattern) {
-			return false
-		}
-	}
-	return true
-}
-
 func (d *Driver) queryPage(ctx context.Context, stream string, q rheo.Query) (rheo.Page, error) {
 	p := prefix(stream)
 	var metaCmd *goredis.MapStringStringCmd
@@ -143,7 +60,7 @@ func (d *Driver) queryPage(ctx context.Context, stream string, q rheo.Query) (rh
 		return rheo.Page{}, rheo.Errorf(rheo.ErrStreamNotFound, "stream %s does not exist", stream)
 	}
 	count, _ := strconv.Atoi(meta["n"])
-	eq, err := checkQuery(q, count)
+	eq, err := driverutil.CheckQuery(q, count)
 	if err != nil {
 		return rheo.Page{}, err
 	}
@@ -151,109 +68,39 @@ func (d *Driver) queryPage(ctx context.Context, stream string, q rheo.Query) (rh
 	if err != nil {
 		return rheo.Page{}, err
 	}
-	hwm := make([]int64, len(eq.scope))
-	for i, part := range eq.scope {
+	hwm := make([]int64, len(eq.Scope))
+	for i, part := range eq.Scope {
 		hwm[i], _ = strconv.ParseInt(hwmCmd.Val()[strconv.Itoa(part)], 10, 64)
 	}
 
-	var pos []int64
-	switch {
-	case q.After != "":
-		if pos, err = driverutil.DecodeQueryCursor(q.After, fingerprint, len(eq.scope)); err != nil {
-			return rheo.Page{}, err
-		}
-	case q.Descending:
-		// Pin the walk to what is visible now.
-		pos = make([]int64, len(hwm))
-		for i, h := range hwm {
-			if q.UntilSequence != nil {
-				h = min(h, *q.UntilSequence)
-			}
-			pos[i] = h + 1
-		}
-	default:
-		pos = make([]int64, len(eq.scope))
-		for i := range pos {
-			pos[i] = q.AfterSequence
-		}
+	pos, err := eq.Start(fingerprint, hwm)
+	if err != nil {
+		return rheo.Page{}, err
 	}
-	if eq.maxCount == 0 {
+	if eq.MaxCount == 0 {
 		return rheo.Page{Events: []rheo.Event{}, Cursor: driverutil.EncodeQueryCursor(fingerprint, pos)}, nil
 	}
 
 	events := []rheo.Event{}
-	for i, p := range eq.scope {
+	for i, p := range eq.Scope {
 		found, err := d.queryPartition(ctx, stream, p, pos[i], hwm[i], eq)
 		if err != nil {
 			return rheo.Page{}, err
 		}
 		events = append(events, found...)
 	}
-	slices.SortFunc(events, func(a, b rheo.Event) int {
-		c := compareEvents(a, b)
-		if q.Descending {
-			return -c
-		}
-		return c
-	})
-	events = events[:min(len(events), eq.maxCount)]
-	advance(pos, hwm, eq, events)
+	events = eq.Cut(events)
+	eq.Advance(pos, hwm, events)
 	return rheo.Page{Events: events, Cursor: driverutil.EncodeQueryCursor(fingerprint, pos)}, nil
-}
-
-// compareEvents orders events by (sequence, partition).
-func compareEvents(a, b rheo.Event) int {
-	return cmp.Or(cmp.Compare(a.Sequence, b.Sequence), cmp.Compare(a.Partition, b.Partition))
-}
-
-// advance moves each position over what the page examined, as
-// rheo.query_page does: a short page examined everything visible within
-// the bounds; a full page ending at (s, p) examined, ascending, every
-// event up to (s, p) in the merge order but never past the high
-// watermark, and descending every event from (s, p) down.
-func advance(pos, hwm []int64, eq eventQuery, page []rheo.Event) {
-	if len(page) < eq.maxCount {
-		for i := range pos {
-			if eq.Descending {
-				// Below AfterSequence + 1 nothing is left to match; at
-				// the largest int64, a position at it leaves nothing
-				// either, and adding 1 would overflow.
-				pos[i] = min(eq.AfterSequence, math.MaxInt64-1) + 1
-				continue
-			}
-			limit := hwm[i]
-			if eq.UntilSequence != nil {
-				limit = min(limit, *eq.UntilSequence)
-			}
-			pos[i] = max(pos[i], limit)
-		}
-		return
-	}
-	last := page[len(page)-1]
-	for i, p := range eq.scope {
-		if eq.Descending {
-			bound := last.Sequence
-			if p < last.Partition {
-				bound++
-			}
-			pos[i] = min(pos[i], bound)
-			continue
-		}
-		bound := last.Sequence
-		if p > last.Partition {
-			bound--
-		}
-		pos[i] = max(pos[i], min(hwm[i], bound))
-	}
 }
 
 // queryChunk is how many entries one XRANGE of a query reads.
 const queryChunk = 500
 
-// queryPartition returns up to eq.maxCount events of one partition past
+// queryPartition returns up to eq.MaxCount events of one partition past
 // position pos (below it, descending) that match eq, in the query's
 // order, reading the partition in chunks up to its high watermark hwm.
-func (d *Driver) queryPartition(ctx context.Context, stream string, partition int, pos, hwm int64, eq eventQuery) ([]rheo.Event, error) {
+func (d *Driver) queryPartition(ctx context.Context, stream string, partition int, pos, hwm int64, eq driverutil.QueryScan) ([]rheo.Event, error) {
 	key := prefix(stream) + "e:" + strconv.Itoa(partition)
 	found := []rheo.Event{}
 	if eq.Descending {
@@ -262,7 +109,7 @@ func (d *Driver) queryPartition(ctx context.Context, stream string, partition in
 		}
 		hi := fmt.Sprintf("(%d-0", pos)
 		lo := fmt.Sprintf("(%d-0", eq.AfterSequence)
-		for len(found) < eq.maxCount {
+		for len(found) < eq.MaxCount {
 			entries, err := d.client.XRevRangeN(ctx, key, hi, lo, queryChunk).Result()
 			if err != nil {
 				return nil, err
@@ -272,9 +119,9 @@ func (d *Driver) queryPartition(ctx context.Context, stream string, partition in
 				if err != nil {
 					return nil, err
 				}
-				if eq.matches(ev) {
+				if eq.Matches(ev) {
 					found = append(found, ev)
-					if len(found) == eq.maxCount {
+					if len(found) == eq.MaxCount {
 						break
 					}
 				}
@@ -295,7 +142,7 @@ func (d *Driver) queryPartition(ctx context.Context, stream string, partition in
 	}
 	lo := fmt.Sprintf("(%d-0", pos)
 	hi := fmt.Sprintf("%d-0", limit)
-	for len(found) < eq.maxCount {
+	for len(found) < eq.MaxCount {
 		entries, err := d.client.XRangeN(ctx, key, lo, hi, queryChunk).Result()
 		if err != nil {
 			return nil, err
@@ -305,9 +152,9 @@ func (d *Driver) queryPartition(ctx context.Context, stream string, partition in
 			if err != nil {
 				return nil, err
 			}
-			if eq.matches(ev) {
+			if eq.Matches(ev) {
 				found = append(found, ev)
-				if len(found) == eq.maxCount {
+				if len(found) == eq.MaxCount {
 					break
 				}
 			}

@@ -1,12 +1,10 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"maps"
-	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -45,14 +43,10 @@ func (o ops) Query(ctx context.Context, stream string, q rheo.Query) (rheo.Page,
 	return page, err
 }
 
-// eventQuery is a checked Query: its filters ready for SQL and for the
-// containment tests made in Go.
+// eventQuery is a checked Query (driverutil.QueryScan) with its filters
+// ready for SQL; the containment tests are made in Go.
 type eventQuery struct {
-	rheo.Query
-	maxCount int
-	scope    []int
-	// payload and metadata are the decoded patterns, nil when not given.
-	payload, metadata any
+	driverutil.QueryScan
 	// correlationID and causationID are the string values of those
 	// metadata keys in the pattern, "" when not strings: equalities
 	// implied by the containment, written into the SQL for the indexes.
@@ -71,70 +65,22 @@ type stringPath struct {
 // checkQuery checks q against a stream of count partitions, in the order
 // rheo.query_page does.
 func checkQuery(q rheo.Query, count int) (eventQuery, error) {
-	eq := eventQuery{Query: q}
-	if q.Partition != nil {
-		if p := *q.Partition; p < 0 || p >= count {
-			return eq, driverutil.OutOfRange(p, count)
-		}
-		eq.scope = []int{*q.Partition}
-	} else {
-		eq.scope = driverutil.AllPartitions(count)
+	scan, err := driverutil.CheckQuery(q, count)
+	eq := eventQuery{QueryScan: scan}
+	if err != nil {
+		return eq, err
 	}
-	for _, f := range []struct {
-		name    string
-		pattern json.RawMessage
-		dst     *any
-	}{{"payload", q.Payload, &eq.payload}, {"metadata", q.Metadata, &eq.metadata}} {
-		if f.pattern == nil {
-			continue
-		}
-		if !driverutil.IsObject(f.pattern) {
-			return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter %s must be a JSON object", f.name)
-		}
-		v, err := driverutil.DecodeJSON(f.pattern)
-		if err != nil {
-			return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter %s is not valid JSON", f.name)
-		}
-		*f.dst = v
-	}
-	if m, ok := eq.metadata.(map[string]any); ok {
+	if m, ok := eq.Metadata.(map[string]any); ok {
 		eq.correlationID, _ = m[rheo.MetaCorrelationID].(string)
 		eq.causationID, _ = m[rheo.MetaCausationID].(string)
 	}
-	eq.payloadPaths = stringPaths(eq.payload, "$", nil)
-	for _, sp := range stringPaths(eq.metadata, "$", nil) {
+	eq.payloadPaths = stringPaths(eq.Payload, "$", nil)
+	for _, sp := range stringPaths(eq.Metadata, "$", nil) {
 		if sp.path != "$."+rheo.MetaCorrelationID && sp.path != "$."+rheo.MetaCausationID {
 			eq.metadataPaths = append(eq.metadataPaths, sp)
 		}
 	}
-	if q.AfterSequence < 0 {
-		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter after_sequence must be an integer >= 0, got %d", q.AfterSequence)
-	}
-	if q.UntilSequence != nil && *q.UntilSequence < 0 {
-		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "filter until_sequence must be an integer >= 0, got %d", *q.UntilSequence)
-	}
-	eq.maxCount = driverutil.WithDefaults(&q).MaxCount
-	if eq.maxCount < 0 {
-		return eq, rheo.Errorf(rheo.ErrInvalidArgument, "max_count must be >= 0, got %d", eq.maxCount)
-	}
 	return eq, nil
-}
-
-// matches applies the containment filters, the ones SQL does not.
-func (eq eventQuery) matches(ev rheo.Event) bool {
-	for _, f := range []struct {
-		pattern any
-		doc     json.RawMessage
-	}{{eq.payload, ev.Payload}, {eq.metadata, ev.Metadata}} {
-		if f.pattern == nil {
-			continue
-		}
-		doc, err := driverutil.DecodeJSON(f.doc)
-		if err != nil || !driverutil.JSONContains(doc, f.pattern) {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *session) queryPage(ctx context.Context, stream string, q rheo.Query) (rheo.Page, error) {
@@ -152,11 +98,11 @@ func (s *session) queryPage(ctx context.Context, stream string, q rheo.Query) (r
 	}
 
 	// One transaction: the high watermarks and the events agree.
-	hwm := make([]int64, len(eq.scope))
+	hwm := make([]int64, len(eq.Scope))
 	rows, err := s.query(ctx, `
 		SELECT p.high_watermark FROM rheo_partitions AS p
 		 WHERE p.stream = ? AND p."partition" IN (SELECT value FROM json_each(?))
-		 ORDER BY p."partition"`, stream, intsJSON(eq.scope))
+		 ORDER BY p."partition"`, stream, intsJSON(eq.Scope))
 	i := 0
 	err = scanAll(rows, err, func(rows *sql.Rows) error {
 		err := rows.Scan(&hwm[i])
@@ -167,98 +113,28 @@ func (s *session) queryPage(ctx context.Context, stream string, q rheo.Query) (r
 		return rheo.Page{}, err
 	}
 
-	var pos []int64
-	switch {
-	case q.After != "":
-		if pos, err = driverutil.DecodeQueryCursor(q.After, fingerprint, len(eq.scope)); err != nil {
-			return rheo.Page{}, err
-		}
-	case q.Descending:
-		// Pin the walk to what is visible now.
-		pos = make([]int64, len(hwm))
-		for i, h := range hwm {
-			if q.UntilSequence != nil {
-				h = min(h, *q.UntilSequence)
-			}
-			pos[i] = h + 1
-		}
-	default:
-		pos = make([]int64, len(eq.scope))
-		for i := range pos {
-			pos[i] = q.AfterSequence
-		}
+	pos, err := eq.Start(fingerprint, hwm)
+	if err != nil {
+		return rheo.Page{}, err
 	}
-	if eq.maxCount == 0 {
+	if eq.MaxCount == 0 {
 		return rheo.Page{Events: []rheo.Event{}, Cursor: driverutil.EncodeQueryCursor(fingerprint, pos)}, nil
 	}
 
 	events := []rheo.Event{}
-	for i, p := range eq.scope {
+	for i, p := range eq.Scope {
 		found, err := s.queryPartition(ctx, stream, p, pos[i], eq)
 		if err != nil {
 			return rheo.Page{}, err
 		}
 		events = append(events, found...)
 	}
-	slices.SortFunc(events, func(a, b rheo.Event) int {
-		c := compareEvents(a, b)
-		if q.Descending {
-			return -c
-		}
-		return c
-	})
-	events = events[:min(len(events), eq.maxCount)]
-	advance(pos, hwm, eq, events)
+	events = eq.Cut(events)
+	eq.Advance(pos, hwm, events)
 	return rheo.Page{Events: events, Cursor: driverutil.EncodeQueryCursor(fingerprint, pos)}, nil
 }
 
-// compareEvents orders events by (sequence, partition).
-func compareEvents(a, b rheo.Event) int {
-	return cmp.Or(cmp.Compare(a.Sequence, b.Sequence), cmp.Compare(a.Partition, b.Partition))
-}
-
-// advance moves each position over what the page examined, as
-// rheo.query_page does: a short page examined everything visible within
-// the bounds; a full page ending at (s, p) examined, ascending, every
-// event up to (s, p) in the merge order but never past the high
-// watermark, and descending every event from (s, p) down.
-func advance(pos, hwm []int64, eq eventQuery, page []rheo.Event) {
-	if len(page) < eq.maxCount {
-		for i := range pos {
-			if eq.Descending {
-				// Below AfterSequence + 1 nothing is left to match; at
-				// the largest int64, a position at it leaves nothing
-				// either, and adding 1 would overflow.
-				pos[i] = min(eq.AfterSequence, math.MaxInt64-1) + 1
-				continue
-			}
-			limit := hwm[i]
-			if eq.UntilSequence != nil {
-				limit = min(limit, *eq.UntilSequence)
-			}
-			pos[i] = max(pos[i], limit)
-		}
-		return
-	}
-	last := page[len(page)-1]
-	for i, p := range eq.scope {
-		if eq.Descending {
-			bound := last.Sequence
-			if p < last.Partition {
-				bound++
-			}
-			pos[i] = min(pos[i], bound)
-			continue
-		}
-		bound := last.Sequence
-		if p > last.Partition {
-			bound--
-		}
-		pos[i] = max(pos[i], min(hwm[i], bound))
-	}
-}
-
-// queryPartition returns up to eq.maxCount events of one partition past
+// queryPartition returns up to eq.MaxCount events of one partition past
 // position pos that match eq, in the query's order. The filters SQL can
 // apply, it applies; the containment filters are tested here on the rows
 // it returns, until enough match.
@@ -322,12 +198,12 @@ func (s *session) queryPartition(ctx context.Context, stream string, partition i
 		return nil, err
 	}
 	defer rows.Close()
-	for len(found) < eq.maxCount && rows.Next() {
+	for len(found) < eq.MaxCount && rows.Next() {
 		ev, err := scanEvent(rows, stream)
 		if err != nil {
 			return nil, err
 		}
-		if eq.matches(ev) {
+		if eq.Contains(ev) {
 			found = append(found, ev)
 		}
 	}
