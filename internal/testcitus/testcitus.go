@@ -255,7 +255,17 @@ func (c *Cluster) Register(t testing.TB, databaseURL string) {
 	_, err = conn.Exec(ctx, "SELECT citus_set_coordinator_host($1, $2)", c.Coordinator.Host, c.Coordinator.Port)
 	require.NoErrorf(t, err, "register the coordinator in %s", databaseURL)
 	for _, w := range c.Workers {
-		_, err := conn.Exec(ctx, "SELECT citus_add_node($1, $2)", w.Host, w.Port)
+		// Citus connects to the worker to add it; on a loaded machine
+		// that connection can fail ("failure on connection marked as
+		// essential"), and adding the node again then succeeds.
+		for attempt := 1; ; attempt++ {
+			_, err = conn.Exec(ctx, "SELECT citus_add_node($1, $2)", w.Host, w.Port)
+			var pgErr *pgconn.PgError
+			if err == nil || attempt == 5 || !errors.As(err, &pgErr) || !strings.Contains(pgErr.Message, "failure on connection") {
+				break
+			}
+			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+		}
 		require.NoErrorf(t, err, "add the worker %s in %s", w.Addr(), databaseURL)
 	}
 }

@@ -33,6 +33,7 @@ RETURNS SETOF rheo.lease
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
+SET plan_cache_mode = force_custom_plan
 SET jit = off
 AS $$
 DECLARE
@@ -101,6 +102,13 @@ BEGIN
     v_nonce := gen_random_uuid()::text;
     v_t := rheo._shard_tables(p_stream, ARRAY['events', 'partitions', 'cursors', 'deliveries', 'dead_letters',
                                               'key_wakeups']);
+    IF v_t[1] <> 'rheo.events' THEN
+        -- On the shards, the prepared statements (rheo._prepared) keep
+        -- their plans; routed by Citus they are planned at every call
+        -- (the function's setting: Citus routes a generic plan only for
+        -- its simplest statements). Until the function returns.
+        PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);
+    END IF;
 
     -- Whether the cursor c (of partition pt) has work (rheo._has_work
     -- written out): events past it, a delivery due, or under 'key' a
@@ -117,7 +125,7 @@ BEGIN
     -- The cursors of the partitions with work, locked, and what each can
     -- give, as rheo.fetch reads them (rheo._has_work, rheo._fresh,
     -- rheo._due_count written out).
-    EXECUTE format($q$
+    EXECUTE rheo._prepared(format($q$
         SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
                array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
           FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
@@ -133,9 +141,11 @@ BEGIN
                   JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
                  WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s
                  ORDER BY c."partition"
-                   FOR NO KEY UPDATE OF c SKIP LOCKED) AS l$q$, VARIADIC v_t || v_work)
-       INTO v_locked, v_next, v_fresh, v_reclaim
-      USING p_stream, p_group_id, v_scope, p_max_count, v_now, p_max_attempts, v_key;
+                   FOR NO KEY UPDATE OF c SKIP LOCKED) AS l$q$, VARIADIC v_t || v_work),
+                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_scope),
+                      quote_nullable(p_max_count), quote_nullable(v_now), quote_nullable(p_max_attempts),
+                      quote_nullable(v_key)])
+       INTO v_locked, v_next, v_fresh, v_reclaim;
     IF v_locked IS NULL THEN
         -- Wait for one partition with work, as rheo.fetch does, only while
         -- the transaction holds no row lock. Here on the stream's shards
@@ -183,7 +193,7 @@ BEGIN
 
     -- Leases expired at the attempt limit are dead-lettered, as in
     -- rheo.fetch; the dead letters and wakeups by statements of their own.
-    EXECUTE format($q$
+    EXECUTE rheo._prepared(format($q$
         WITH due AS MATERIALIZED (
             SELECT x.ctid AS tid FROM %4$s x
              WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = ANY ($3)
@@ -197,9 +207,10 @@ BEGIN
         )
         SELECT array_agg(x."partition"), array_agg(x.sequence), array_agg(x.attempt), array_agg(x.key),
                array_agg(x.has_waiters)
-          FROM expired x$q$, VARIADIC v_t)
-       INTO v_parts, v_sequences, v_attempts, v_keys, v_waiters
-      USING p_stream, p_group_id, v_locked, v_now, p_max_attempts;
+          FROM expired x$q$, VARIADIC v_t),
+                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_locked),
+                      quote_nullable(v_now), quote_nullable(p_max_attempts)])
+       INTO v_parts, v_sequences, v_attempts, v_keys, v_waiters;
     IF v_parts IS NOT NULL THEN
         EXECUTE format($q$
             INSERT INTO %5$s (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
@@ -499,38 +510,43 @@ BEGIN
         v_new_counts := v_new_counts || v_left;
     END LOOP;
     IF cardinality(v_new_parts) > 0 THEN
-        EXECUTE format($q$
+        EXECUTE rheo._prepared(format($q$
             INSERT INTO %4$s
                    (stream, group_id, "partition", sequence, state, lease_id, consumer_id, attempt, leased_at,
                     expires_at, ts)
-            SELECT e.stream, $2, e."partition", e.sequence, 'leased',
-                   rheo._lease_id($6, $7, e."partition", e.sequence),
-                   $8, 1, $9, $10, e.ts
-              FROM unnest($3, $4, $5) AS x(part, next_sequence, n)
+            SELECT e.stream, $2::int, e."partition", e.sequence, 'leased',
+                   rheo._lease_id($6::text, $7::text, e."partition", e.sequence),
+                   $8::text, 1, $9::timestamptz, $10::timestamptz, e.ts
+              FROM unnest($3::int[], $4::bigint[], $5::int[]) AS x(part, next_sequence, n)
              CROSS JOIN LATERAL (SELECT e.stream, e."partition", e.sequence, e.ts FROM %1$s e
                                   WHERE e.stream = $1 AND e."partition" = x.part AND e.sequence >= x.next_sequence
                                   ORDER BY e.sequence
-                                  LIMIT x.n) AS e$q$, VARIADIC v_t)
-          USING p_stream, p_group_id, v_new_parts, v_new_next, v_new_counts, v_mark, v_nonce, v_consumer, v_now,
-                v_expires;
-        EXECUTE format($q$
+                                  LIMIT x.n) AS e$q$, VARIADIC v_t),
+                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_new_parts),
+                      quote_nullable(v_new_next), quote_nullable(v_new_counts), quote_nullable(v_mark),
+                      quote_nullable(v_nonce), quote_nullable(v_consumer), quote_nullable(v_now),
+                      quote_nullable(v_expires)]);
+        EXECUTE rheo._prepared(format($q$
             UPDATE %3$s AS c SET next_sequence = x.next_sequence + x.n
-              FROM unnest($3, $4, $5) AS x(part, next_sequence, n)
-             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = x.part$q$, VARIADIC v_t)
-          USING p_stream, p_group_id, v_new_parts, v_new_next, v_new_counts;
-        EXECUTE format($q$
-            SELECT array_agg(ROW(rheo._lease_id($4, $5, e."partition", e.sequence),
-                                 rheo._lease_id($4, $5, e."partition", e.sequence)::text,
-                                 $1, $2, $3, 1, $6, $7, e.id, e."partition", e.sequence, e.key, e.type, e.payload,
-                                 e.metadata, e.ts)::rheo.lease)
-              FROM unnest($8, $9, $10) AS x(part, next_sequence, n)
+              FROM unnest($3::int[], $4::bigint[], $5::int[]) AS x(part, next_sequence, n)
+             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = x.part$q$, VARIADIC v_t),
+                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_new_parts),
+                      quote_nullable(v_new_next), quote_nullable(v_new_counts)]);
+        EXECUTE rheo._prepared(format($q$
+            SELECT array_agg(ROW(rheo._lease_id($4::text, $5::text, e."partition", e.sequence),
+                                 rheo._lease_id($4::text, $5::text, e."partition", e.sequence)::text,
+                                 $1::text, $2::text, $3::text, 1, $6::timestamptz, $7::timestamptz, e.id, e."partition",
+                                 e.sequence, e.key, e.type, e.payload, e.metadata, e.ts)::rheo.lease)
+              FROM unnest($8::int[], $9::bigint[], $10::int[]) AS x(part, next_sequence, n)
              CROSS JOIN LATERAL (SELECT e.* FROM %1$s e
                                   WHERE e.stream = $1 AND e."partition" = x.part AND e.sequence >= x.next_sequence
                                   ORDER BY e.sequence
-                                  LIMIT x.n) AS e$q$, VARIADIC v_t)
-           INTO v_found
-          USING p_stream, p_group_name, v_consumer, v_mark, v_nonce, v_now, v_expires, v_new_parts, v_new_next,
-                v_new_counts;
+                                  LIMIT x.n) AS e$q$, VARIADIC v_t),
+                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_name), quote_nullable(v_consumer),
+                      quote_nullable(v_mark), quote_nullable(v_nonce), quote_nullable(v_now),
+                      quote_nullable(v_expires), quote_nullable(v_new_parts), quote_nullable(v_new_next),
+                      quote_nullable(v_new_counts)])
+           INTO v_found;
         v_rows := v_rows || coalesce(v_found, '{}');
     END IF;
     -- The leases, in (partition, sequence) order: the deliveries due again
