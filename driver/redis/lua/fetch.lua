@@ -45,7 +45,7 @@ for _, p in ipairs(scope) do
     table.sort(list)
   end
   work[#work + 1] = {p = p, sp = fmt(p), due = list, di = 1, hwm = hwm(p), taken = 0,
-    due_args = gather('ZADD', G .. 'due:' .. p), ip_args = gather('ZADD', G .. 'ip:' .. p)}
+    due_args = gather('ZADD', G .. 'due:' .. p), ip_args = gather('ZADD', G .. 'ip:' .. p), rows = {}}
 end
 
 -- FRESH is the delivery of an event not offered before, outside key
@@ -153,9 +153,11 @@ local records = gather('HSET', G .. 'd')
 local lease_index = gather('HSET', P .. 'leases')
 local released = gather('HDEL', P .. 'leases')
 local consumer, expires = ARGV[7], ARGV[8]
+local claimed = 0
 
 local function claim(w, seq, d)
-  local lid = lease_id(#out + 1)
+  claimed = claimed + 1
+  local lid = lease_id(claimed)
   if d.l ~= '' then
     released[#released + 1] = d.l
   end
@@ -177,7 +179,7 @@ local function claim(w, seq, d)
   lease_index[#lease_index + 1] = lid
   lease_index[#lease_index + 1] = g .. SEP .. w.sp .. SEP .. sseq .. SEP .. a .. SEP .. d.k
   w.taken = w.taken + 1
-  out[#out + 1] = {lid, w.p, seq, tonumber(a)}
+  w.rows[#w.rows + 1] = {lid, w.p, seq, tonumber(a)}
 end
 
 -- Round-robin from a rotating partition: one claim per partition with
@@ -187,10 +189,10 @@ local order = {}
 for i = 0, #work - 1 do
   order[#order + 1] = work[((start + i) % #work) + 1]
 end
-while #out < maxc do
+while claimed < maxc do
   local any = false
   for _, w in ipairs(order) do
-    if #out >= maxc then
+    if claimed >= maxc then
       break
     end
     if not w.done then
@@ -213,10 +215,15 @@ for _, w in ipairs(work) do
     redis.call('HSET', G .. 'cur', w.p, fmt(w.cur))
   end
 end
-table.sort(out, function(a, b)
-  if a[2] ~= b[2] then
-    return a[2] < b[2]
-  end
-  return a[3] < b[3]
+-- Each partition's claims are in sequence order (the due ones, below
+-- the cursor, before the new ones): the partitions in order, each one's
+-- claims after the other, are the leases by (partition, sequence).
+table.sort(work, function(a, b)
+  return a.p < b.p
 end)
+for _, w in ipairs(work) do
+  for _, row in ipairs(w.rows) do
+    out[#out + 1] = row
+  end
+end
 return out
