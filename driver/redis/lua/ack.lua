@@ -79,28 +79,31 @@ local function targets(g, sp)
 end
 
 -- A lease in the index is held (lib.lua, LEASE): an ack needs no more
--- than its index entry and its entry's presence, the receipt.
+-- than its index entry and its entry's presence, the receipt. The
+-- entry's fields are matched at once: group, partition, sequence,
+-- attempt, key.
+local lease_pattern = record_pattern(LEASE)
 local out = {}
 for i, lid in ipairs(lids) do
   local v = index[i]
   if not v then
     out[#out + 1] = 'stale_lease'
   else
-    local r = unpack_record(v, LEASE)
-    local p, seq = tonumber(r.p), tonumber(r.q)
+    local rg, rp, rq, _, rk = string.match(v, lease_pattern)
+    local p, seq = tonumber(rp), tonumber(rq)
     if not present(p, seq) then
       out[#out + 1] = 'receipt_mismatch'
     else
-      local t = targets(r.g, r.p)
+      local t = targets(rg, rp)
       local G = t.G
-      t.records[#t.records + 1] = r.p .. ':' .. r.q
-      t.due[#t.due + 1] = r.q
-      t.ip[#t.ip + 1] = r.q
+      t.records[#t.records + 1] = rp .. ':' .. rq
+      t.due[#t.due + 1] = rq
+      t.ip[#t.ip + 1] = rq
       acked[#acked + 1] = lid
       done(G, p, seq)
-      if r.k ~= '' then
-        redis.call('ZREM', G .. 'kq:' .. p .. ':' .. r.k, fmt(seq))
-        unblock(G, p, r.k, now)
+      if rk ~= '' then
+        redis.call('ZREM', G .. 'kq:' .. p .. ':' .. rk, rq)
+        unblock(G, p, rk, now)
       end
       out[#out + 1] = 1
     end

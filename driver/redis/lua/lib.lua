@@ -170,18 +170,25 @@ local function pack(t, names)
   return table.concat(parts, SEP)
 end
 
+-- A record of n fields is read with one match: n - 1 runs of non-NUL
+-- characters each followed by a NUL, then the rest. The patterns are
+-- built once per field list.
+local patterns = {}
+
+local function record_pattern(names)
+  local pat = patterns[names]
+  if pat == nil then
+    pat = '^' .. string.rep('([^%z]*)%z', #names - 1) .. '(.*)$'
+    patterns[names] = pat
+  end
+  return pat
+end
+
 local function unpack_record(v, names)
+  local vals = {string.match(v, record_pattern(names))}
   local t = {}
-  local pos = 1
-  for _, n in ipairs(names) do
-    local j = string.find(v, SEP, pos, true)
-    if j == nil then
-      t[n] = string.sub(v, pos)
-      pos = #v + 2
-    else
-      t[n] = string.sub(v, pos, j - 1)
-      pos = j + 1
-    end
+  for i, n in ipairs(names) do
+    t[n] = vals[i]
   end
   return t
 end
