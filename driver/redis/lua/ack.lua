@@ -1,6 +1,6 @@
 -- ack: ARGV[4..] lease ids, each settled on its own. Returns per id 1,
 -- or the word of why it was not held. The records' deletions are
--- gathered (later), and the frontier of each partition is kept here
+-- gathered (gather, flush), and the frontier of each partition is kept here
 -- while the acks come in order, written once at the end.
 local now = ARGV[3]
 local fronts = {}
@@ -28,8 +28,9 @@ end
 -- The lease index entries of the batch are read in one HMGET. A
 -- receipt's entry is there when its partition has no hole: the stream
 -- holds every sequence from the low watermark to the high one exactly
--- when its length says so (prune trims below the low watermark; only an
--- XDEL behind Rheo's back makes a hole), and then no entry is read.
+-- when its length says so (prune trims below the low watermark; only a
+-- deletion behind Rheo's back, XDEL or XTRIM, makes a hole), and then no
+-- entry is read.
 -- A partition with a hole has its entries read one by one.
 local lids = {}
 for i = 4, #ARGV do

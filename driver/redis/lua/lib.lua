@@ -221,9 +221,12 @@ local function put_delivery(G, p, seq, d)
   end
 end
 
--- The hot paths (fetch's claims, ack) gather their writes with later and
--- send them with flush, one command per key and verb, instead of one per
--- event. Only writes that nothing in the script reads back are gathered.
+-- The hot paths (fetch's claims, ack) gather their writes and send them
+-- with flush, one command per key and verb, instead of one per event.
+-- gather returns the argument list of a command on a key, to which the
+-- caller adds members to remove, or fields and their values, or scores
+-- and their members. Only writes that nothing in the script reads back
+-- are gathered.
 local gathered, gathered_at = {}, {}
 
 local function gather(cmd, key)
@@ -235,16 +238,6 @@ local function gather(cmd, key)
     gathered[#gathered + 1] = g
   end
   return g.args
-end
-
--- later gathers a command with one argument (a member to remove), or
--- two (a field and its value, a score and its member).
-local function later(cmd, key, a, b)
-  local args = gather(cmd, key)
-  args[#args + 1] = a
-  if b ~= nil then
-    args[#args + 1] = b
-  end
 end
 
 local function flush()
@@ -468,18 +461,6 @@ local function held(lid)
       ', which no longer matches its delivery'
   end
   return {G = G, g = r.g, p = p, seq = seq, d = d}
-end
-
--- lease_position reads where a lease id points, without checking it:
--- partition and sequence, or nil; and the index entry it read (false
--- when there is none).
-local function lease_position(lid)
-  local v = redis.call('HGET', P .. 'leases', lid)
-  if not v then
-    return nil, nil, false
-  end
-  local r = unpack_record(v, LEASE)
-  return tonumber(r.p), tonumber(r.q), v
 end
 
 -- need_held is held, failing with its word.
