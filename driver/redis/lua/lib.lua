@@ -240,12 +240,41 @@ local function gather(cmd, key)
   return g.args
 end
 
+-- A hash or sorted set that Redis creates small is a listpack, in which
+-- every write is a scan, until it passes 128 entries (the default
+-- hash-max-listpack-entries, zset-max-listpack-entries): hundreds of
+-- writes into a new key pay that scan on the first 128 of them. A first
+-- entry longer than 64 bytes (the default *-max-listpack-value) makes
+-- Redis create the key as a hash table or a skip list at once, so a
+-- gathered write of more entries than that into a key that does not
+-- exist starts with such a placeholder and removes it when done. No
+-- other script sees it: scripts are atomic.
+local PLACEHOLDER = string.rep('~', 65)
+local LISTPACK_ENTRIES = 128
+local placeholders = {
+  HSET = {'HSET', 'HDEL', '~', PLACEHOLDER},
+  ZADD = {'ZADD', 'ZREM', 0, PLACEHOLDER},
+}
+
 local function flush()
   for _, g in ipairs(gathered) do
     local args = g.args
+    local ph = placeholders[g.cmd]
+    if ph and #args > 2 * LISTPACK_ENTRIES and redis.call('EXISTS', g.key) == 0 then
+      redis.call(ph[1], g.key, ph[3], ph[4])
+    else
+      ph = nil
+    end
     -- unpack takes a bounded number of values: send in chunks of pairs.
     for i = 1, #args, 4000 do
       redis.call(g.cmd, g.key, unpack(args, i, math.min(i + 3999, #args)))
+    end
+    if ph then
+      if ph[1] == 'HSET' then
+        redis.call(ph[2], g.key, ph[3])
+      else
+        redis.call(ph[2], g.key, ph[4])
+      end
     end
   end
   gathered, gathered_at = {}, {}
