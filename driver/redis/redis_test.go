@@ -77,6 +77,34 @@ func TestDriver(t *testing.T) {
 				require.False(t, results[0].OK)
 			})
 
+			t.Run("a batch ack tells a trimmed entry in its partition and acks the rest", func(t *testing.T) {
+				ctx := context.Background()
+				d := open(t, drivertest.NewClock())
+				s := uniqueStream("trimmed")
+				require.NoError(t, d.CreateStream(ctx, s, 2))
+				require.NoError(t, d.CreateGroup(ctx, s, "g", nil))
+				for _, p := range []int{0, 0, 1} {
+					_, err := d.Append(ctx, s, json.RawMessage(`{}`), &rheo.AppendOptions{Partition: &p})
+					require.NoError(t, err)
+				}
+				leases, err := d.Fetch(ctx, s, "g", &rheo.FetchOptions{MaxCount: 3})
+				require.NoError(t, err)
+				require.Len(t, leases, 3)
+				ids := map[[2]int64]string{}
+				for _, l := range leases {
+					ids[[2]int64{int64(l.Event.Partition), l.Event.Sequence}] = l.LeaseID
+				}
+				// An operator trims partition 0's first entry with XTRIM:
+				// the low watermark does not move, the partition has a hole.
+				require.NoError(t, d.Client().XTrimMinID(ctx, "rheo:{"+s+"}:e:0", "2-0").Err())
+				batch := []string{ids[[2]int64{0, 1}], ids[[2]int64{0, 2}], ids[[2]int64{1, 1}]}
+				results, err := d.AckBatch(ctx, batch)
+				require.NoError(t, err)
+				require.Equal(t, []bool{false, true, true}, []bool{results[0].OK, results[1].OK, results[2].OK})
+				require.ErrorIs(t, d.Ack(ctx, batch[0]), rheo.ErrReceiptMismatch)
+				require.ErrorIs(t, d.Ack(ctx, batch[1]), rheo.ErrStaleLease)
+			})
+
 			t.Run("lease ids are version 8 uuids carrying the stream's number", func(t *testing.T) {
 				ctx := context.Background()
 				d := open(t, drivertest.NewClock())

@@ -44,8 +44,13 @@ for _, p in ipairs(scope) do
     end
     table.sort(list)
   end
-  work[#work + 1] = {p = p, due = list, di = 1, hwm = hwm(p), taken = 0}
+  work[#work + 1] = {p = p, sp = fmt(p), due = list, di = 1, hwm = hwm(p), taken = 0,
+    due_args = gather('ZADD', G .. 'due:' .. p), ip_args = gather('ZADD', G .. 'ip:' .. p), rows = {}}
 end
+
+-- FRESH is the delivery of an event not offered before, outside key
+-- ordering; claim reads it and does not change it.
+local FRESH = {s = 'pending', a = '0', l = '', c = '', la = '', x = now, r = '', k = ''}
 
 -- next_new passes the cursor over the next event. Under key ordering it
 -- reads the partition ahead in one XRANGE for the events' keys, and
@@ -66,7 +71,7 @@ local function next_new(w)
       local seq = w.cur
       w.cur = seq + 1
       w.moved = true
-      return seq, {s = 'pending', a = '0', l = '', c = '', la = '', x = now, r = '', k = ''}
+      return seq, FRESH
     end
     if w.bi > #w.buf then
       local n = math.min(math.ceil(maxc / #work) + 1, 1000)
@@ -141,24 +146,40 @@ local function lease_id(i)
   return lease_prefix .. string.format('%06x', i)
 end
 
+-- The claims' writes, gathered: no claim of this fetch reads the record
+-- or the indexes of another claim (the key queue, which the next claims
+-- of a key read, is written at once).
+local records = gather('HSET', G .. 'd')
+local lease_index = gather('HSET', P .. 'leases')
+local released = gather('HDEL', P .. 'leases')
+local consumer, expires = ARGV[7], ARGV[8]
+local claimed = 0
+
 local function claim(w, seq, d)
-  local lid = lease_id(#out + 1)
+  claimed = claimed + 1
+  local lid = lease_id(claimed)
   if d.l ~= '' then
-    later('HDEL', P .. 'leases', d.l)
+    released[#released + 1] = d.l
   end
-  d.s, d.a, d.l, d.c, d.la, d.x = 'leased', fmt(tonumber(d.a) + 1), lid, ARGV[7], now, ARGV[8]
-  -- put_delivery's writes, gathered: no claim of this fetch reads the
-  -- record or the indexes of another claim (the key queue, which the
-  -- next claims of a key read, is written at once).
-  later('HSET', G .. 'd', dkey(w.p, seq), pack(d, DELIVERY))
-  later('ZADD', G .. 'due:' .. w.p, d.x, fmt(seq))
-  later('ZADD', G .. 'ip:' .. w.p, fmt(seq), fmt(seq))
+  local a = fmt(tonumber(d.a) + 1)
+  local sseq = fmt(seq)
+  -- The record as put_delivery stores it (lib.lua, DELIVERY), and its
+  -- lease's index entry (LEASE), joined at once.
+  records[#records + 1] = w.sp .. ':' .. sseq
+  records[#records + 1] = 'leased' .. SEP .. a .. SEP .. lid .. SEP .. consumer .. SEP .. now .. SEP .. expires ..
+    SEP .. d.r .. SEP .. d.k
+  local due, ip = w.due_args, w.ip_args
+  due[#due + 1] = expires
+  due[#due + 1] = sseq
+  ip[#ip + 1] = sseq
+  ip[#ip + 1] = sseq
   if d.k ~= '' then
-    redis.call('ZADD', G .. 'kq:' .. w.p .. ':' .. d.k, seq, fmt(seq))
+    redis.call('ZADD', G .. 'kq:' .. w.sp .. ':' .. d.k, seq, sseq)
   end
-  later('HSET', P .. 'leases', lid, pack({g = g, p = fmt(w.p), q = fmt(seq), a = d.a, k = d.k}, LEASE))
+  lease_index[#lease_index + 1] = lid
+  lease_index[#lease_index + 1] = g .. SEP .. w.sp .. SEP .. sseq .. SEP .. a .. SEP .. d.k
   w.taken = w.taken + 1
-  out[#out + 1] = {lid, w.p, seq, tonumber(d.a)}
+  w.rows[#w.rows + 1] = {lid, w.p, seq, tonumber(a)}
 end
 
 -- Round-robin from a rotating partition: one claim per partition with
@@ -168,10 +189,10 @@ local order = {}
 for i = 0, #work - 1 do
   order[#order + 1] = work[((start + i) % #work) + 1]
 end
-while #out < maxc do
+while claimed < maxc do
   local any = false
   for _, w in ipairs(order) do
-    if #out >= maxc then
+    if claimed >= maxc then
       break
     end
     if not w.done then
@@ -194,10 +215,15 @@ for _, w in ipairs(work) do
     redis.call('HSET', G .. 'cur', w.p, fmt(w.cur))
   end
 end
-table.sort(out, function(a, b)
-  if a[2] ~= b[2] then
-    return a[2] < b[2]
-  end
-  return a[3] < b[3]
+-- Each partition's claims are in sequence order (the due ones, below
+-- the cursor, before the new ones): the partitions in order, each one's
+-- claims after the other, are the leases by (partition, sequence).
+table.sort(work, function(a, b)
+  return a.p < b.p
 end)
+for _, w in ipairs(work) do
+  for _, row in ipairs(w.rows) do
+    out[#out + 1] = row
+  end
+end
 return out

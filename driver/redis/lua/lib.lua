@@ -170,18 +170,25 @@ local function pack(t, names)
   return table.concat(parts, SEP)
 end
 
+-- A record of n fields is read with one match: n - 1 runs of non-NUL
+-- characters each followed by a NUL, then the rest. The patterns are
+-- built once per field list.
+local patterns = {}
+
+local function record_pattern(names)
+  local pat = patterns[names]
+  if pat == nil then
+    pat = '^' .. string.rep('([^%z]*)%z', #names - 1) .. '(.*)$'
+    patterns[names] = pat
+  end
+  return pat
+end
+
 local function unpack_record(v, names)
+  local vals = {string.match(v, record_pattern(names))}
   local t = {}
-  local pos = 1
-  for _, n in ipairs(names) do
-    local j = string.find(v, SEP, pos, true)
-    if j == nil then
-      t[n] = string.sub(v, pos)
-      pos = #v + 2
-    else
-      t[n] = string.sub(v, pos, j - 1)
-      pos = j + 1
-    end
+  for i, n in ipairs(names) do
+    t[n] = vals[i]
   end
   return t
 end
@@ -214,9 +221,12 @@ local function put_delivery(G, p, seq, d)
   end
 end
 
--- The hot paths (fetch's claims, ack) gather their writes with later and
--- send them with flush, one command per key and verb, instead of one per
--- event. Only writes that nothing in the script reads back are gathered.
+-- The hot paths (fetch's claims, ack) gather their writes and send them
+-- with flush, one command per key and verb, instead of one per event.
+-- gather returns the argument list of a command on a key, to which the
+-- caller adds members to remove, or fields and their values, or scores
+-- and their members. Only writes that nothing in the script reads back
+-- are gathered.
 local gathered, gathered_at = {}, {}
 
 local function gather(cmd, key)
@@ -230,22 +240,41 @@ local function gather(cmd, key)
   return g.args
 end
 
--- later gathers a command with one argument (a member to remove), or
--- two (a field and its value, a score and its member).
-local function later(cmd, key, a, b)
-  local args = gather(cmd, key)
-  args[#args + 1] = a
-  if b ~= nil then
-    args[#args + 1] = b
-  end
-end
+-- A hash or sorted set that Redis creates small is a listpack, in which
+-- every write is a scan, until it passes 128 entries (the default
+-- hash-max-listpack-entries, zset-max-listpack-entries): hundreds of
+-- writes into a new key pay that scan on the first 128 of them. A first
+-- entry longer than 64 bytes (the default *-max-listpack-value) makes
+-- Redis create the key as a hash table or a skip list at once, so a
+-- gathered write of more entries than that into a key that does not
+-- exist starts with such a placeholder and removes it when done. No
+-- other script sees it: scripts are atomic.
+local PLACEHOLDER = string.rep('~', 65)
+local LISTPACK_ENTRIES = 128
+local placeholders = {
+  HSET = {'HSET', 'HDEL', '~', PLACEHOLDER},
+  ZADD = {'ZADD', 'ZREM', 0, PLACEHOLDER},
+}
 
 local function flush()
   for _, g in ipairs(gathered) do
     local args = g.args
+    local ph = placeholders[g.cmd]
+    if ph and #args > 2 * LISTPACK_ENTRIES and redis.call('EXISTS', g.key) == 0 then
+      redis.call(ph[1], g.key, ph[3], ph[4])
+    else
+      ph = nil
+    end
     -- unpack takes a bounded number of values: send in chunks of pairs.
     for i = 1, #args, 4000 do
       redis.call(g.cmd, g.key, unpack(args, i, math.min(i + 3999, #args)))
+    end
+    if ph then
+      if ph[1] == 'HSET' then
+        redis.call(ph[2], g.key, ph[3])
+      else
+        redis.call(ph[2], g.key, ph[4])
+      end
     end
   end
   gathered, gathered_at = {}, {}
@@ -461,18 +490,6 @@ local function held(lid)
       ', which no longer matches its delivery'
   end
   return {G = G, g = r.g, p = p, seq = seq, d = d}
-end
-
--- lease_position reads where a lease id points, without checking it:
--- partition and sequence, or nil; and the index entry it read (false
--- when there is none).
-local function lease_position(lid)
-  local v = redis.call('HGET', P .. 'leases', lid)
-  if not v then
-    return nil, nil, false
-  end
-  local r = unpack_record(v, LEASE)
-  return tonumber(r.p), tonumber(r.q), v
 end
 
 -- need_held is held, failing with its word.
