@@ -103,47 +103,35 @@ const queryChunk = 500
 func (d *Driver) queryPartition(ctx context.Context, stream string, partition int, pos, hwm int64, eq driverutil.QueryScan) ([]rheo.Event, error) {
 	key := prefix(stream) + "e:" + strconv.Itoa(partition)
 	found := []rheo.Event{}
+	// from is where the next chunk starts (exclusive); read reads a chunk
+	// from it in the query's direction, up to the bound.
+	var from string
+	var read func(from string) ([]goredis.XMessage, error)
 	if eq.Descending {
 		if pos <= eq.AfterSequence+1 || pos <= 1 {
 			return found, nil
 		}
-		hi := fmt.Sprintf("(%d-0", pos)
-		lo := fmt.Sprintf("(%d-0", eq.AfterSequence)
-		for len(found) < eq.MaxCount {
-			entries, err := d.client.XRevRangeN(ctx, key, hi, lo, queryChunk).Result()
-			if err != nil {
-				return nil, err
-			}
-			for _, e := range entries {
-				ev, err := messageEvent(stream, partition, e)
-				if err != nil {
-					return nil, err
-				}
-				if eq.Matches(ev) {
-					found = append(found, ev)
-					if len(found) == eq.MaxCount {
-						break
-					}
-				}
-			}
-			if len(entries) < queryChunk {
-				break
-			}
-			hi = "(" + entries[len(entries)-1].ID
+		from = fmt.Sprintf("(%d-0", pos)
+		bound := fmt.Sprintf("(%d-0", eq.AfterSequence)
+		read = func(from string) ([]goredis.XMessage, error) {
+			return d.client.XRevRangeN(ctx, key, from, bound, queryChunk).Result()
 		}
-		return found, nil
+	} else {
+		limit := hwm
+		if eq.UntilSequence != nil {
+			limit = min(limit, *eq.UntilSequence)
+		}
+		if pos >= limit {
+			return found, nil
+		}
+		from = fmt.Sprintf("(%d-0", pos)
+		bound := fmt.Sprintf("%d-0", limit)
+		read = func(from string) ([]goredis.XMessage, error) {
+			return d.client.XRangeN(ctx, key, from, bound, queryChunk).Result()
+		}
 	}
-	limit := hwm
-	if eq.UntilSequence != nil {
-		limit = min(limit, *eq.UntilSequence)
-	}
-	if pos >= limit {
-		return found, nil
-	}
-	lo := fmt.Sprintf("(%d-0", pos)
-	hi := fmt.Sprintf("%d-0", limit)
 	for len(found) < eq.MaxCount {
-		entries, err := d.client.XRangeN(ctx, key, lo, hi, queryChunk).Result()
+		entries, err := read(from)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +150,7 @@ func (d *Driver) queryPartition(ctx context.Context, stream string, partition in
 		if len(entries) < queryChunk {
 			break
 		}
-		lo = "(" + entries[len(entries)-1].ID
+		from = "(" + entries[len(entries)-1].ID
 	}
 	return found, nil
 }

@@ -48,6 +48,7 @@ DECLARE
     v_now          timestamptz := $9;
     v_expires      timestamptz := $10;
     v_t           text[];
+    v_routed      boolean;
     v_work        text;
     v_candidates  int[];
     v_locked      int[];
@@ -102,7 +103,10 @@ BEGIN
     v_nonce := gen_random_uuid()::text;
     v_t := rheo._shard_tables(p_stream, ARRAY['events', 'partitions', 'cursors', 'deliveries', 'dead_letters',
                                               'key_wakeups']);
-    IF v_t[1] <> 'rheo.events' THEN
+    -- Routed: the tables themselves, whose statements Citus sends to the
+    -- stream's node (rheo._shard_tables).
+    v_routed := v_t[1] = 'rheo.events';
+    IF NOT v_routed THEN
         -- On the shards, the prepared statements (rheo._prepared) keep
         -- their plans; routed by Citus they are planned at every call
         -- (the function's setting: Citus routes a generic plan only for
@@ -156,7 +160,7 @@ BEGIN
         -- this statement may hold some, and the fetch returns nothing
         -- rather than wait.
         IF txid_current_if_assigned() IS NOT NULL
-           OR (v_t[1] = 'rheo.events' AND transaction_timestamp() <> statement_timestamp()) THEN
+           OR (v_routed AND transaction_timestamp() <> statement_timestamp()) THEN
             RETURN;
         END IF;
         EXECUTE format($q$
