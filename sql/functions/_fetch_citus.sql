@@ -54,6 +54,7 @@ DECLARE
     v_locked      int[];
     v_next        bigint[];
     v_reclaim     int[];
+    v_expired     int[];
     v_fresh       int[];
     v_avail       int[];
     v_quota       int[];
@@ -115,13 +116,15 @@ BEGIN
     END IF;
 
     -- Whether the cursor c (of partition pt) has work (rheo._has_work
-    -- written out): events past it, a delivery due, or under 'key' a
-    -- wakeup. Its parameters are those of the two statements below: $1
-    -- the stream, $5 now, $7 whether the ordering is 'key'.
+    -- written out): events past it, its expiry mark passed, a pending
+    -- delivery due, or under 'key' a wakeup. Its parameters are those of
+    -- the two statements below: $1 the stream, $5 now, $7 whether the
+    -- ordering is 'key'.
     v_work := format($q$(c.next_sequence <= pt.high_watermark
+                         OR c.expiry_mark <= $5
                          OR EXISTS (SELECT 1 FROM %1$s d
                                      WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                       AND d.expires_at <= $5)
+                                       AND d.state = 'pending' AND d.expires_at <= $5)
                          OR ($7 AND EXISTS (SELECT 1 FROM %2$s w
                                              WHERE w.stream = $1 AND w.group_id = c.group_id
                                                AND w."partition" = c."partition")))$q$, v_t[4], v_t[6]);
@@ -131,16 +134,26 @@ BEGIN
     -- rheo._due_count written out).
     EXECUTE rheo._prepared(format($q$
         SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
-               array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
+               array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part),
+               array_agg(l.part ORDER BY l.part) FILTER (WHERE l.expired)
           FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
                        rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, $4) AS fresh,
                        (SELECT count(*)::int
-                          FROM (SELECT 1 FROM %4$s d
-                                 WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                   AND d.expires_at <= $5
-                                   AND (d.state = 'pending' OR d.attempt < $6)
-                                 ORDER BY d.expires_at
-                                 LIMIT $4::bigint + 1) AS r) AS reclaim
+                          FROM ((SELECT 1 FROM %4$s d
+                                  WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
+                                    AND d.state = 'pending' AND d.expires_at <= $5
+                                  ORDER BY d.expires_at
+                                  LIMIT $4::bigint + 1)
+                                UNION ALL
+                                (SELECT 1 FROM %4$s d
+                                  WHERE c.expiry_mark <= $5
+                                    AND d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
+                                    AND d.expires_at <= $5
+                                    AND d.state = 'leased' AND d.attempt < $6
+                                  ORDER BY d.expires_at
+                                  LIMIT $4::bigint + 1)
+                                LIMIT $4::bigint + 1) AS r) AS reclaim,
+                       c.expiry_mark <= $5 AS expired
                   FROM %3$s c
                   JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
                  WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s
@@ -149,7 +162,7 @@ BEGIN
                 ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_scope),
                       quote_nullable(p_max_count), quote_nullable(v_now), quote_nullable(p_max_attempts),
                       quote_nullable(v_key)])
-       INTO v_locked, v_next, v_fresh, v_reclaim;
+       INTO v_locked, v_next, v_fresh, v_reclaim, v_expired;
     IF v_locked IS NULL THEN
         -- Wait for one partition with work, as rheo.fetch does, only while
         -- the transaction holds no row lock. Here on the stream's shards
@@ -178,17 +191,26 @@ BEGIN
             SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
                    ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, $4)],
                    ARRAY[(SELECT count(*)::int
-                            FROM (SELECT 1 FROM %4$s d
-                                   WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                     AND d.expires_at <= $5
-                                     AND (d.state = 'pending' OR d.attempt < $6)
-                                   ORDER BY d.expires_at
-                                   LIMIT $4::bigint + 1) AS r)]
+                            FROM ((SELECT 1 FROM %4$s d
+                                    WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
+                                      AND d.state = 'pending' AND d.expires_at <= $5
+                                    ORDER BY d.expires_at
+                                    LIMIT $4::bigint + 1)
+                                  UNION ALL
+                                  (SELECT 1 FROM %4$s d
+                                    WHERE c.expiry_mark <= $5
+                                      AND d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
+                                      AND d.expires_at <= $5
+                                      AND d.state = 'leased' AND d.attempt < $6
+                                    ORDER BY d.expires_at
+                                    LIMIT $4::bigint + 1)
+                                  LIMIT $4::bigint + 1) AS r)],
+                   CASE WHEN c.expiry_mark <= $5 THEN ARRAY[c."partition"] END
               FROM %3$s c
               JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
              WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = $3
                FOR NO KEY UPDATE OF c$q$, VARIADIC v_t)
-           INTO v_locked, v_next, v_fresh, v_reclaim
+           INTO v_locked, v_next, v_fresh, v_reclaim, v_expired
           USING p_stream, p_group_id, v_p, p_max_count, v_now, p_max_attempts;
         IF v_locked IS NULL THEN
             RETURN;
@@ -196,7 +218,8 @@ BEGIN
     END IF;
 
     -- Leases expired at the attempt limit are dead-lettered, as in
-    -- rheo.fetch; the dead letters and wakeups by statements of their own.
+    -- rheo.fetch (where the expiry mark has passed); the dead letters and
+    -- wakeups by statements of their own.
     EXECUTE rheo._prepared(format($q$
         WITH due AS MATERIALIZED (
             SELECT x.ctid AS tid FROM %4$s x
@@ -212,7 +235,7 @@ BEGIN
         SELECT array_agg(x."partition"), array_agg(x.sequence), array_agg(x.attempt), array_agg(x.key),
                array_agg(x.has_waiters)
           FROM expired x$q$, VARIADIC v_t),
-                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_locked),
+                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(coalesce(v_expired, '{}')),
                       quote_nullable(v_now), quote_nullable(p_max_attempts)])
        INTO v_parts, v_sequences, v_attempts, v_keys, v_waiters;
     IF v_parts IS NOT NULL THEN
@@ -313,6 +336,23 @@ BEGIN
            INTO v_fresh, v_reclaim
           USING p_stream, p_group_id, v_locked, v_fresh, v_now, p_max_attempts;
     END IF;
+    -- The expiry marks, as in rheo.fetch.
+    EXECUTE rheo._prepared(format($q$
+        UPDATE %3$s AS c
+           SET expiry_mark = least(CASE WHEN x.r + x.f > 0 THEN $5::timestamptz ELSE 'infinity' END,
+                                   CASE WHEN c.expiry_mark <= $4
+                                        THEN coalesce((SELECT d.expires_at FROM %4$s d
+                                                        WHERE d.stream = $1 AND d.group_id = c.group_id
+                                                          AND d."partition" = c."partition" AND d.state = 'leased'
+                                                        ORDER BY d.expires_at
+                                                        LIMIT 1), 'infinity')
+                                        ELSE c.expiry_mark END)
+          FROM unnest($3::int[], $6::int[], $7::int[]) AS x(part, r, f)
+         WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = x.part
+           AND (c.expiry_mark <= $4 OR (x.r + x.f > 0 AND c.expiry_mark > $5))$q$, VARIADIC v_t),
+                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_locked),
+                      quote_nullable(v_now), quote_nullable(v_expires), quote_nullable(v_reclaim),
+                      quote_nullable(v_fresh)]);
     IF p_max_count = 0 THEN
         RETURN;
     END IF;
@@ -355,12 +395,12 @@ BEGIN
                     SELECT array_agg(x.ctid)
                       FROM (SELECT d.ctid FROM %4$s d
                              WHERE d.stream = $1 AND d.group_id = $2 AND d."partition" = $3
-                               AND d.expires_at <= $4 AND (d.state = 'pending' OR d.attempt < $5)
+                               AND d.expires_at <= $4 AND (d.state = 'pending' OR ($7 AND d.attempt < $5))
                              ORDER BY d.sequence
                              LIMIT $6
                                FOR UPDATE SKIP LOCKED) AS x$q$, VARIADIC v_t)
                    INTO v_tids
-                  USING p_stream, p_group_id, v_p, v_now, p_max_attempts, v_a;
+                  USING p_stream, p_group_id, v_p, v_now, p_max_attempts, v_a, coalesce(v_p = ANY (v_expired), false);
             END IF;
             IF v_tids IS NOT NULL AND v_key THEN
                 -- 'key': a delivery due behind an earlier one of its key not

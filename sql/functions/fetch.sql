@@ -55,6 +55,7 @@ DECLARE
     v_locked      int[];
     v_next        bigint[];
     v_reclaim     int[];
+    v_expired     int[];
     v_fresh       int[];
     v_avail       int[];
     v_quota       int[];
@@ -117,16 +118,18 @@ BEGIN
     -- keys with a wakeup are work too (below). The helpers are inlined:
     -- the plan is that of the expressions they name.
     SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
-           array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part)
-      INTO v_locked, v_next, v_fresh, v_reclaim
+           array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part),
+           array_agg(l.part ORDER BY l.part) FILTER (WHERE l.expired)
+      INTO v_locked, v_next, v_fresh, v_reclaim, v_expired
       FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
                    rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count) AS fresh,
                    (SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
-                                                  p_max_count::bigint + 1) AS n) AS reclaim
+                                                  p_max_count::bigint + 1, c.expiry_mark <= v_now) AS n) AS reclaim,
+                   c.expiry_mark <= v_now AS expired
               FROM rheo.cursors c
               JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
              CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, pt.high_watermark,
-                                               v_now, v_key) AS h
+                                               v_now, v_key, c.expiry_mark) AS h
              WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
              ORDER BY c."partition"
                FOR NO KEY UPDATE OF c SKIP LOCKED) AS l;
@@ -148,7 +151,7 @@ BEGIN
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
          CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, pt.high_watermark,
-                                           v_now, v_key) AS h
+                                           v_now, v_key, c.expiry_mark) AS h
          WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope);
         IF v_candidates IS NULL THEN
             RETURN;
@@ -157,8 +160,9 @@ BEGIN
         SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
                ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count)],
                ARRAY[(SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
-                                                    p_max_count::bigint + 1) AS n)]
-          INTO v_locked, v_next, v_fresh, v_reclaim
+                                                    p_max_count::bigint + 1, c.expiry_mark <= v_now) AS n)],
+               CASE WHEN c.expiry_mark <= v_now THEN ARRAY[c."partition"] END
+          INTO v_locked, v_next, v_fresh, v_reclaim, v_expired
           FROM rheo.cursors c
           JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
          WHERE c.group_id = v_group.group_id AND c."partition" = v_p
@@ -170,7 +174,8 @@ BEGIN
 
     -- A lease that expired at the attempt limit is dead-lettered rather
     -- than leased again, so a handler that always crashes cannot loop.
-    -- Only in the partitions locked above: one whose cursor another
+    -- Only in the partitions locked above whose expiry mark has passed
+    -- (below it, no lease has expired): one whose cursor another
     -- fetcher holds is that fetcher's to clear, and one that a replay or
     -- reset holds, theirs. Delivery rows are taken with SKIP LOCKED here
     -- and below: a row locked by a settle in progress is that settle's to
@@ -181,7 +186,7 @@ BEGIN
     -- the key, which the 'key' mode takes below, within this fetch.
     WITH due AS MATERIALIZED (
         SELECT x.ctid AS tid FROM rheo.deliveries x
-         WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_locked)
+         WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_expired)
            AND x.expires_at <= v_now
            AND x.state = 'leased' AND x.attempt >= v_group.max_attempts
            FOR UPDATE SKIP LOCKED
@@ -268,6 +273,29 @@ BEGIN
           FROM unnest(v_locked, v_fresh) WITH ORDINALITY AS x(part, f, ord)
           LEFT JOIN LATERAL rheo._turn(v_group.group_id, x.part) AS h ON true;
     END IF;
+    -- The expiry marks of the partitions locked (docs/design.md, "Due
+    -- times"): where the mark has passed (v_expired), it is moved up to
+    -- the earliest expiry of the leases in flight, found by the index of
+    -- due times (an expired one left behind keeps it passed, so that the
+    -- next fetch looks again), or to 'infinity' when there is none; and it
+    -- is brought down to the expiry of the leases this fetch makes, in the
+    -- partitions it may lease from, where it is later. After the dead
+    -- letters and the ordering's steps above, which change what each
+    -- partition gives. Only a fetch holding the cursor row writes it, or a
+    -- renew that holds it (rheo.renew), so no write is lost; most fetches
+    -- write nothing here.
+    UPDATE rheo.cursors AS c
+       SET expiry_mark = least(CASE WHEN x.r + x.f > 0 THEN v_expires ELSE 'infinity' END,
+                               CASE WHEN c.expiry_mark <= v_now
+                                    THEN coalesce((SELECT d.expires_at FROM rheo.deliveries d
+                                                    WHERE d.group_id = c.group_id AND d."partition" = c."partition"
+                                                      AND d.state = 'leased'
+                                                    ORDER BY d.expires_at
+                                                    LIMIT 1), 'infinity')
+                                    ELSE c.expiry_mark END)
+      FROM unnest(v_locked, v_reclaim, v_fresh) AS x(part, r, f)
+     WHERE c.group_id = v_group.group_id AND c."partition" = x.part
+       AND (c.expiry_mark <= v_now OR (x.r + x.f > 0 AND c.expiry_mark > v_expires));
     IF p_max_count = 0 THEN
         RETURN;
     END IF;
@@ -315,7 +343,8 @@ BEGIN
              WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM plan p
                                         CROSS JOIN LATERAL rheo._due(v_group.group_id, p.part, v_now,
                                                                      v_group.max_attempts, p_max_count,
-                                                                     p.reclaim, p.due_known) AS due(tid)
+                                                                     p.reclaim, p.due_known,
+                                                                     coalesce(p.part = ANY (v_expired), false)) AS due(tid)
                                         WHERE p.reclaim > 0))
                AND d.expires_at <= v_now
                AND (d.state = 'pending' OR d.attempt < v_group.max_attempts)
@@ -458,7 +487,7 @@ BEGIN
         SELECT d.tid
           FROM plan p
          CROSS JOIN LATERAL rheo._due(v_group.group_id, p.part, v_now, v_group.max_attempts, p_max_count,
-                                      p.reclaim, p.due_known) AS d(tid)
+                                      p.reclaim, p.due_known, coalesce(p.part = ANY (v_expired), false)) AS d(tid)
          WHERE p.reclaim > 0 AND NOT v_part
         UNION ALL
         SELECT d.tid

@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(41);
+SELECT plan(45);
 
 -- The helpers the planner inlines (sql/functions/_route.sql): each one's
 -- rule on cases of its own, and a check that a plan holds its body, not
@@ -72,24 +72,28 @@ SELECT rheo.retry(l.lease_id, clock => '2030-01-01Z') FROM leased l WHERE l.sequ
 CREATE TEMP TABLE g AS SELECT group_id AS id FROM rheo.groups WHERE stream = 's' AND group_name = 'g';
 
 -- rheo._due_count
-SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01Z', 2, 100) AS n), 1,
+SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01Z', 2, 100, true) AS n), 1,
     '_due_count: a retry due now is counted, leases in flight are not');
-SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 2, 100) AS n), 3,
+SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 2, 100, true) AS n), 3,
     '_due_count: expired leases below the attempt limit are counted with the retry');
-SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 1, 100) AS n), 1,
+SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 2, 100, false) AS n), 1,
+    '_due_count: without expired (the expiry mark not passed), only the pending deliveries are looked for');
+SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 1, 100, true) AS n), 1,
     '_due_count: expired leases at the attempt limit are not: fetch dead-letters them');
-SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 2, 2) AS n), 2,
+SELECT is((SELECT n FROM g, rheo._due_count(g.id, 0, '2030-01-01 00:00:01Z', 2, 2, true) AS n), 2,
     '_due_count: the count stops at cap');
-SELECT ok(pg_temp.plan_of($$SELECT (SELECT n FROM rheo._due_count(c.group_id, c."partition", now(), 2, 10) AS n)
+SELECT ok(pg_temp.plan_of($$SELECT (SELECT n FROM rheo._due_count(c.group_id, c."partition", now(), 2, 10,
+                                                                  c.expiry_mark <= now()) AS n)
                             FROM rheo.cursors c$$) !~ 'Function Scan',
     '_due_count is inlined: the plan counts the deliveries, not a function scan');
 
 -- rheo._due
 -- The sequences of the deliveries _due returns.
-CREATE FUNCTION pg_temp.due(now timestamptz, max_attempts int, n int, due_known boolean) RETURNS bigint[]
+CREATE FUNCTION pg_temp.due(now timestamptz, max_attempts int, n int, due_known boolean,
+                             expired boolean DEFAULT true) RETURNS bigint[]
 LANGUAGE sql AS $fn$
     SELECT array_agg(d.sequence ORDER BY d.sequence) FROM rheo.deliveries d
-     WHERE d.ctid IN (SELECT t FROM g, rheo._due(g.id, 0, $1, $2, 10, $3, $4) AS t)
+     WHERE d.ctid IN (SELECT t FROM g, rheo._due(g.id, 0, $1, $2, 10, $3, $4, $5) AS t)
 $fn$;
 
 SELECT is(pg_temp.due('2030-01-01Z', 2, 10, true), '{3}'::bigint[], '_due: a retry due now, not the leases in flight');
@@ -97,10 +101,15 @@ SELECT is(pg_temp.due('2030-01-01 00:00:01Z', 2, 2, true), '{1,2}'::bigint[],
     '_due: the n lowest sequences due, read by due time');
 SELECT is(pg_temp.due('2030-01-01 00:00:01Z', 2, 2, false), '{1,2}'::bigint[],
     '_due: the same read by the primary key');
+SELECT is(pg_temp.due('2030-01-01 00:00:01Z', 2, 10, true, false), '{3}'::bigint[],
+    '_due: without expired, the pending deliveries only, read by due time');
+SELECT is(pg_temp.due('2030-01-01 00:00:01Z', 2, 10, false, false), '{3}'::bigint[],
+    '_due: the same read by the primary key');
 SELECT is(pg_temp.due('2030-01-01 00:00:01Z', 1, 10, true), '{3}'::bigint[],
     '_due: leases expired at the attempt limit are not due again');
 SELECT ok(pg_temp.plan_of($$SELECT d FROM rheo.cursors c
-                            CROSS JOIN LATERAL rheo._due(c.group_id, c."partition", now(), 2, 10, 5, true) AS d$$)
+                            CROSS JOIN LATERAL rheo._due(c.group_id, c."partition", now(), 2, 10, 5, true,
+                                                         c.expiry_mark <= now()) AS d$$)
           !~ 'Function Scan',
     '_due is inlined: the plan reads the deliveries, not a function scan');
 
@@ -140,26 +149,28 @@ SELECT ok(pg_temp.plan_of($$SELECT e.id FROM rheo.cursors c
     '_event keeps its LIMIT when inlined: one probe of the events a row, not a join the planner may hash');
 
 -- rheo._has_work (last: it changes the deliveries)
-SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 4, 5, '2030-01-01Z', false)),
+SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 4, 5, '2030-01-01Z', false, 'infinity')),
     '_has_work: events past the cursor are work');
-SELECT ok(NOT EXISTS (SELECT FROM g, rheo._has_work(g.id, 1, 1, 0, '2030-01-01Z', false)),
+SELECT ok(NOT EXISTS (SELECT FROM g, rheo._has_work(g.id, 1, 1, 0, '2030-01-01Z', false, 'infinity')),
     '_has_work: a partition with no event past the cursor and no delivery has none');
-SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01Z', false)),
+SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01Z', false, '2030-01-01 00:00:01Z')),
     '_has_work: a delivery due again (a retry) is work');
 DELETE FROM rheo.deliveries WHERE sequence = 3;
-SELECT ok(NOT EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01Z', false)),
+SELECT ok(NOT EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01Z', false, '2030-01-01 00:00:01Z')),
     '_has_work: leases in flight are not work');
-SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01 00:00:01Z', false)),
-    '_has_work: an expired lease is work');
+SELECT ok(EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01 00:00:01Z', false, '2030-01-01 00:00:01Z')),
+    '_has_work: the expiry mark reached is work (a lease may have expired)');
+SELECT ok(NOT EXISTS (SELECT FROM g, rheo._has_work(g.id, 0, 6, 5, '2030-01-01 00:00:01Z', false, 'infinity')),
+    '_has_work: below the mark the leases in flight are not read');
 INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key) SELECT 's', g.id, 1, 'k' FROM g;
 SELECT results_eq(
-    $$SELECT (SELECT count(*) FROM g, rheo._has_work(g.id, 1, 1, 0, '2030-01-01Z', o.key_ordering))
+    $$SELECT (SELECT count(*) FROM g, rheo._has_work(g.id, 1, 1, 0, '2030-01-01Z', o.key_ordering, 'infinity'))
           FROM (VALUES (true), (false)) AS o(key_ordering)$$,
     $$VALUES (1::bigint), (0::bigint)$$,
     '_has_work: a key wakeup is work under key ordering only');
 SELECT ok(pg_temp.plan_of($$SELECT c."partition" FROM rheo.cursors c
                             CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, 0,
-                                                              now(), false) AS h$$) !~ 'Function Scan',
+                                                              now(), false, c.expiry_mark) AS h$$) !~ 'Function Scan',
     '_has_work is inlined: the plan holds its condition, not a function scan');
 
 SELECT * FROM finish();

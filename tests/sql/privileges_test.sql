@@ -82,10 +82,10 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_proc p
 -- of the pinned function they are inlined into.
 CREATE TEMP TABLE inlined(signature) AS VALUES
     ('rheo._route(text,integer)'), ('rheo._event_key(text,jsonb)'),
-    ('rheo._has_work(integer,integer,bigint,bigint,timestamp with time zone,boolean)'),
-    ('rheo._due_count(integer,integer,timestamp with time zone,integer,bigint)'),
+    ('rheo._has_work(integer,integer,bigint,bigint,timestamp with time zone,boolean,timestamp with time zone)'),
+    ('rheo._due_count(integer,integer,timestamp with time zone,integer,bigint,boolean)'),
     ('rheo._fresh(bigint,bigint,integer)'),
-    ('rheo._due(integer,integer,timestamp with time zone,integer,integer,integer,boolean)'),
+    ('rheo._due(integer,integer,timestamp with time zone,integer,integer,integer,boolean,boolean)'),
     ('rheo._turn(integer,integer)'), ('rheo._distributed()'), ('rheo._lease_hash(uuid)'), ('rheo._lease_id(text,text,integer,bigint)'),
     ('rheo._plan(integer[],bigint[],integer[],integer[],integer)'),
     ('rheo._event(text,integer,bigint)');

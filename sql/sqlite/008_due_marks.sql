@@ -1,0 +1,6 @@
+-- The twin of sql/schema/008_due_marks.sql, which gives PostgreSQL's
+-- fetch a mark of the earliest lease expiry per partition and an index of
+-- the pending deliveries. SQLite removes a deleted row's index entries
+-- with the row, so its due check has no dead entries to pass, whatever
+-- a reader holds: its schema is unchanged, and the version moves on with
+-- PostgreSQL's.
