@@ -344,6 +344,7 @@ BEGIN
                                         THEN coalesce((SELECT d.expires_at FROM %4$s d
                                                         WHERE d.stream = $1 AND d.group_id = c.group_id
                                                           AND d."partition" = c."partition" AND d.state = 'leased'
+                                                          AND d.expires_at < 'infinity'
                                                         ORDER BY d.expires_at
                                                         LIMIT 1), 'infinity')
                                         ELSE c.expiry_mark END)

@@ -289,7 +289,7 @@ BEGIN
                                CASE WHEN c.expiry_mark <= v_now
                                     THEN coalesce((SELECT d.expires_at FROM rheo.deliveries d
                                                     WHERE d.group_id = c.group_id AND d."partition" = c."partition"
-                                                      AND d.state = 'leased'
+                                                      AND d.state = 'leased' AND d.expires_at < 'infinity'
                                                     ORDER BY d.expires_at
                                                     LIMIT 1), 'infinity')
                                     ELSE c.expiry_mark END)

@@ -2,10 +2,11 @@
 -- to lapse (or lapsed, not yet claimed again) and retries about to come
 -- due. For operators and dashboards, who may not read rheo.deliveries
 -- (docs/security.md). Events blocked behind their keys ('key' ordering)
--- are neither, and are left out: they are in neither index read.
+-- are neither, and are left out: they are due at 'infinity', the end of
+-- the index range read.
 --
 -- Each partition gives at most max_count of its deliveries through the
--- indexes of their due times, and the soonest max_count of those are
+-- index of their due time, and the soonest max_count of those are
 -- returned: the cost follows max_count and the partition count, not the
 -- leases in flight.
 CREATE OR REPLACE FUNCTION rheo.leases(stream text, group_name text, max_count int DEFAULT 100)
@@ -15,8 +16,7 @@ LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
--- Each partition's deliveries are read in due order from their indexes
--- (the leases' and the pending ones', merged),
+-- Each partition's deliveries are read in due order from their index,
 -- whatever the statistics say: the filter on the stream (which the
 -- single server's index does not hold) would otherwise make the planner
 -- sort every delivery of the partition instead.
@@ -39,23 +39,13 @@ BEGIN
     RETURN QUERY
         SELECT e.id, d."partition", d.sequence, d.state, d.consumer_id, d.attempt, d.leased_at, d.expires_at, d.reason
           FROM rheo.cursors c
-         CROSS JOIN LATERAL (SELECT y.* FROM
-                              ((SELECT x."partition", x.sequence, x.state, x.consumer_id, x.attempt, x.leased_at,
-                                       x.expires_at, x.reason
-                                  FROM rheo.deliveries x
-                                 WHERE x.stream = p_stream AND x.group_id = c.group_id
-                                   AND x."partition" = c."partition" AND x.state = 'leased'
-                                 ORDER BY x.expires_at
-                                 LIMIT p_max_count)
-                               UNION ALL
-                               (SELECT x."partition", x.sequence, x.state, x.consumer_id, x.attempt, x.leased_at,
-                                       x.expires_at, x.reason
-                                  FROM rheo.deliveries x
-                                 WHERE x.stream = p_stream AND x.group_id = c.group_id
-                                   AND x."partition" = c."partition" AND x.state = 'pending'
-                                 ORDER BY x.expires_at
-                                 LIMIT p_max_count)) AS y
-                              ORDER BY y.expires_at
+         CROSS JOIN LATERAL (SELECT x."partition", x.sequence, x.state, x.consumer_id, x.attempt, x.leased_at,
+                                    x.expires_at, x.reason
+                               FROM rheo.deliveries x
+                              WHERE x.stream = p_stream AND x.group_id = c.group_id
+                                AND x."partition" = c."partition"
+                                AND x.expires_at < 'infinity'
+                              ORDER BY x.expires_at
                               LIMIT p_max_count) AS d
          CROSS JOIN LATERAL (SELECT ev.id FROM rheo.events ev
                               WHERE ev.stream = p_stream AND ev."partition" = d."partition"

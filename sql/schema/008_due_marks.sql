@@ -2,8 +2,8 @@
 -- lower bound of the expiry of every lease in flight of its group and
 -- partition; only a fetch, holding the cursor row, and a renew that
 -- brings a lease's expiry before it, taking the cursor row first, write
--- it. A fetch looks for expired leases in deliveries_leased_idx only
--- once now has reached the mark, and then moves the mark up to the earliest
+-- it. A fetch looks for expired leases in deliveries_due_idx only once
+-- now has reached the mark, and then moves the mark up to the earliest
 -- expiry it finds. Deliveries waiting for a retry's delay, a replay or
 -- their key's turn (state 'pending') are found by an index of their own,
 -- which the settled leases never enter: so the due check no longer walks
@@ -12,29 +12,19 @@
 --
 -- Applied under load (docs/upgrading.md): the column comes with a
 -- constant default (a catalog change), '-infinity', which makes the first
--- fetch of each partition look, and the indexes are built concurrently.
--- The previous release's functions read neither. The follow-up drops the
--- index they read and the helpers whose signatures changed, once their
--- calls in flight are over.
+-- fetch of each partition look, and the index is built concurrently. The
+-- previous release's functions do not read either. The follow-up drops
+-- the helpers whose signatures changed, once its fetches in flight that
+-- call them are over.
 
 -- rheo:step
 ALTER TABLE rheo.cursors ADD COLUMN IF NOT EXISTS expiry_mark timestamptz NOT NULL DEFAULT '-infinity';
-
--- The due times, split by state: the leases' expiries, read once a mark
--- has passed, and the pending deliveries' times, read at every fetch.
--- The blocked deliveries, due at 'infinity', enter neither. They replace
--- deliveries_due_idx, which the previous release's functions read until
--- the follow-up drops it.
--- rheo:step concurrently
-CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_leased_idx
-    ON rheo.deliveries (group_id, "partition", expires_at) WHERE state = 'leased';
 
 -- rheo:step concurrently
 CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_pending_idx
     ON rheo.deliveries (group_id, "partition", expires_at) WHERE state = 'pending';
 
 -- rheo:step followup
-DROP INDEX IF EXISTS rheo.deliveries_due_idx;
 DROP FUNCTION IF EXISTS rheo._has_work(int, int, bigint, bigint, timestamptz, boolean);
 DROP FUNCTION IF EXISTS rheo._due_count(int, int, timestamptz, int, bigint);
 DROP FUNCTION IF EXISTS rheo._due(int, int, timestamptz, int, int, int, boolean);

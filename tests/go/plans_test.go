@@ -93,7 +93,7 @@ func TestIndexPaths(t *testing.T) {
 			{"start_at near the end of the log", fmt.Sprintf(`SELECT rheo.create_group('loaded', 'late-%d', start_at => '2030-01-01 01:00Z')`, round),
 				2 * 1024, 0, 4, "time_marks_max_ts_idx"},
 			{"fetch of one with 100,000 leases in flight", `SELECT count(*) FROM rheo.fetch('loaded', 'busy', max_count => 1,
-				clock => '2030-01-01 02:00:02Z')`, 2, 8, 0, "deliveries_leased_idx"},
+				clock => '2030-01-01 02:00:02Z')`, 2, 8, 0, "deliveries_due_idx"},
 		} {
 			t.Run(stats+"/"+tc.name, func(t *testing.T) {
 				plans.reset()
