@@ -13,9 +13,9 @@
 -- Applied under load (docs/upgrading.md): the column comes with a
 -- constant default (a catalog change), '-infinity', which makes the first
 -- fetch of each partition look, and the index is built concurrently. The
--- previous release's functions do not read either. The follow-up drops
--- the helpers whose signatures changed, once its fetches in flight that
--- call them are over.
+-- previous release's functions read neither. Once its calls in flight at
+-- the switch are over, the follow-ups forget the marks that its fetches
+-- did not keep, and drop the helpers whose signatures changed.
 
 -- rheo:step
 ALTER TABLE rheo.cursors ADD COLUMN IF NOT EXISTS expiry_mark timestamptz NOT NULL DEFAULT '-infinity';
@@ -23,6 +23,12 @@ ALTER TABLE rheo.cursors ADD COLUMN IF NOT EXISTS expiry_mark timestamptz NOT NU
 -- rheo:step concurrently
 CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_pending_idx
     ON rheo.deliveries (group_id, "partition", expires_at) WHERE state = 'pending';
+
+-- A fetch of the previous release still in flight at the switch makes
+-- leases without bringing a mark down: once those calls are over, every
+-- mark is forgotten again, and the next fetch of each partition looks.
+-- rheo:step followup
+UPDATE rheo.cursors SET expiry_mark = '-infinity' WHERE expiry_mark > '-infinity';
 
 -- rheo:step followup
 DROP FUNCTION IF EXISTS rheo._has_work(int, int, bigint, bigint, timestamptz, boolean);
