@@ -9,10 +9,6 @@ SET search_path = pg_catalog, pg_temp
 -- scan would read every deleted row not yet vacuumed, and the planner
 -- picks one when statistics are missing or stale (a new table has none).
 SET enable_seqscan = off
--- The delete's join a nested loop, which keeps the order of its sorted
--- side (below).
-SET enable_hashjoin = off
-SET enable_mergejoin = off
 SET plan_cache_mode = force_generic_plan
 -- A hot path: JIT compilation, redone at every call, would cost more than
 -- the statement (see rheo.fetch).
@@ -21,6 +17,7 @@ AS $$
 DECLARE
     p_lease_ids ALIAS FOR $1;
     p_clock     ALIAS FOR $2;
+    v_tids      tid[];
     v_stream    text;
     v_settled   uuid[] := '{}';
     v_ids       uuid[];
@@ -33,20 +30,19 @@ BEGIN
     IF p_clock IS NOT NULL THEN
         PERFORM rheo._check_time('clock', p_clock);
     END IF;
-    -- The deliveries are deleted in primary key order, the order in which
+    -- The deliveries are locked in primary key order, the order in which
     -- replay, reset_group and prune lock them too, so that a batch
     -- settling while a group is replayed or its stream pruned waits for
-    -- the other, or the other for it, but the two never deadlock: one
-    -- DELETE joins the lease ids, found and sorted by the primary key, to
-    -- their rows in a nested loop (the only join the function lets the
-    -- planner make), which deletes in the order of its sorted outer side.
-    -- A row that a write in progress holds (a renew, a 'key' fetch
-    -- marking its waiters) is waited for, and the DELETE then checks its
-    -- conditions on the row's new version again: the same lease id, still
-    -- leased. No row lock is taken before the delete (the delete is the
-    -- lock), so each delivery writes one record to the WAL, not two. Those
-    -- with later events of their key blocked behind them leave a wakeup of
-    -- the key ('key' ordering).
+    -- the other, or the other for it, but the two never deadlock.
+    --
+    -- Locked in a statement of their own: when a row is locked by a write
+    -- in progress (a renew, a 'key' fetch marking its waiters), the lock
+    -- waits for it and returns the row's new version, which a delete in
+    -- the same statement could not see (its snapshot predates that
+    -- write), so the lease would be reported stale while still held. The
+    -- next statement sees what it locked. They are then deleted by their
+    -- physical address. Those with later events of their key blocked
+    -- behind them leave a wakeup of the key ('key' ordering).
     IF rheo._distributed() THEN
         -- On Citus, stream by stream, each named as its lease ids name it
         -- (see rheo.ack and rheo._lease_streams; the ids a fetch made on
@@ -70,13 +66,15 @@ BEGIN
          ORDER BY u.ord;
         RETURN;
     END IF;
+    SELECT array_agg(h.tid) INTO v_tids
+      FROM (SELECT d.ctid AS tid FROM rheo.deliveries d
+             WHERE d.lease_id = ANY (p_lease_ids) AND d.state = 'leased'
+             ORDER BY d.group_id, d."partition", d.sequence
+               FOR UPDATE) AS h;
     RETURN QUERY
     WITH settled AS (
         DELETE FROM rheo.deliveries AS d
-         USING (SELECT x.lease_id FROM rheo.deliveries x
-                 WHERE x.lease_id = ANY (p_lease_ids) AND x.state = 'leased'
-                 ORDER BY x.group_id, x."partition", x.sequence) AS k
-         WHERE d.lease_id = k.lease_id AND d.state = 'leased'
+         WHERE d.ctid = ANY (v_tids)
         RETURNING d.lease_id, d.stream, d.group_id, d."partition", d.key, d.has_waiters
     ), woken AS (
         INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
