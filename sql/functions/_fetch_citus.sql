@@ -217,6 +217,7 @@ BEGIN
         END IF;
     END IF;
 
+    IF v_expired IS NOT NULL THEN
     -- Leases expired at the attempt limit are dead-lettered, as in
     -- rheo.fetch (where the expiry mark has passed); the dead letters and
     -- wakeups by statements of their own.
@@ -252,6 +253,7 @@ BEGIN
                  WHERE x.has_waiters$q$, VARIADIC v_t)
               USING p_stream, p_group_id, v_parts, v_keys, v_waiters;
         END IF;
+    END IF;
     END IF;
 
     IF v_key THEN

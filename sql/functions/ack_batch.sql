@@ -9,6 +9,13 @@ SET search_path = pg_catalog, pg_temp
 -- scan would read every deleted row not yet vacuumed, and the planner
 -- picks one when statistics are missing or stale (a new table has none).
 SET enable_seqscan = off
+-- And by it alone, as a bitmap scan: a plain index scan may walk a whole
+-- index instead (the primary key, for the order it gives), which the
+-- planner prices as cheap when the table's statistics are those of the
+-- few rows in progress, and which reads every settled row not yet
+-- vacuumed: under a held snapshot 50-100 ms an ack_batch of 64
+-- (docs/decisions.md, "Due times and settles").
+SET enable_indexscan = off
 SET plan_cache_mode = force_generic_plan
 -- A hot path: JIT compilation, redone at every call, would cost more than
 -- the statement (see rheo.fetch).

@@ -184,6 +184,9 @@ BEGIN
     -- up once, not once per row by a join. A dead letter is terminal: one
     -- with later events of its key blocked behind it leaves a wakeup of
     -- the key, which the 'key' mode takes below, within this fetch.
+    -- Skipped whole when no mark has passed: the index scan would walk
+    -- the group's entries due by now, whatever the partitions.
+    IF v_expired IS NOT NULL THEN
     WITH due AS MATERIALIZED (
         SELECT x.ctid AS tid FROM rheo.deliveries x
          WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_expired)
@@ -201,6 +204,7 @@ BEGIN
     INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
     SELECT p_stream, v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
       FROM expired x;
+    END IF;
 
     IF v_key THEN
         -- Every probe of a key's deliveries names the group and the
