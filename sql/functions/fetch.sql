@@ -54,6 +54,7 @@ DECLARE
     v_candidates  int[];
     v_first       int;
     v_rotated     boolean;
+    v_had_xid     boolean;
     v_locked      int[];
     v_next        bigint[];
     v_reclaim     int[];
@@ -127,6 +128,7 @@ BEGIN
     -- (below). The helpers are inlined: the plan is that of the
     -- expressions they name. When nothing could be locked, the statement
     -- also gives the candidates, for the wait below.
+    v_had_xid := txid_current_if_assigned() IS NOT NULL;
     LOOP
         WITH work AS MATERIALIZED (
             SELECT w.part, w.claim, w.k,
@@ -176,13 +178,14 @@ BEGIN
         -- ends in a full fetch. This is the only wait of a fetch, and it
         -- waits only while its transaction holds no row lock, so it
         -- cannot close a cycle of waits (docs/design.md, "Locks"); after
-        -- it, the locking read skips what it cannot lock at once. The
-        -- statement above can leave it holding some: a cursor that a
-        -- fetch committed meanwhile is locked first and read again after.
-        -- A transaction with an id has locked rows (this statement's, or
-        -- its caller's): it reports nothing instead, as when there is no
-        -- work.
-        IF v_candidates IS NULL OR txid_current_if_assigned() IS NOT NULL THEN
+        -- it, the locking read skips what it cannot lock at once. A
+        -- transaction that had an id before the locking read may hold
+        -- row locks (its caller's): it reports nothing instead, as when
+        -- there is no work. The read itself locked nothing: it returns
+        -- every row it locks, as a row changed meanwhile is checked again
+        -- only on its partition, which no update changes. (Its id is not
+        -- asked after the read: nextval, above, can assign one.)
+        IF v_candidates IS NULL OR v_had_xid THEN
             RETURN;
         END IF;
         v_first := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];

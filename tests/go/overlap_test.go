@@ -103,7 +103,9 @@ func TestConcurrentFetchAfterWait(t *testing.T) {
 			second, err = pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
 			return err
 		})
-		concWaitForLock(ctx, t, pool, b.pid)
+		concFinishedOrWaiting(ctx, t, pool, b)
+		require.False(t, b.finished(), "the second fetch returned %v (error %v) while the first held every partition with work, want it to wait",
+			concEvents(second), b.err)
 		require.NoError(t, tx.Commit(ctx))
 		require.NoError(t, b.wait(), "the fetch that waited")
 		// Eight of the twelve left, dealt round-robin: two from each.
