@@ -164,7 +164,8 @@ BEGIN
                                                                     WHERE t.expires_at > $5)) AS claim
                                   FROM %3$s c
                                   JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
-                                 WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s) AS v) AS w
+                                 WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s
+                                OFFSET 0) AS v) AS w
             )
             SELECT array_agg(l.part ORDER BY l.ord), array_agg(l.next_sequence ORDER BY l.ord),
                    array_agg(rheo._fresh(l.next_sequence, l.high_watermark, $4) ORDER BY l.ord),

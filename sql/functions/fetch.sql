@@ -153,7 +153,8 @@ BEGIN
                               JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
                              CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence,
                                                                pt.high_watermark, v_now, v_key) AS h
-                             WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)) AS v) AS w
+                             WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+                            OFFSET 0) AS v) AS w  -- OFFSET 0: claim is computed once a row, not once a window
         )
         SELECT array_agg(l.part ORDER BY l.ord), array_agg(l.next_sequence ORDER BY l.ord),
                array_agg(rheo._fresh(l.next_sequence, l.high_watermark, p_max_count) ORDER BY l.ord),
