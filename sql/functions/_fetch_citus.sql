@@ -140,32 +140,36 @@ BEGIN
     LOOP
         EXECUTE rheo._prepared(format($q$
             WITH work AS MATERIALIZED (
-                SELECT w.part, w.claim, w.k,
-                       CASE WHEN NOT w.claim THEN w.k + w.rn
-                            WHEN $9::int IS NULL AND w.k <= $4::int THEN w.rn
-                            ELSE (w.rn + w.k - coalesce(w.before_first, (SELECT nextval('rheo.fetch_rotation'))) %% w.k) %% w.k
-                       END AS ord,
-                       (NOT w.claim OR w.k > $4::int)
+                SELECT r.part, r.claim, r.k, r.ord, r.low_watermark, r.high_watermark,
+                       (NOT r.claim OR r.ord >= $4::int)
                        AND EXISTS (SELECT 1 FROM %4$s x
-                                    WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = w.part
+                                    WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = r.part
                                       AND x.expires_at <= $5
                                       AND x.state = 'leased' AND x.attempt >= $6) AS spent
-                  FROM (SELECT v.part, v.claim,
-                               row_number() OVER (PARTITION BY v.claim ORDER BY v.part) - 1 AS rn,
-                               count(*) FILTER (WHERE v.claim) OVER () AS k,
-                               CASE WHEN $9::int IS NOT NULL
-                                    THEN count(*) FILTER (WHERE v.claim AND v.part < $9::int) OVER () END AS before_first
-                          FROM (SELECT c."partition" AS part,
-                                       NOT ($8::boolean AND EXISTS (SELECT 1 FROM (SELECT t.expires_at FROM %4$s t
-                                                                                   WHERE t.stream = $1 AND t.group_id = c.group_id
-                                                                                     AND t."partition" = c."partition"
-                                                                                   ORDER BY t.sequence
-                                                                                   LIMIT 1) AS t
-                                                                    WHERE t.expires_at > $5)) AS claim
-                                  FROM %3$s c
-                                  JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
-                                 WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s
-                                OFFSET 0) AS v) AS w
+                  FROM (SELECT w.part, w.claim, w.k, w.low_watermark, w.high_watermark,
+                               CASE WHEN NOT w.claim THEN w.k + w.rn
+                                    WHEN $9::int IS NULL AND w.k <= $4::int THEN w.rn
+                                    ELSE (w.rn + w.k - coalesce(w.before_first, (SELECT nextval('rheo.fetch_rotation'))) %% w.k)
+                                         %% w.k
+                               END AS ord
+                          FROM (SELECT v.part, v.claim, v.low_watermark, v.high_watermark,
+                                       row_number() OVER (PARTITION BY v.claim ORDER BY v.part) - 1 AS rn,
+                                       count(*) FILTER (WHERE v.claim) OVER () AS k,
+                                       CASE WHEN $9::int IS NOT NULL
+                                            THEN count(*) FILTER (WHERE v.claim AND v.part < $9::int) OVER () END
+                                           AS before_first
+                                  FROM (SELECT c."partition" AS part, pt.low_watermark, pt.high_watermark,
+                                               NOT ($8::boolean
+                                                    AND EXISTS (SELECT 1 FROM (SELECT t.expires_at FROM %4$s t
+                                                                                WHERE t.stream = $1 AND t.group_id = c.group_id
+                                                                                  AND t."partition" = c."partition"
+                                                                                ORDER BY t.sequence
+                                                                                LIMIT 1) AS t
+                                                                 WHERE t.expires_at > $5)) AS claim
+                                          FROM %3$s c
+                                          JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
+                                         WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s
+                                        OFFSET 0) AS v) AS w) AS r
             )
             SELECT array_agg(l.part ORDER BY l.ord), array_agg(l.next_sequence ORDER BY l.ord),
                    array_agg(rheo._fresh(l.next_sequence, l.high_watermark, $4) ORDER BY l.ord),
@@ -178,11 +182,10 @@ BEGIN
                                        LIMIT $4::bigint + 1) AS r) ORDER BY l.ord),
                    bool_or(l.k > $4 OR $9::int IS NOT NULL),
                    CASE WHEN count(*) = 0 THEN (SELECT array_agg(x.part ORDER BY x.part) FROM work x WHERE x.claim) END
-              FROM (SELECT c."partition" AS part, w.ord, w.k, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
-                           pt.high_watermark
+              FROM (SELECT c."partition" AS part, w.ord, w.k, greatest(c.next_sequence, w.low_watermark) AS next_sequence,
+                           w.high_watermark
                       FROM work w
                       JOIN %3$s c ON c.stream = $1 AND c.group_id = $2 AND c."partition" = w.part
-                      JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
                      WHERE w.claim OR w.spent
                      ORDER BY w.spent DESC, w.ord
                      LIMIT (SELECT $4 + count(*) FILTER (WHERE x.spent) FROM work x)

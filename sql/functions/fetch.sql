@@ -131,30 +131,35 @@ BEGIN
     v_had_xid := txid_current_if_assigned() IS NOT NULL;
     LOOP
         WITH work AS MATERIALIZED (
-            SELECT w.part, w.claim, w.k,
-                   CASE WHEN NOT w.claim THEN w.k + w.rn  -- after the candidates, in partition order
-                        WHEN v_first IS NULL AND w.k <= p_max_count THEN w.rn
-                        ELSE (w.rn + w.k - coalesce(w.before_first, (SELECT nextval('rheo.fetch_rotation'))) % w.k) % w.k
-                   END AS ord,
-                   (NOT w.claim OR w.k > p_max_count)
+            -- spent: a lease expired at the attempt limit, looked for only
+            -- where the fetch might not lock the partition otherwise.
+            SELECT r.part, r.claim, r.k, r.ord, r.low_watermark, r.high_watermark,
+                   (NOT r.claim OR r.ord >= p_max_count)
                    AND EXISTS (SELECT 1 FROM rheo.deliveries x
-                                WHERE x.group_id = v_group.group_id AND x."partition" = w.part
+                                WHERE x.group_id = v_group.group_id AND x."partition" = r.part
                                   AND x.expires_at <= v_now
                                   AND x.state = 'leased' AND x.attempt >= v_group.max_attempts) AS spent
-              FROM (SELECT v.part, v.claim,
-                           row_number() OVER (PARTITION BY v.claim ORDER BY v.part) - 1 AS rn,
-                           count(*) FILTER (WHERE v.claim) OVER () AS k,
-                           CASE WHEN v_first IS NOT NULL
-                                THEN count(*) FILTER (WHERE v.claim AND v.part < v_first) OVER () END AS before_first
-                      FROM (SELECT c."partition" AS part,
-                                   NOT (v_part AND EXISTS (SELECT 1 FROM rheo._turn(c.group_id, c."partition") AS t
-                                                            WHERE t.expires_at > v_now)) AS claim
-                              FROM rheo.cursors c
-                              JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-                             CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence,
-                                                               pt.high_watermark, v_now, v_key) AS h
-                             WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
-                            OFFSET 0) AS v) AS w  -- OFFSET 0: claim is computed once a row, not once a window
+              FROM (SELECT w.part, w.claim, w.k, w.low_watermark, w.high_watermark,
+                           CASE WHEN NOT w.claim THEN w.k + w.rn  -- after the candidates, in partition order
+                                WHEN v_first IS NULL AND w.k <= p_max_count THEN w.rn
+                                ELSE (w.rn + w.k - coalesce(w.before_first, (SELECT nextval('rheo.fetch_rotation'))) % w.k)
+                                     % w.k
+                           END AS ord
+                      FROM (SELECT v.part, v.claim, v.low_watermark, v.high_watermark,
+                                   row_number() OVER (PARTITION BY v.claim ORDER BY v.part) - 1 AS rn,
+                                   count(*) FILTER (WHERE v.claim) OVER () AS k,
+                                   CASE WHEN v_first IS NOT NULL
+                                        THEN count(*) FILTER (WHERE v.claim AND v.part < v_first) OVER () END
+                                       AS before_first
+                              FROM (SELECT c."partition" AS part, pt.low_watermark, pt.high_watermark,
+                                           NOT (v_part AND EXISTS (SELECT 1 FROM rheo._turn(c.group_id, c."partition") AS t
+                                                                    WHERE t.expires_at > v_now)) AS claim
+                                      FROM rheo.cursors c
+                                      JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
+                                     CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence,
+                                                                       pt.high_watermark, v_now, v_key) AS h
+                                     WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+                                    OFFSET 0) AS v) AS w) AS r  -- OFFSET 0: claim computed once a row, not once a window
         )
         SELECT array_agg(l.part ORDER BY l.ord), array_agg(l.next_sequence ORDER BY l.ord),
                array_agg(rheo._fresh(l.next_sequence, l.high_watermark, p_max_count) ORDER BY l.ord),
@@ -163,11 +168,10 @@ BEGIN
                bool_or(l.k > p_max_count OR v_first IS NOT NULL),
                CASE WHEN count(*) = 0 THEN (SELECT array_agg(x.part ORDER BY x.part) FROM work x WHERE x.claim) END
           INTO v_locked, v_next, v_fresh, v_reclaim, v_rotated, v_candidates
-          FROM (SELECT c."partition" AS part, w.ord, w.k, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
-                       pt.high_watermark
+          FROM (SELECT c."partition" AS part, w.ord, w.k, greatest(c.next_sequence, w.low_watermark) AS next_sequence,
+                       w.high_watermark
                   FROM work w
                   JOIN rheo.cursors c ON c.group_id = v_group.group_id AND c."partition" = w.part
-                  JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
                  WHERE w.claim OR w.spent
                  ORDER BY w.spent DESC, w.ord
                  LIMIT (SELECT p_max_count + count(*) FILTER (WHERE x.spent) FROM work x)
