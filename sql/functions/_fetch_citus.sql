@@ -135,30 +135,32 @@ BEGIN
     -- candidates in rotation order from a rotating one, skipping
     -- what another holds, and those with a lease expired at the attempt
     -- limit; after a wait, the rotation starts at the partition waited
-    -- for ($9). When nothing could be locked, the candidates too.
+    -- for ($9), and goes past it only when its events cannot fill
+    -- max_count. When nothing could be locked, the candidates too.
     v_had_xid := txid_current_if_assigned() IS NOT NULL;
     LOOP
         EXECUTE rheo._prepared(format($q$
             WITH work AS MATERIALIZED (
-                SELECT r.part, r.claim, r.k, r.ord, r.low_watermark, r.high_watermark,
+                SELECT r.part, r.claim, r.k, r.ord, r.next_sequence, r.low_watermark, r.high_watermark,
                        (NOT r.claim OR r.ord >= $4::int)
                        AND EXISTS (SELECT 1 FROM %4$s x
                                     WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = r.part
                                       AND x.expires_at <= $5
                                       AND x.state = 'leased' AND x.attempt >= $6) AS spent
-                  FROM (SELECT w.part, w.claim, w.k, w.low_watermark, w.high_watermark,
+                  FROM (SELECT w.part, w.claim, w.k, w.next_sequence, w.low_watermark, w.high_watermark,
                                CASE WHEN NOT w.claim THEN w.k + w.rn
                                     WHEN $9::int IS NULL AND w.k <= $4::int THEN w.rn
                                     ELSE (w.rn + w.k - coalesce(w.before_first, (SELECT nextval('rheo.fetch_rotation'))) %% w.k)
                                          %% w.k
                                END AS ord
-                          FROM (SELECT v.part, v.claim, v.low_watermark, v.high_watermark,
+                          FROM (SELECT v.part, v.claim, v.next_sequence, v.low_watermark, v.high_watermark,
                                        row_number() OVER (PARTITION BY v.claim ORDER BY v.part) - 1 AS rn,
                                        count(*) FILTER (WHERE v.claim) OVER () AS k,
                                        CASE WHEN $9::int IS NOT NULL
                                             THEN count(*) FILTER (WHERE v.claim AND v.part < $9::int) OVER () END
                                            AS before_first
-                                  FROM (SELECT c."partition" AS part, pt.low_watermark, pt.high_watermark,
+                                  FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
+                                               pt.low_watermark, pt.high_watermark,
                                                NOT ($8::boolean
                                                     AND EXISTS (SELECT 1 FROM (SELECT t.expires_at FROM %4$s t
                                                                                 WHERE t.stream = $1 AND t.group_id = c.group_id
@@ -188,7 +190,11 @@ BEGIN
                       JOIN %3$s c ON c.stream = $1 AND c.group_id = $2 AND c."partition" = w.part
                      WHERE w.claim OR w.spent
                      ORDER BY w.spent DESC, w.ord
-                     LIMIT (SELECT $4 + count(*) FILTER (WHERE x.spent) FROM work x)
+                     LIMIT (SELECT CASE WHEN bool_or(x.part = $9::int AND x.claim
+                                                     AND x.high_watermark - x.next_sequence + 1 >= $4::int)
+                                        THEN 1 ELSE $4::int END
+                                   + count(*) FILTER (WHERE x.spent)
+                              FROM work x)
                        FOR NO KEY UPDATE OF c SKIP LOCKED) AS l$q$, VARIADIC v_t || v_work),
                     ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_scope),
                           quote_nullable(p_max_count), quote_nullable(v_now), quote_nullable(p_max_attempts),

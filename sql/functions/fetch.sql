@@ -119,7 +119,11 @@ BEGIN
     -- locked whatever its place, so that this fetch dead-letters it
     -- (below); it is looked for only among the partitions the fetch
     -- might not lock otherwise. After a wait (below), the rotation starts
-    -- at the partition waited for.
+    -- at the partition waited for, and goes past it only when its events
+    -- cannot fill max_count: a fetch that found every partition held
+    -- deals over the one it then holds, so that competing fetchers that
+    -- waited keep to different partitions rather than each taking all
+    -- (docs/decisions.md, "Claims").
     --
     -- A row changed by a fetch that committed meanwhile is read again
     -- after it is locked. A cursor is read as at least the low watermark:
@@ -133,25 +137,26 @@ BEGIN
         WITH work AS MATERIALIZED (
             -- spent: a lease expired at the attempt limit, looked for only
             -- where the fetch might not lock the partition otherwise.
-            SELECT r.part, r.claim, r.k, r.ord, r.low_watermark, r.high_watermark,
+            SELECT r.part, r.claim, r.k, r.ord, r.next_sequence, r.low_watermark, r.high_watermark,
                    (NOT r.claim OR r.ord >= p_max_count)
                    AND EXISTS (SELECT 1 FROM rheo.deliveries x
                                 WHERE x.group_id = v_group.group_id AND x."partition" = r.part
                                   AND x.expires_at <= v_now
                                   AND x.state = 'leased' AND x.attempt >= v_group.max_attempts) AS spent
-              FROM (SELECT w.part, w.claim, w.k, w.low_watermark, w.high_watermark,
+              FROM (SELECT w.part, w.claim, w.k, w.next_sequence, w.low_watermark, w.high_watermark,
                            CASE WHEN NOT w.claim THEN w.k + w.rn  -- after the candidates, in partition order
                                 WHEN v_first IS NULL AND w.k <= p_max_count THEN w.rn
                                 ELSE (w.rn + w.k - coalesce(w.before_first, (SELECT nextval('rheo.fetch_rotation'))) % w.k)
                                      % w.k
                            END AS ord
-                      FROM (SELECT v.part, v.claim, v.low_watermark, v.high_watermark,
+                      FROM (SELECT v.part, v.claim, v.next_sequence, v.low_watermark, v.high_watermark,
                                    row_number() OVER (PARTITION BY v.claim ORDER BY v.part) - 1 AS rn,
                                    count(*) FILTER (WHERE v.claim) OVER () AS k,
                                    CASE WHEN v_first IS NOT NULL
                                         THEN count(*) FILTER (WHERE v.claim AND v.part < v_first) OVER () END
                                        AS before_first
-                              FROM (SELECT c."partition" AS part, pt.low_watermark, pt.high_watermark,
+                              FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
+                                           pt.low_watermark, pt.high_watermark,
                                            NOT (v_part AND EXISTS (SELECT 1 FROM rheo._turn(c.group_id, c."partition") AS t
                                                                     WHERE t.expires_at > v_now)) AS claim
                                       FROM rheo.cursors c
@@ -174,13 +179,17 @@ BEGIN
                   JOIN rheo.cursors c ON c.group_id = v_group.group_id AND c."partition" = w.part
                  WHERE w.claim OR w.spent
                  ORDER BY w.spent DESC, w.ord
-                 LIMIT (SELECT p_max_count + count(*) FILTER (WHERE x.spent) FROM work x)
+                 LIMIT (SELECT CASE WHEN bool_or(x.part = v_first AND x.claim
+                                                 AND x.high_watermark - x.next_sequence + 1 >= p_max_count)
+                                    THEN 1 ELSE p_max_count END
+                               + count(*) FILTER (WHERE x.spent)
+                          FROM work x)
                    FOR NO KEY UPDATE OF c SKIP LOCKED) AS l;
         EXIT WHEN v_locked IS NOT NULL OR v_first IS NOT NULL OR p_max_count = 0;
         -- Every candidate, if any, is being claimed by another fetcher (or
         -- replayed or reset): wait for one rather than report nothing,
-        -- then lock it and what else is free, as above, so that the wait
-        -- ends in a full fetch. This is the only wait of a fetch, and it
+        -- then lock it, and what else is free when it cannot fill
+        -- max_count, as above, so that the wait ends in a full fetch. This is the only wait of a fetch, and it
         -- waits only while its transaction holds no row lock, so it
         -- cannot close a cycle of waits (docs/design.md, "Locks"); after
         -- it, the locking read skips what it cannot lock at once. A

@@ -70,8 +70,9 @@ func TestConcurrentFetchersOverlap(t *testing.T) {
 
 // TestConcurrentFetchAfterWait checks that a fetch that waited for a
 // partition, every partition with work being held by another fetch,
-// claims from all of them once that one commits, not from the partition
-// it waited for only.
+// claims from all of them once that one commits when the partition it
+// waited for cannot fill its max_count, and from that one only when it
+// can.
 func TestConcurrentFetchAfterWait(t *testing.T) {
 	t.Parallel()
 	concOnEach(t, func(t *testing.T, open concOpener) {
@@ -116,6 +117,34 @@ func TestConcurrentFetchAfterWait(t *testing.T) {
 		}
 		assert.Equal(t, map[int]int{0: 2, 1: 2, 2: 2, 3: 2}, perPartition,
 			"the fetch that waited got %v, want two leases from each of the four partitions", concEvents(second))
+
+		// Again, with a max_count the partition waited for can fill alone:
+		// the waiter claims from it only, and leaves the others to
+		// competing fetchers.
+		concExec(ctx, t, pool, `SELECT count(rheo.append($1, jsonb_build_object('n', n), "partition" => p))
+			FROM generate_series(0, 3) p CROSS JOIN generate_series(1, 4) n`, stream)
+		tx, err = pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(context.WithoutCancel(ctx))
+		rows, _ = tx.Query(ctx, fetch, stream, 4)
+		first, err = pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
+		require.NoError(t, err)
+		require.Len(t, first, 4, "the first fetch of the second round: %v", first)
+		var third []concLease
+		b = concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+			rows, _ := conn.Query(ctx, fetch, stream, 2)
+			var err error
+			third, err = pgx.CollectRows(rows, pgx.RowToStructByPos[concLease])
+			return err
+		})
+		concFinishedOrWaiting(ctx, t, pool, b)
+		require.False(t, b.finished(), "the third fetch returned %v (error %v) while the first held every partition with work, want it to wait",
+			concEvents(third), b.err)
+		require.NoError(t, tx.Commit(ctx))
+		require.NoError(t, b.wait(), "the third fetch")
+		require.Len(t, third, 2, "the third fetch: %v", concEvents(third))
+		assert.Equal(t, third[0].Partition, third[1].Partition,
+			"the third fetch got %v, want both from the partition it waited for, which has four events left", concEvents(third))
 	})
 }
 
