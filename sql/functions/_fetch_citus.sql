@@ -142,7 +142,7 @@ BEGIN
         EXECUTE rheo._prepared(format($q$
             WITH work AS MATERIALIZED (
                 SELECT r.part, r.claim, r.k, r.ord, r.next_sequence, r.low_watermark, r.high_watermark,
-                       (NOT r.claim OR r.ord >= $4::int)
+                       (NOT r.claim OR r.k > $4::int)
                        AND EXISTS (SELECT 1 FROM %4$s x
                                     WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = r.part
                                       AND x.expires_at <= $5

@@ -136,9 +136,12 @@ BEGIN
     LOOP
         WITH work AS MATERIALIZED (
             -- spent: a lease expired at the attempt limit, looked for only
-            -- where the fetch might not lock the partition otherwise.
+            -- when the fetch might not lock the partition otherwise (more
+            -- candidates than max_count, or no candidate). Spent
+            -- partitions are locked first and beyond max_count, so one
+            -- whose only work that lease is takes no place of the others.
             SELECT r.part, r.claim, r.k, r.ord, r.next_sequence, r.low_watermark, r.high_watermark,
-                   (NOT r.claim OR r.ord >= p_max_count)
+                   (NOT r.claim OR r.k > p_max_count)
                    AND EXISTS (SELECT 1 FROM rheo.deliveries x
                                 WHERE x.group_id = v_group.group_id AND x."partition" = r.part
                                   AND x.expires_at <= v_now
