@@ -84,7 +84,7 @@ func TestQuickRun(t *testing.T) {
 		"rheo competing 16 processes x8 fetch calls per event: ",
 		"rheo competing single c=128 fetch calls per event: ",
 		"rheo append b=1000 raw insert: ",
-		"rheo slow 5ms c=64 ideal from handler time: ",
+		"ratio rheo/river slow 5ms c=64 ideal from handler time: ",
 		"ratio rheo/river slow 5ms c=64 of ideal from handler time: ",
 		// The lines of issue 24 but the horizon's (opt-in; TestQuickThroughput).
 		"\nratio rheo competing 4x16 / single c=64: ",

@@ -413,6 +413,7 @@ func (s *rheoSystem) processes(ctx context.Context, n, partitions, procs, concur
 			}
 		})
 	}
+	var timedOut atomic.Bool
 	go func() {
 		// Bounded like every drain; a failed process makes the others
 		// stop at once.
@@ -420,12 +421,16 @@ func (s *rheoSystem) processes(ctx context.Context, n, partitions, procs, concur
 		defer t.Stop()
 		select {
 		case <-t.C:
+			timedOut.Store(true)
 			cancel()
 		case <-gctx.Done():
 			stopAll()
 		}
 	}()
 	if err := g.Wait(); err != nil {
+		if timedOut.Load() {
+			return r, fmt.Errorf("timed out after %s with %d of %d acked", drainTimeout, total.Load(), n)
+		}
 		return r, err
 	}
 	var last int64
