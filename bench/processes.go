@@ -154,6 +154,7 @@ func consumerMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	return 0
 }
 
+// runConsumer is consumerMain's work, after its flags.
 func runConsumer(ctx context.Context, a consumerArgs, stdin io.Reader, stdout io.Writer) error {
 	pool, err := ownPool(ctx, &database{url: a.url}, a.conns)
 	if err != nil {
