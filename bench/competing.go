@@ -16,13 +16,6 @@ import (
 	"github.com/rheo-go/rheo/worker"
 )
 
-// competingResult is one competing-workers run: the time to the last
-// settle and how many events each worker (client) settled.
-type competingResult struct {
-	d      time.Duration
-	shares []int64
-}
-
 // ownPool opens a pool of conns connections on db, for one of several
 // competing consumers, and opens every connection before it returns: the
 // single consumer of the other workloads runs on the pool that loaded its
@@ -54,43 +47,20 @@ func ownPool(ctx context.Context, db *database, conns int) (*pgxpool.Pool, error
 	return pool, nil
 }
 
-// share counts the acks of one competing worker and tells the run's
-// counter of each.
-type share struct {
-	n     atomic.Int64
-	total *counter
-}
-
-// Acked implements worker.AckedHook.
-func (s *share) Acked(ctx context.Context, info worker.AckInfo) {
-	s.n.Add(1)
-	s.total.Acked(ctx, info)
-}
-
 // competing appends n events over partitions partitions (untimed, by the
 // server) and times workers workers of one group, each with the given
 // concurrency and its own driver on its own pool of poolConns/workers
-// connections, from their start to the n-th committed ack.
+// connections, from their start to the n-th committed ack; it counts
+// their fetch calls that began by then.
 func (s *rheoSystem) competing(ctx context.Context, n, partitions, workers, concurrency int) (competingResult, error) {
 	var r competingResult
-	stream, err := s.stream(ctx, partitions)
+	stream, err := s.loadCompeting(ctx, n, partitions)
 	if err != nil {
-		return r, err
-	}
-	conn, err := s.db.pool.Acquire(ctx)
-	if err != nil {
-		return r, err
-	}
-	err = appendGenerated(ctx, conn, stream, 1, n, partitions, func(int) {})
-	conn.Release()
-	if err != nil {
-		return r, err
-	}
-	if err := s.drv.CreateGroup(ctx, stream, "competing", nil); err != nil {
 		return r, err
 	}
 	total := newCounter(n)
-	shares := make([]*share, workers)
+	acks := make([]*lastAck, workers)
+	fetches := &fetchRecorder{}
 	var stops []func() error
 	defer func() {
 		for _, stop := range stops {
@@ -106,13 +76,13 @@ func (s *rheoSystem) competing(ctx context.Context, n, partitions, workers, conc
 		defer pool.Close()
 		drivers[i] = postgres.New(pool, nil)
 		defer drivers[i].Close()
-		shares[i] = &share{total: total}
+		acks[i] = &lastAck{total: total}
 	}
 	start := time.Now()
 	for i, drv := range drivers {
 		w, err := worker.New(drv, &worker.Config{
 			Stream: stream, Group: "competing", Handler: noopHandler,
-			Concurrency: concurrency, Hooks: []any{shares[i]},
+			Concurrency: concurrency, Hooks: []any{acks[i], fetches},
 		})
 		if err != nil {
 			return r, err
@@ -125,10 +95,13 @@ func (s *rheoSystem) competing(ctx context.Context, n, partitions, workers, conc
 	if err := total.wait(ctx, drainTimeout); err != nil {
 		return r, err
 	}
-	r.d = time.Since(start)
-	for _, sh := range shares {
-		r.shares = append(r.shares, sh.n.Load())
+	var last int64
+	for _, a := range acks {
+		last = max(last, a.last.Load())
+		r.shares = append(r.shares, a.n.Load())
 	}
+	r.d = time.Unix(0, last).Sub(start)
+	r.fetches, r.countsFetches = fetchesBefore(fetches.snapshot(), last), true
 	return r, nil
 }
 
@@ -200,41 +173,44 @@ func (s *riverSystem) competing(ctx context.Context, n, workers, concurrency int
 	return r, nil
 }
 
-// competingSamples are the total rate of a run and the smallest and
-// largest share, in percent of an even share.
-func (c *config) competingSamples(r competingResult) []sample {
-	name := fmt.Sprintf("competing %dx%d", c.competingWorkers, c.competingConcurrency)
-	even := float64(c.competingN) / float64(c.competingWorkers)
-	lo, hi := r.shares[0], r.shares[0]
-	for _, v := range r.shares {
-		lo, hi = min(lo, v), max(hi, v)
-	}
-	return []sample{
-		{name + " total", "events/s", perSecond(c.competingN, r.d)},
-		{name + " smallest share", "% of even", 100 * float64(lo) / even},
-		{name + " largest share", "% of even", 100 * float64(hi) / even},
-	}
+// competingName is the name of the competing workload's figures.
+func (z workerSizes) competingName() string {
+	return fmt.Sprintf("competing %dx%d", z.competingWorkers, z.competingConcurrency)
 }
 
 // competingMeasurement drains one group with --competing-workers workers
 // (River: clients) of --competing-concurrency each, every one on its own
-// pool, all in this process.
+// pool, all in this process; for Rheo, also the same events with one
+// worker at their total concurrency on one pool of as many connections,
+// on a fresh database.
 func (c *config) competingMeasurement() measurement {
+	z := c.workerSizes
 	return measurement{
-		label: fmt.Sprintf("competing %dx%d", c.competingWorkers, c.competingConcurrency),
-		rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
-			r, err := s.competing(ctx, c.competingN, c.competingPartitions, c.competingWorkers, c.competingConcurrency)
+		label: z.competingName(),
+		rheo: func(ctx context.Context) ([]sample, error) {
+			var samples []sample
+			err := c.srv.withRheo(ctx, func(s *rheoSystem) error {
+				r, err := s.competing(ctx, z.competingN, z.competingPartitions, z.competingWorkers, z.competingConcurrency)
+				samples = append(samples, competingSamples(z.competingName(), z.competingN, r)...)
+				return err
+			})
 			if err != nil {
 				return nil, err
 			}
-			return c.competingSamples(r), nil
-		}),
+			conc := z.competingWorkers * z.competingConcurrency
+			err = c.srv.withRheo(ctx, func(s *rheoSystem) error {
+				r, err := s.single(ctx, z.competingN, z.competingPartitions, conc)
+				samples = append(samples, competingSamples(singleName(conc), z.competingN, r)...)
+				return err
+			})
+			return samples, err
+		},
 		river: c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
-			r, err := s.competing(ctx, c.competingN, c.competingWorkers, c.competingConcurrency)
+			r, err := s.competing(ctx, z.competingN, z.competingWorkers, z.competingConcurrency)
 			if err != nil {
 				return nil, err
 			}
-			return c.competingSamples(r), nil
+			return competingSamples(z.competingName(), z.competingN, r), nil
 		}),
 	}
 }

@@ -7,6 +7,7 @@ replace github.com/rheo-go/rheo => ../
 replace github.com/rheo-go/rheo/driver/redis => ../driver/redis
 
 require (
+	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/rheo-go/rheo v0.0.0
 	github.com/rheo-go/rheo/driver/redis v0.0.0
@@ -23,7 +24,6 @@ require (
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/huandu/xstrings v1.5.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect

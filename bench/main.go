@@ -70,6 +70,8 @@ type config struct {
 	orderingBacklogs   []int
 	orderingFetched    int
 	workerSizes        // slow and competing
+	processSizes       processSizes
+	riverOn            bool // false (--river=false): Rheo (and Rheo on Redis) only
 	citus              citusSizes
 	redisSizes         redisSizes
 	workloads          []string
@@ -82,7 +84,7 @@ type config struct {
 }
 
 // workloadNames are the workloads, in the order they run.
-var workloadNames = []string{"append", "drain", "slow", "competing", "latency", "fanout", "cost", "scale", "ops", "ordering", workloadMemory}
+var workloadNames = []string{"append", "drain", "slow", "competing", workloadProcesses, "latency", "fanout", "cost", "scale", "ops", "ordering", workloadMemory}
 
 // redisWorkloads are the workloads that Rheo on Redis runs in.
 var redisWorkloads = []string{"append", "drain", "latency", workloadMemory}
@@ -177,6 +179,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.orderingFetched, "ordering-fetched", 10_000, "events of other keys fetched behind each hot key backlog")
 	c.retention.flags(fs)
 	c.workerFlags(fs)
+	c.processSizes.flags(fs)
+	fs.BoolVar(&c.riverOn, "river", true, "run River beside Rheo (--river=false: Rheo only)")
 	c.citus.flags(fs)
 	c.redisSizes.flags(fs)
 	fs.Var((*stringList)(&c.workloads), "workloads", "workloads to run: "+strings.Join(workloadNames, ",")+
@@ -187,9 +191,12 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if err := c.expandThroughput(set, fs.Set); err != nil {
+		return nil, err
+	}
 	if c.quick {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		quick := map[string]string{
 			"n": "2000", "fanout-n": "2000", "rounds": "1", "concurrency": "1,8", "rates": "200",
 			"latency-duration": "1s", "groups": "1,4", "cost-n": "2000",
@@ -199,6 +206,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			"slow-n": "500", "competing-n": "2000",
 		}
 		maps.Copy(quick, retentionQuick)
+		maps.Copy(quick, processesQuick)
 		maps.Copy(quick, citusQuick)
 		maps.Copy(quick, redisQuick)
 		for name, v := range quick {
@@ -225,6 +233,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if err := c.workerSizes.check(); err != nil {
 		return nil, err
 	}
+	if err := c.processSizes.check(); err != nil {
+		return nil, err
+	}
 	if c.latencyDuration <= 0 {
 		return nil, errors.New("--latency-duration must be positive")
 	}
@@ -235,6 +246,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 }
 
 func main() {
+	if isConsumerProcess() {
+		os.Exit(consumerMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -310,7 +324,9 @@ func (c *config) execute(ctx context.Context, stdout, stderr io.Writer) (err err
 				f := m.rheo
 				switch system {
 				case systemRiver:
-					f = m.river
+					if f = m.river; !c.riverOn {
+						f = nil
+					}
 				case systemRedis:
 					f = m.redis
 				}
@@ -350,6 +366,10 @@ func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads 
 		c.n, drainPerHandler, c.producers, c.latencyDuration, c.latencyProducers, c.latencyConcurrency, c.fanoutN, c.fanoutConcurrency,
 		c.costN, c.costConcurrency, (*intList)(&c.scale).String(), c.scaleFetched,
 		count(c.opsEvents), (*intList)(&c.opsPartitions).String(), count(c.opsBehind), count(c.opsInflight), c.opsCalls)
+	z, p := c.workerSizes, c.processSizes
+	fmt.Fprintf(w, "worker sizes: slow n=%d, competing n=%d on %d partitions by %d workers x c=%d (pools of %d), processes n=%d on %d partitions by %d processes x c=%d (pools of %d, and a listener connection each), each beside one worker at their total concurrency on a pool of %d\n",
+		z.slowN, z.competingN, z.competingPartitions, z.competingWorkers, z.competingConcurrency, poolConns/z.competingWorkers,
+		p.n, p.partitions, p.procs, p.concurrency, p.conns, poolConns)
 	if slices.ContainsFunc(c.workloads, func(w string) bool { return contains(optInWorkloads, w) }) {
 		fmt.Fprintf(w, "retention sizes: %s\n", &c.retention)
 	}
@@ -358,6 +378,7 @@ func (c *config) writeReport(w io.Writer, st settings, loadBefore string, loads 
 	fmt.Fprintln(w)
 	report.write(w)
 	res.writeSummary(w)
+	c.writeThroughput(w, res)
 }
 
 // withRheo runs f on a fresh Rheo database.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// TestMain runs one consumer process instead of the tests when the
+// processes workload starts this test binary as one: it re-executes its
+// own executable, which under go test is this binary.
+func TestMain(m *testing.M) {
+	if isConsumerProcess() {
+		os.Exit(consumerMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 // testServerURL returns the PostgreSQL server to run against: the one
 // RHEO_TEST_DATABASE_URL names, else the local default. Without a
@@ -65,6 +76,22 @@ func TestQuickRun(t *testing.T) {
 		"ratio rheo/river slow 5ms c=64 slots in handlers: ",
 		"ratio rheo/river competing 4x16 total: ",
 		"ratio rheo/river competing 4x16 smallest share: ",
+		"rheo competing 4x16 fetch calls per event: ",
+		"rheo competing single c=64 total: ",
+		"rheo competing 16 processes x8 total: ",
+		"rheo competing 16 processes x8 smallest share: ",
+		"rheo competing 16 processes x8 largest share: ",
+		"rheo competing 16 processes x8 fetch calls per event: ",
+		"rheo competing single c=128 fetch calls per event: ",
+		"rheo append b=1000 raw insert: ",
+		"ratio rheo/river slow 5ms c=64 ideal from handler time: ",
+		"ratio rheo/river slow 5ms c=64 of ideal from handler time: ",
+		// The lines of issue 24 but the horizon's (opt-in; TestQuickThroughput).
+		"\nratio rheo competing 4x16 / single c=64: ",
+		"\nratio rheo competing 16 processes x8 / single c=128: ",
+		"\nrheo WAL per consumed event: ",
+		"\nratio rheo append b=1000 / raw insert: ",
+		"\nratio rheo slow 5ms c=64 / ideal from handler time: ",
 		"ratio rheo/river latency 200/s p99: ",
 		"ratio rheo/river fanout groups=4: ",
 		"ratio rheo/river fanout extra group WAL: ",
@@ -116,6 +143,33 @@ func TestQuickRun(t *testing.T) {
 	left, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Empty(t, left, "databases left behind: %v", left)
+}
+
+// TestQuickThroughput runs --workloads throughput in quick mode: Rheo
+// only, and the six lines of issue 24 at the end, in their order.
+func TestQuickThroughput(t *testing.T) {
+	serverURL := testServerURL(t)
+	c, err := parseFlags([]string{"--quick", "--workloads", "throughput", "--database-url", serverURL}, io.Discard)
+	require.NoError(t, err)
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, c.execute(t.Context(), &stdout, &stderr), "quick run failed\n%s", stderr.String())
+	out := stdout.String()
+	assert.NotContains(t, out, "ratio rheo/river", "River ran")
+	assert.NotRegexp(t, `(?m)^river `, out, "River ran")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.GreaterOrEqual(t, len(lines), 6)
+	number := `[0-9.e+-]+`
+	wants := []string{
+		`^ratio rheo competing 4x16 / single c=64: ` + number + `$`,
+		`^ratio rheo competing 16 processes x8 / single c=128: ` + number + `$`,
+		`^rheo WAL per consumed event: ` + number + ` bytes$`,
+		`^rheo fetch p50 under a held snapshot after 1s: ` + number + ` ms$`,
+		`^ratio rheo append b=1000 / raw insert: ` + number + `$`,
+		`^ratio rheo slow 5ms c=64 / ideal from handler time: ` + number + `$`,
+	}
+	for i, want := range wants {
+		assert.Regexp(t, want, lines[len(lines)-6+i], "line %d of the six", i+1)
+	}
 }
 
 // TestInterruptedRunDropsDatabases cancels a run while it works and
@@ -171,6 +225,18 @@ func TestParseFlags(t *testing.T) {
 		c, err := parseFlags([]string{"--workloads", "ops"}, io.Discard)
 		require.NoError(t, err)
 		assert.True(t, len(c.workloads) == 1 && c.runs("ops") && c.opsEvents == 2_000_000 && len(c.opsPartitions) == 2, "workloads=%v ops-events=%d ops-partitions=%v", c.workloads, c.opsEvents, c.opsPartitions)
+	})
+	t.Run("throughput names its workloads, Rheo only and batches of 1000", func(t *testing.T) {
+		c, err := parseFlags([]string{"--workloads", "drain,throughput,cost"}, io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"drain", "append", "slow", "competing", "processes", "cost", "horizon"}, c.workloads)
+		assert.True(t, !c.riverOn && c.redisSizes.off && slices.Equal(c.batches, []int{1000}), "river=%v redis off=%v batches=%v", c.riverOn, c.redisSizes.off, c.batches)
+		assert.True(t, c.retention.horizonHold == 2*time.Minute && c.retention.horizonRate == 10_000, "hold=%s rate=%d", c.retention.horizonHold, c.retention.horizonRate)
+	})
+	t.Run("throughput keeps the flags given", func(t *testing.T) {
+		c, err := parseFlags([]string{"--workloads", "throughput", "--river", "--batches", "100,1000"}, io.Discard)
+		require.NoError(t, err)
+		assert.True(t, c.riverOn && slices.Equal(c.batches, []int{100, 1000}), "river=%v batches=%v", c.riverOn, c.batches)
 	})
 	t.Run("more leases in flight than events are refused", func(t *testing.T) {
 		_, err := parseFlags([]string{"--ops-events", "1000", "--ops-inflight", "990", "--ops-calls", "20"}, io.Discard)

@@ -96,6 +96,9 @@ func (c *config) plan(report *textReport) []measurement {
 	if c.runs("competing") {
 		plan = append(plan, c.competingMeasurement())
 	}
+	if c.runs(workloadProcesses) {
+		plan = append(plan, c.processesMeasurement())
+	}
 	if c.runs("latency") {
 		for _, rate := range c.rates {
 			plan = append(plan, c.latencyMeasurement(rate))
@@ -144,6 +147,22 @@ func (c *config) appendMeasurement(batch int) measurement {
 		label: name,
 		rheo:  c.onRheo(rheoAppend),
 		redis: c.onRedis(rheoAppend),
+	}
+	if batch > 1 {
+		// The raw insert ceiling beside it, on a fresh database of its
+		// own, so that both start from an empty table.
+		m.rheo = func(ctx context.Context) ([]sample, error) {
+			samples, err := c.onRheo(rheoAppend)(ctx)
+			if err != nil {
+				return nil, err
+			}
+			err = c.srv.withRheo(ctx, func(s *rheoSystem) error {
+				d, err := s.rawInsert(ctx, c.n, batch, c.producers)
+				samples = append(samples, sample{name + " raw insert", "events/s", perSecond(c.n, d)})
+				return err
+			})
+			return samples, err
+		}
 	}
 	m.river = c.onRiver(func(ctx context.Context, s *riverSystem) ([]sample, error) {
 		if batch == 1 {

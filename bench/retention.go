@@ -36,7 +36,7 @@ const (
 )
 
 // optInWorkloads run only when --workloads names them.
-var optInWorkloads = []string{workloadPrune, workloadPruneLatency, workloadHorizon, workloadCitus}
+var optInWorkloads = []string{workloadPrune, workloadPruneLatency, workloadHorizon, workloadCitus, workloadThroughput}
 
 // retentionSizes are the sizes of the retention workloads.
 type retentionSizes struct {
@@ -47,6 +47,7 @@ type retentionSizes struct {
 	latencyDuration time.Duration // length of each prunelatency run
 	horizonN        int           // events the horizon workload drains
 	horizonHold     time.Duration // how long it holds a snapshot open while draining
+	horizonRate     int           // the most settles per second while it holds it; 0: no limit
 }
 
 // flags registers the command-line flags of the retention workloads.
@@ -56,14 +57,15 @@ func (z *retentionSizes) flags(fs *flag.FlagSet) {
 	fs.IntVar(&z.latencyAged, "prunelatency-aged", 6_000_000, "aged events of each of the prunelatency workload's two streams, for its concurrent prunes to delete")
 	fs.IntVar(&z.latencyRate, "prunelatency-rate", 1000, "events per second of the prunelatency workload's producer")
 	fs.DurationVar(&z.latencyDuration, "prunelatency-duration", 10*time.Second, "duration of each prunelatency run")
-	fs.IntVar(&z.horizonN, "horizon-n", 1_000_000, "events the horizon workload drains")
+	fs.IntVar(&z.horizonN, "horizon-n", 1_500_000, "events the horizon workload drains")
 	fs.DurationVar(&z.horizonHold, "horizon-hold", 2*time.Minute, "how long the horizon workload holds a snapshot open while it drains (less when the drain ends sooner)")
+	fs.IntVar(&z.horizonRate, "horizon-rate", 10_000, "the most events per second the horizon workload's handlers take while the snapshot is held (0: no limit); none after the release")
 }
 
 // retentionQuick are the --quick sizes of the retention workloads.
 var retentionQuick = map[string]string{
 	"prune-n": "20000", "prune-tail": "1000", "prunelatency-aged": "20000", "prunelatency-rate": "200",
-	"prunelatency-duration": "1s", "horizon-n": "2000", "horizon-hold": "1s",
+	"prunelatency-duration": "1s", "horizon-n": "2000", "horizon-hold": "1s", "horizon-rate": "1000",
 }
 
 // check rejects sizes that no run could use.
@@ -77,14 +79,21 @@ func (z *retentionSizes) check() error {
 	if z.horizonHold <= 0 {
 		return errors.New("--horizon-hold must be positive")
 	}
+	if z.horizonRate < 0 {
+		return errors.New("--horizon-rate must not be negative")
+	}
 	return nil
 }
 
 // String is the sizes, for the report's header.
 func (z *retentionSizes) String() string {
-	return fmt.Sprintf("prune %s aged + %s young, prunelatency %s aged per stream at %d/s for %s per run, horizon %s with a snapshot held for %s",
+	rate := "no limit"
+	if z.horizonRate > 0 {
+		rate = fmt.Sprintf("at most %d/s", z.horizonRate)
+	}
+	return fmt.Sprintf("prune %s aged + %s young, prunelatency %s aged per stream at %d/s for %s per run, horizon %s with a snapshot held for %s (%s while held)",
 		count(z.pruneN), count(z.pruneTail), count(z.latencyAged), z.latencyRate, z.latencyDuration,
-		count(z.horizonN), z.horizonHold)
+		count(z.horizonN), z.horizonHold, rate)
 }
 
 // retentionPlan lists the retention measurements the configuration asks
@@ -878,6 +887,54 @@ type horizonSample struct {
 	sizes   hotSizes
 }
 
+// pacer spaces its callers at least an interval apart, each waiting its
+// turn, until released; it keeps no credit for time when nobody waited,
+// so a slow spell is not followed by a burst.
+type pacer struct {
+	interval time.Duration // 0: no limit
+	mu       sync.Mutex
+	next     time.Time
+	released atomic.Bool
+}
+
+// newPacer paces to rate calls per second; 0 is no limit.
+func newPacer(rate int) *pacer {
+	p := &pacer{}
+	if rate > 0 {
+		p.interval = time.Second / time.Duration(rate)
+	}
+	return p
+}
+
+// wait returns at the caller's turn, or when ctx ends.
+func (p *pacer) wait(ctx context.Context) error {
+	if p.interval == 0 || p.released.Load() {
+		return nil
+	}
+	p.mu.Lock()
+	at := time.Now()
+	if p.next.After(at) {
+		at = p.next
+	}
+	p.next = at.Add(p.interval)
+	p.mu.Unlock()
+	d := time.Until(at)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// release ends the pacing: callers from now on do not wait.
+func (p *pacer) release() { p.released.Store(true) }
+
 // horizonIntervals is how many samples the hold is cut into.
 const horizonIntervals = 6
 
@@ -885,7 +942,11 @@ const horizonIntervals = 6
 // drains them with one worker at concurrency conc while another session
 // holds a REPEATABLE READ snapshot open (so that no row that died after
 // it can be removed) for z.horizonHold, or until the drain ends; then it
-// ends that transaction, and the worker goes on to the last event. It
+// ends that transaction, and the worker goes on to the last event. While
+// the snapshot is held the handlers take at most z.horizonRate events per
+// second (when set), so that the hold lasts as long whatever the speed
+// of the fetches, and its dead rows pile up at a known rate; after it,
+// as fast as they can. It
 // samples the acks, the fetch times and the sizes of the hot tables every
 // z.horizonHold / horizonIntervals, and after a final VACUUM.
 func (s *rheoSystem) horizon(ctx context.Context, z retentionSizes, conc int, report *textReport, logf func(string, ...any)) ([]sample, error) {
@@ -934,8 +995,11 @@ func (s *rheoSystem) horizon(ctx context.Context, z retentionSizes, conc int, re
 	drv.fetches.Store(&fetches)
 	acks := &ackCount{}
 	done := newCounter(z.horizonN)
+	pace := newPacer(z.horizonRate)
 	start := time.Now()
-	stop, err := startTimedWorker(ctx, drv, stream, "soak", conc, noopHandler, acks, done)
+	stop, err := startTimedWorker(ctx, drv, stream, "soak", conc, func(ctx context.Context, _ rheo.Lease) error {
+		return pace.wait(ctx)
+	}, acks, done)
 	if err != nil {
 		return nil, err
 	}
@@ -969,6 +1033,7 @@ func (s *rheoSystem) horizon(ctx context.Context, z retentionSizes, conc int, re
 			if err := holder.Rollback(ctx); err != nil {
 				return nil, err
 			}
+			pace.release()
 			held, released = false, h.at
 		}
 	}

@@ -110,20 +110,33 @@ func (s *riverSystem) timeClient(ctx context.Context, client *river.Client[pgx.T
 	return elapsed, err
 }
 
-// slowSamples are the rate of a slow-handler run, its fraction of the
-// ideal (every handler slot sleeping all the time, each sleep taking
-// exactly --slow-sleep), the mean time a handler took and the share of
-// the slots' time spent in handlers.
+// slowSamples are the rate of a slow-handler run; its fraction of the
+// nominal ideal (every handler slot sleeping all the time, each sleep
+// taking exactly --slow-sleep); the ideal from the measured handler time
+// (the slots over the mean time a handler took: what the slots allow
+// with handlers as slow as they were) and the rate's fraction of it; the
+// mean handler time; and the share of the slots' time spent in handlers.
+// The fraction of the measured ideal is that share, as a rate: n / d over
+// slots × n / spent.
 func (c *config) slowSamples(n int, r slowResult) []sample {
-	name := fmt.Sprintf("slow %s c=%d", c.slowSleep, c.slowConcurrency)
+	name := c.slowName()
 	rate := perSecond(n, r.d)
 	ideal := float64(c.slowConcurrency) / c.slowSleep.Seconds()
+	handler := r.spent.Seconds() / float64(n)
+	measured := float64(c.slowConcurrency) / handler
 	return []sample{
 		{name, "events/s", rate},
 		{name + " of ideal " + strconv.Itoa(int(ideal)) + "/s", "%", 100 * rate / ideal},
-		{name + " handler time", "ms", millis(r.spent) / float64(n)},
+		{name + " ideal from handler time", "events/s", measured},
+		{name + " of ideal from handler time", "%", 100 * rate / measured},
+		{name + " handler time", "ms", 1000 * handler},
 		{name + " slots in handlers", "%", 100 * float64(r.spent) / (float64(r.d) * float64(c.slowConcurrency))},
 	}
+}
+
+// slowName is the name of the slow workload's figures.
+func (z workerSizes) slowName() string {
+	return fmt.Sprintf("slow %s c=%d", z.slowSleep, z.slowConcurrency)
 }
 
 // slowMeasurement is the drain of a handler that sleeps --slow-sleep at
@@ -131,7 +144,7 @@ func (c *config) slowSamples(n int, r slowResult) []sample {
 // allow.
 func (c *config) slowMeasurement() measurement {
 	return measurement{
-		label: fmt.Sprintf("slow %s c=%d", c.slowSleep, c.slowConcurrency),
+		label: c.slowName(),
 		rheo: c.onRheo(func(ctx context.Context, s *rheoSystem) ([]sample, error) {
 			r, err := s.slow(ctx, c.slowN, c.slowConcurrency, c.slowSleep)
 			return c.slowSamples(c.slowN, r), err

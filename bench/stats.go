@@ -82,6 +82,10 @@ func format(v float64) string {
 		return fmt.Sprintf("%.0f", v)
 	case a >= 10:
 		return fmt.Sprintf("%.1f", v)
+	case a > 0 && a < 0.1:
+		// Two significant digits, not 0.01 for 0.0149: fetch calls per
+		// event, for one.
+		return fmt.Sprintf("%.2g", v)
 	default:
 		return fmt.Sprintf("%.2f", v)
 	}

@@ -13,6 +13,22 @@ import (
 
 const eventColumns = `e.stream, e."partition", e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts`
 
+// appendedColumns are eventColumns but the stream, for scanAppended.
+const appendedColumns = `e."partition", e.sequence, e.id, e.key, e.type, e.payload, e.metadata, e.ts`
+
+// scanAppended reads a row of appendedColumns as an event of stream.
+// Like scanEvent, but the nullable text columns go through pgtype.Text,
+// which pgx fills without allocating a pointer per row (a batch of 1000
+// returns 1000 rows).
+func scanAppended(row pgx.CollectableRow, stream string) (rheo.Event, error) {
+	ev := rheo.Event{Stream: stream}
+	var key, typ pgtype.Text
+	err := row.Scan(&ev.Partition, &ev.Sequence, &ev.ID, &key, &typ,
+		(*[]byte)(&ev.Payload), (*[]byte)(&ev.Metadata), &ev.TS)
+	ev.Key, ev.Type = key.String, typ.String
+	return ev, err
+}
+
 // Append adds one event. opts may be nil.
 func (o *ops) Append(ctx context.Context, stream string, payload json.RawMessage, opts *rheo.AppendOptions) (rheo.Event, error) {
 	if opts == nil {
@@ -105,13 +121,16 @@ func (o *ops) AppendBatch(ctx context.Context, stream string, items []rheo.Batch
 		// rheo.append_batch returns the events in input order, and a scan of
 		// a function's result keeps the order the function returned its rows
 		// in; an ORDER BY on WITH ORDINALITY would sort them again.
-		rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM rheo.append_batch(stream => $1, payloads => $2,
+		// The stream column is left out: every row holds the stream named.
+		rows, err := q.Query(ctx, `SELECT `+appendedColumns+` FROM rheo.append_batch(stream => $1, payloads => $2,
 			keys => $3, ids => $4, "partition" => $5, metadata => $6, clock => $7) AS e`,
 			stream, json.RawMessage(payloads), keys, ids, partition, metadata, clock)
 		if err != nil {
 			return err
 		}
-		events, err = pgx.CollectRows(rows, scanEvent)
+		events, err = pgx.AppendRows(make([]rheo.Event, 0, len(items)), rows, func(row pgx.CollectableRow) (rheo.Event, error) {
+			return scanAppended(row, stream)
+		})
 		return err
 	})
 	return events, err

@@ -29,7 +29,6 @@ DECLARE
     v_n         int;
     v_now       timestamptz;
     v_ts        timestamptz;
-    v_bad       bigint;
     v_bytes     int;
     v_field     text;
     v_conflict  text;
@@ -92,51 +91,14 @@ BEGIN
     IF v_n = 0 THEN
         RETURN;
     END IF;
-    -- A JSON path test does not expand the array into a value per element;
-    -- the first offending element is looked for only when there is one.
-    -- Strict mode: lax mode would look inside an element that is an array.
-    IF jsonb_path_exists(p_payloads, 'strict $[*] ? (@.type() != "object")') THEN
-        SELECT x.ord INTO v_bad
-          FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
-         WHERE jsonb_typeof(x.v) <> 'object'
-         LIMIT 1;
-        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = CASE WHEN v_n = 1 THEN 'payload must be a JSON object'
-                          ELSE format('payload %s of the batch is not a JSON object', v_bad - 1) END;
-    END IF;
-    IF array_position(p_ids, '') IS NOT NULL THEN
-        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = 'event ids must not be empty';
-    END IF;
-    -- Ids are indexed and keys stored and compared on every append: at
-    -- most 1024 bytes each, the given ones first, then the keys taken
-    -- from payloads (the effective key of an input without one in keys).
-    SELECT u.ord, octet_length(u.id) INTO v_bad, v_bytes
-      FROM unnest(p_ids) WITH ORDINALITY AS u(id, ord)
-     WHERE octet_length(u.id) > 1024
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = CASE WHEN v_n = 1 THEN format('event id must be at most 1024 bytes, got %s bytes', v_bytes)
-                          ELSE format('event id %s of the batch must be at most 1024 bytes, got %s bytes', v_bad - 1, v_bytes) END;
-    END IF;
-    SELECT u.ord, octet_length(u.key) INTO v_bad, v_bytes
-      FROM unnest(p_keys) WITH ORDINALITY AS u(key, ord)
-     WHERE octet_length(u.key) > 1024
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = CASE WHEN v_n = 1 THEN format('key must be at most 1024 bytes, got %s bytes', v_bytes)
-                          ELSE format('key %s of the batch must be at most 1024 bytes, got %s bytes', v_bad - 1, v_bytes) END;
-    END IF;
-    SELECT x.ord, octet_length(x.v ->> 'key') INTO v_bad, v_bytes
-      FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
-     WHERE octet_length(x.v ->> 'key') > 1024 AND nullif(p_keys[x.ord::int], '') IS NULL
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'invalid_argument' USING ERRCODE = 'RH011',
-            DETAIL = CASE WHEN v_n = 1 THEN format('payload key must be at most 1024 bytes, got %s bytes', v_bytes)
-                          ELSE format('payload key %s of the batch must be at most 1024 bytes, got %s bytes', v_bad - 1, v_bytes) END;
+    -- The ids and keys given are checked here; each payload (an object,
+    -- its key at most 1024 bytes) is tested where the statement below
+    -- reads it. Any failure calls rheo._check_batch, which reports the
+    -- first one in the order of its checks.
+    IF array_position(p_ids, '') IS NOT NULL
+       OR EXISTS (SELECT FROM unnest(p_ids) AS u(id) WHERE octet_length(u.id) > 1024)
+       OR EXISTS (SELECT FROM unnest(p_keys) AS u(key) WHERE octet_length(u.key) > 1024) THEN
+        PERFORM rheo._check_batch(p_payloads, p_keys, p_ids);
     END IF;
 
     v_now := coalesce(p_clock, now());
@@ -176,6 +138,8 @@ BEGIN
                       FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
                      CROSS JOIN LATERAL (SELECT rheo._event_key(p_keys[x.ord::int], x.v) AS key) AS k
                      CROSS JOIN LATERAL (SELECT rheo._route(k.key, v_count) AS part) AS r
+                     WHERE (jsonb_typeof(x.v) = 'object' AND coalesce(octet_length(k.key), 0) <= 1024)
+                        OR rheo._check_batch(p_payloads, p_keys, p_ids)
                      GROUP BY r.part) AS c;
         END IF;
         v_bases := rheo._allocate(p_stream, v_new_parts, v_counts, v_ts);
@@ -186,9 +150,11 @@ BEGIN
             RETURN QUERY
             INSERT INTO rheo.events AS e (stream, "partition", sequence, id, key, payload, metadata, ts)
             SELECT p_stream, v_new_parts[1], v_bases[1] + x.ord,
-                   v_id_prefix || to_hex(v_id_base + x.ord),
-                   rheo._event_key(p_keys[x.ord::int], x.v), x.v, p_metadata, v_ts
+                   v_id_prefix || to_hex(v_id_base + x.ord), k.key, x.v, p_metadata, v_ts
               FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
+             CROSS JOIN LATERAL (SELECT rheo._event_key(p_keys[x.ord::int], x.v) AS key) AS k
+             WHERE (jsonb_typeof(x.v) = 'object' AND coalesce(octet_length(k.key), 0) <= 1024)
+                OR rheo._check_batch(p_payloads, p_keys, p_ids)
             RETURNING e.*;
         ELSE
             -- The ids grow with the input order, so ordering by them returns
@@ -217,7 +183,9 @@ BEGIN
                array_agg(x.v ORDER BY x.ord)
           INTO v_ids, v_keys, v_parts, v_payloads
           FROM jsonb_array_elements(p_payloads) WITH ORDINALITY AS x(v, ord)
-         CROSS JOIN LATERAL (SELECT rheo._event_key(p_keys[x.ord::int], x.v) AS key) AS k;
+         CROSS JOIN LATERAL (SELECT rheo._event_key(p_keys[x.ord::int], x.v) AS key) AS k
+         WHERE (jsonb_typeof(x.v) = 'object' AND coalesce(octet_length(k.key), 0) <= 1024)
+                OR rheo._check_batch(p_payloads, p_keys, p_ids);
 
         SELECT u.id INTO v_conflict
           FROM unnest(v_ids, v_keys, v_payloads) AS u(id, key, payload)

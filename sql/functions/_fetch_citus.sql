@@ -51,6 +51,9 @@ DECLARE
     v_routed      boolean;
     v_work        text;
     v_candidates  int[];
+    v_first       int;
+    v_rotated     boolean;
+    v_had_xid     boolean;
     v_locked      int[];
     v_next        bigint[];
     v_reclaim     int[];
@@ -116,12 +119,16 @@ BEGIN
     END IF;
 
     -- Whether the cursor c (of partition pt) has work (rheo._has_work
-    -- written out): events past it, its expiry mark passed, a pending
-    -- delivery due, or under 'key' a wakeup. Its parameters are those of
+    -- written out): events past it, a pending delivery due, a lease
+    -- expired once its expiry mark is passed, or under 'key' a wakeup. Its parameters are those of
     -- the two statements below: $1 the stream, $5 now, $7 whether the
     -- ordering is 'key'.
     v_work := format($q$(c.next_sequence <= pt.high_watermark
-                         OR c.expiry_mark <= $5
+                         OR (c.expiry_mark <= $5
+                             AND EXISTS (SELECT 1 FROM %1$s d
+                                          WHERE d.stream = $1 AND d.group_id = c.group_id
+                                            AND d."partition" = c."partition"
+                                            AND d.state = 'leased' AND d.expires_at <= $5))
                          OR EXISTS (SELECT 1 FROM %1$s d
                                      WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
                                        AND d.state = 'pending' AND d.expires_at <= $5)
@@ -129,92 +136,113 @@ BEGIN
                                              WHERE w.stream = $1 AND w.group_id = c.group_id
                                                AND w."partition" = c."partition")))$q$, v_t[4], v_t[6]);
 
-    -- The cursors of the partitions with work, locked, and what each can
-    -- give, as rheo.fetch reads them (rheo._has_work, rheo._fresh,
-    -- rheo._due_count written out).
-    EXECUTE rheo._prepared(format($q$
-        SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
-               array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part),
-               array_agg(l.part ORDER BY l.part) FILTER (WHERE l.expired)
-          FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
-                       rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, $4) AS fresh,
-                       (SELECT count(*)::int
-                          FROM ((SELECT 1 FROM %4$s d
-                                  WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                    AND d.state = 'pending' AND d.expires_at <= $5
-                                  ORDER BY d.expires_at
-                                  LIMIT $4::bigint + 1)
-                                UNION ALL
-                                (SELECT 1 FROM %4$s d
-                                  WHERE c.expiry_mark <= $5
-                                    AND d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                    AND d.expires_at <= $5
-                                    AND d.state = 'leased' AND d.attempt < $6
-                                  ORDER BY d.expires_at
-                                  LIMIT $4::bigint + 1)
-                                LIMIT $4::bigint + 1) AS r) AS reclaim,
-                       c.expiry_mark <= $5 AS expired
-                  FROM %3$s c
-                  JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
-                 WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s
-                 ORDER BY c."partition"
-                   FOR NO KEY UPDATE OF c SKIP LOCKED) AS l$q$, VARIADIC v_t || v_work),
-                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_scope),
-                      quote_nullable(p_max_count), quote_nullable(v_now), quote_nullable(p_max_attempts),
-                      quote_nullable(v_key)])
-       INTO v_locked, v_next, v_fresh, v_reclaim, v_expired;
-    IF v_locked IS NULL THEN
-        -- Wait for one partition with work, as rheo.fetch does, only while
-        -- the transaction holds no row lock. Here on the stream's shards
-        -- a row lock assigns this transaction an id. Routed by Citus (a
-        -- call in the caller's transaction, from the coordinator), the
-        -- locks are taken on the worker, where the coordinator's
-        -- transaction id is not assigned: a transaction that began before
-        -- this statement may hold some, and the fetch returns nothing
-        -- rather than wait.
-        IF txid_current_if_assigned() IS NOT NULL
+    -- The cursors this fetch claims from, locked, and what each can give,
+    -- as rheo.fetch chooses and reads them (rheo._has_work, rheo._turn,
+    -- rheo._fresh, rheo._due_count written out): at most max_count
+    -- candidates in rotation order from a rotating one, skipping
+    -- what another holds, and those with a lease expired at the attempt
+    -- limit; after a wait, the rotation starts at the partition waited
+    -- for ($9), and goes past it only when its events cannot fill
+    -- max_count. When nothing could be locked, the candidates too.
+    v_had_xid := txid_current_if_assigned() IS NOT NULL;
+    LOOP
+        EXECUTE rheo._prepared(format($q$
+            WITH work AS MATERIALIZED (
+                SELECT r.part, r.claim, r.k, r.ord, r.next_sequence, r.low_watermark, r.high_watermark,
+                       (NOT r.claim OR r.k > $4::int) AND r.expiry_mark <= $5
+                       AND EXISTS (SELECT 1 FROM %4$s x
+                                    WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = r.part
+                                      AND x.expires_at <= $5
+                                      AND x.state = 'leased' AND x.attempt >= $6) AS spent
+                  FROM (SELECT w.part, w.claim, w.k, w.next_sequence, w.low_watermark, w.high_watermark, w.expiry_mark,
+                               CASE WHEN NOT w.claim THEN w.k + w.rn
+                                    WHEN $9::int IS NULL AND w.k <= $4::int THEN w.rn
+                                    ELSE (w.rn + w.k - coalesce(w.before_first, (SELECT nextval('rheo.fetch_rotation'))) %% w.k)
+                                         %% w.k
+                               END AS ord
+                          FROM (SELECT v.part, v.claim, v.next_sequence, v.low_watermark, v.high_watermark, v.expiry_mark,
+                                       row_number() OVER (PARTITION BY v.claim ORDER BY v.part) - 1 AS rn,
+                                       count(*) FILTER (WHERE v.claim) OVER () AS k,
+                                       CASE WHEN $9::int IS NOT NULL
+                                            THEN count(*) FILTER (WHERE v.claim AND v.part < $9::int) OVER () END
+                                           AS before_first
+                                  FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
+                                               pt.low_watermark, pt.high_watermark, c.expiry_mark,
+                                               NOT ($8::boolean
+                                                    AND EXISTS (SELECT 1 FROM (SELECT t.expires_at FROM %4$s t
+                                                                                WHERE t.stream = $1 AND t.group_id = c.group_id
+                                                                                  AND t."partition" = c."partition"
+                                                                                ORDER BY t.sequence
+                                                                                LIMIT 1) AS t
+                                                                 WHERE t.expires_at > $5)) AS claim
+                                          FROM %3$s c
+                                          JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
+                                         WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s
+                                        OFFSET 0) AS v) AS w) AS r
+            )
+            SELECT array_agg(l.part ORDER BY l.ord), array_agg(l.next_sequence ORDER BY l.ord),
+                   array_agg(rheo._fresh(l.next_sequence, l.high_watermark, $4) ORDER BY l.ord),
+                   array_agg((SELECT count(*)::int
+                                FROM ((SELECT 1 FROM %4$s d
+                                        WHERE d.stream = $1 AND d.group_id = $2 AND d."partition" = l.part
+                                          AND d.state = 'pending' AND d.expires_at <= $5
+                                        ORDER BY d.expires_at
+                                        LIMIT $4::bigint + 1)
+                                      UNION ALL
+                                      (SELECT 1 FROM %4$s d
+                                        WHERE l.expiry_mark <= $5
+                                          AND d.stream = $1 AND d.group_id = $2 AND d."partition" = l.part
+                                          AND d.expires_at <= $5
+                                          AND d.state = 'leased' AND d.attempt < $6
+                                        ORDER BY d.expires_at
+                                        LIMIT $4::bigint + 1)
+                                      LIMIT $4::bigint + 1) AS r) ORDER BY l.ord),
+                   array_agg(l.part ORDER BY l.ord) FILTER (WHERE l.expiry_mark <= $5),
+                   bool_or(l.k > $4 OR $9::int IS NOT NULL),
+                   CASE WHEN count(*) = 0 THEN (SELECT array_agg(x.part ORDER BY x.part) FROM work x WHERE x.claim) END
+              FROM (SELECT c."partition" AS part, w.ord, w.k, greatest(c.next_sequence, w.low_watermark) AS next_sequence,
+                           w.high_watermark, c.expiry_mark
+                      FROM work w
+                      JOIN %3$s c ON c.stream = $1 AND c.group_id = $2 AND c."partition" = w.part
+                     WHERE w.claim OR w.spent
+                     ORDER BY w.spent DESC, w.ord
+                     LIMIT (SELECT CASE WHEN bool_or(x.part = $9::int AND x.claim
+                                                     AND x.high_watermark - x.next_sequence + 1 >= $4::int)
+                                        THEN 1 ELSE $4::int END
+                                   + count(*) FILTER (WHERE x.spent)
+                              FROM work x)
+                       FOR NO KEY UPDATE OF c SKIP LOCKED) AS l$q$, VARIADIC v_t || v_work),
+                    ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(v_scope),
+                          quote_nullable(p_max_count), quote_nullable(v_now), quote_nullable(p_max_attempts),
+                          quote_nullable(v_key), quote_nullable(v_part), quote_nullable(v_first)])
+           INTO v_locked, v_next, v_fresh, v_reclaim, v_expired, v_rotated, v_candidates;
+        EXIT WHEN v_locked IS NOT NULL OR v_first IS NOT NULL OR p_max_count = 0;
+        -- Wait for one candidate, as rheo.fetch does, only while the
+        -- transaction holds no row lock, then lock what else is free, as
+        -- above. Here on the stream's shards a row lock assigns this
+        -- transaction an id. Routed by Citus (a call in the caller's
+        -- transaction, from the coordinator), the locks are taken on the
+        -- worker, where the coordinator's transaction id is not assigned:
+        -- a transaction that began before this statement may hold some,
+        -- and the fetch returns nothing rather than wait. The id as before
+        -- the locking read, as in rheo.fetch (nextval can assign one).
+        IF v_candidates IS NULL OR v_had_xid
            OR (v_routed AND transaction_timestamp() <> statement_timestamp()) THEN
             RETURN;
         END IF;
+        v_first := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
         EXECUTE format($q$
-            SELECT array_agg(c."partition" ORDER BY c."partition")
-              FROM %3$s c
-              JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
-             WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = ANY ($3) AND %7$s$q$, VARIADIC v_t || v_work)
-           INTO v_candidates
-          USING p_stream, p_group_id, v_scope, p_max_count, v_now, p_max_attempts, v_key;
-        IF v_candidates IS NULL THEN
-            RETURN;
-        END IF;
-        v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
-        EXECUTE format($q$
-            SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
-                   ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, $4)],
-                   ARRAY[(SELECT count(*)::int
-                            FROM ((SELECT 1 FROM %4$s d
-                                    WHERE d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                      AND d.state = 'pending' AND d.expires_at <= $5
-                                    ORDER BY d.expires_at
-                                    LIMIT $4::bigint + 1)
-                                  UNION ALL
-                                  (SELECT 1 FROM %4$s d
-                                    WHERE c.expiry_mark <= $5
-                                      AND d.stream = $1 AND d.group_id = c.group_id AND d."partition" = c."partition"
-                                      AND d.expires_at <= $5
-                                      AND d.state = 'leased' AND d.attempt < $6
-                                    ORDER BY d.expires_at
-                                    LIMIT $4::bigint + 1)
-                                  LIMIT $4::bigint + 1) AS r)],
-                   CASE WHEN c.expiry_mark <= $5 THEN ARRAY[c."partition"] END
-              FROM %3$s c
-              JOIN %2$s pt ON pt.stream = $1 AND pt."partition" = c."partition"
+            SELECT c."partition" FROM %3$s c
              WHERE c.stream = $1 AND c.group_id = $2 AND c."partition" = $3
                FOR NO KEY UPDATE OF c$q$, VARIADIC v_t)
-           INTO v_locked, v_next, v_fresh, v_reclaim, v_expired
-          USING p_stream, p_group_id, v_p, p_max_count, v_now, p_max_attempts;
-        IF v_locked IS NULL THEN
+          USING p_stream, p_group_id, v_first;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        IF v_n = 0 THEN  -- the group was dropped while this fetch waited
             RETURN;
         END IF;
+    END LOOP;
+    IF v_locked IS NULL THEN
+        RETURN;
     END IF;
 
     IF v_expired IS NOT NULL THEN
@@ -368,7 +396,7 @@ BEGIN
     IF v_total <= p_max_count THEN
         v_quota := v_avail;
     ELSE
-        v_quota := rheo._quota(v_avail, p_max_count, (nextval('rheo.fetch_rotation') % v_k)::int);
+        v_quota := rheo._quota(v_avail, p_max_count, CASE WHEN v_rotated THEN 0 ELSE (nextval('rheo.fetch_rotation') % v_k)::int END);
     END IF;
 
     FOR v_i IN 1 .. v_k LOOP

@@ -1,5 +1,5 @@
 -- How many leases a fetch of at most max_count takes from each partition,
--- given what each can give (avail, in partition order): as if dealt
+-- given what each can give (avail, in the order dealt): as if dealt
 -- round-robin, one lease per partition per round from the partition at
 -- index start (0-based) of avail, until max_count or no work is left.
 -- The SQLite driver deals the same way, lease by lease (quota in

@@ -52,6 +52,9 @@ DECLARE
     v_expires     timestamptz;
     v_consumer    text;
     v_candidates  int[];
+    v_first       int;
+    v_rotated     boolean;
+    v_had_xid     boolean;
     v_locked      int[];
     v_next        bigint[];
     v_reclaim     int[];
@@ -61,13 +64,6 @@ DECLARE
     v_quota       int[];
     v_k           int;
     v_total       int;
-    v_level       int;
-    v_below       int;
-    v_rest        int;
-    v_start       int;
-    v_left        int;
-    v_a           int;
-    v_p           int;
     v_key         boolean;
     v_part        boolean;
 BEGIN
@@ -107,69 +103,121 @@ BEGIN
         RETURN;
     END IF;
 
-    -- Lock the cursor rows of the partitions with work (rheo._has_work),
-    -- and read what each can give: events past the cursor (rheo._fresh),
-    -- and deliveries due again (rheo._due_count), each capped at
-    -- max_count. A lease expired at the attempt limit is work too: this
-    -- fetch dead-letters it below. A row changed by a fetch that
-    -- committed meanwhile is read again after it is locked. A cursor is
-    -- read as at least the low watermark: pruned events are terminal for
-    -- every group, and new events are read from there. In 'key' mode,
-    -- keys with a wakeup are work too (below). The helpers are inlined:
-    -- the plan is that of the expressions they name.
-    SELECT array_agg(l.part ORDER BY l.part), array_agg(l.next_sequence ORDER BY l.part),
-           array_agg(l.fresh ORDER BY l.part), array_agg(l.reclaim ORDER BY l.part),
-           array_agg(l.part ORDER BY l.part) FILTER (WHERE l.expired)
-      INTO v_locked, v_next, v_fresh, v_reclaim, v_expired
-      FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
-                   rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count) AS fresh,
-                   (SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
-                                                  p_max_count::bigint + 1, c.expiry_mark <= v_now) AS n) AS reclaim,
-                   c.expiry_mark <= v_now AS expired
-              FROM rheo.cursors c
-              JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-             CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, pt.high_watermark,
-                                               v_now, v_key, c.expiry_mark) AS h
-             WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
-             ORDER BY c."partition"
-               FOR NO KEY UPDATE OF c SKIP LOCKED) AS l;
+    -- Lock the cursor rows of the partitions this fetch claims from, and
+    -- read what each can give: events past the cursor (rheo._fresh), and
+    -- deliveries due again (rheo._due_count), each capped at max_count.
+    --
+    -- The candidates are the partitions in scope with work
+    -- (rheo._has_work; under 'partition' ordering, not those whose
+    -- delivery in progress is not due: they have nothing to give). When
+    -- they are more than max_count, they are taken in rotation order,
+    -- from a rotating candidate (rheo.fetch_rotation), and the locking
+    -- read stops once it has locked max_count of them: one round of the
+    -- deal below needs no more, and competing fetchers, which start from
+    -- different candidates and skip what another holds (SKIP LOCKED),
+    -- claim side by side from different partitions instead of taking
+    -- turns. A partition with a lease expired at the attempt limit is
+    -- locked whatever its place, so that this fetch dead-letters it
+    -- (below); it is looked for only among the partitions the fetch
+    -- might not lock otherwise. After a wait (below), the rotation starts
+    -- at the partition waited for, and goes past it only when its events
+    -- cannot fill max_count: a fetch that found every partition held
+    -- deals over the one it then holds, so that competing fetchers that
+    -- waited keep to different partitions rather than each taking all
+    -- (docs/decisions.md, "Claims").
+    --
+    -- A row changed by a fetch that committed meanwhile is read again
+    -- after it is locked. A cursor is read as at least the low watermark:
+    -- pruned events are terminal for every group, and new events are
+    -- read from there. In 'key' mode, keys with a wakeup are work too
+    -- (below). The helpers are inlined: the plan is that of the
+    -- expressions they name. When nothing could be locked, the statement
+    -- also gives the candidates, for the wait below.
+    v_had_xid := txid_current_if_assigned() IS NOT NULL;
+    LOOP
+        WITH work AS MATERIALIZED (
+            -- spent: a lease expired at the attempt limit, looked for only
+            -- when the fetch might not lock the partition otherwise (more
+            -- candidates than max_count, or no candidate). Spent
+            -- partitions are locked first and beyond max_count, so one
+            -- whose only work that lease is takes no place of the others.
+            SELECT r.part, r.claim, r.k, r.ord, r.next_sequence, r.low_watermark, r.high_watermark,
+                   (NOT r.claim OR r.k > p_max_count) AND r.expiry_mark <= v_now
+                   AND EXISTS (SELECT 1 FROM rheo.deliveries x
+                                WHERE x.group_id = v_group.group_id AND x."partition" = r.part
+                                  AND x.expires_at <= v_now
+                                  AND x.state = 'leased' AND x.attempt >= v_group.max_attempts) AS spent
+              FROM (SELECT w.part, w.claim, w.k, w.next_sequence, w.low_watermark, w.high_watermark, w.expiry_mark,
+                           CASE WHEN NOT w.claim THEN w.k + w.rn  -- after the candidates, in partition order
+                                WHEN v_first IS NULL AND w.k <= p_max_count THEN w.rn
+                                ELSE (w.rn + w.k - coalesce(w.before_first, (SELECT nextval('rheo.fetch_rotation'))) % w.k)
+                                     % w.k
+                           END AS ord
+                      FROM (SELECT v.part, v.claim, v.next_sequence, v.low_watermark, v.high_watermark, v.expiry_mark,
+                                   row_number() OVER (PARTITION BY v.claim ORDER BY v.part) - 1 AS rn,
+                                   count(*) FILTER (WHERE v.claim) OVER () AS k,
+                                   CASE WHEN v_first IS NOT NULL
+                                        THEN count(*) FILTER (WHERE v.claim AND v.part < v_first) OVER () END
+                                       AS before_first
+                              FROM (SELECT c."partition" AS part, greatest(c.next_sequence, pt.low_watermark) AS next_sequence,
+                                           pt.low_watermark, pt.high_watermark, c.expiry_mark,
+                                           NOT (v_part AND EXISTS (SELECT 1 FROM rheo._turn(c.group_id, c."partition") AS t
+                                                                    WHERE t.expires_at > v_now)) AS claim
+                                      FROM rheo.cursors c
+                                      JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
+                                     CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence,
+                                                                       pt.high_watermark, v_now, v_key, c.expiry_mark) AS h
+                                     WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope)
+                                    OFFSET 0) AS v) AS w) AS r  -- OFFSET 0: claim computed once a row, not once a window
+        )
+        SELECT array_agg(l.part ORDER BY l.ord), array_agg(l.next_sequence ORDER BY l.ord),
+               array_agg(rheo._fresh(l.next_sequence, l.high_watermark, p_max_count) ORDER BY l.ord),
+               array_agg((SELECT n FROM rheo._due_count(v_group.group_id, l.part, v_now, v_group.max_attempts,
+                                                        p_max_count::bigint + 1, l.expiry_mark <= v_now) AS n)
+                         ORDER BY l.ord),
+               array_agg(l.part ORDER BY l.ord) FILTER (WHERE l.expiry_mark <= v_now),
+               bool_or(l.k > p_max_count OR v_first IS NOT NULL),
+               CASE WHEN count(*) = 0 THEN (SELECT array_agg(x.part ORDER BY x.part) FROM work x WHERE x.claim) END
+          INTO v_locked, v_next, v_fresh, v_reclaim, v_expired, v_rotated, v_candidates
+          FROM (SELECT c."partition" AS part, w.ord, w.k, greatest(c.next_sequence, w.low_watermark) AS next_sequence,
+                       w.high_watermark, c.expiry_mark
+                  FROM work w
+                  JOIN rheo.cursors c ON c.group_id = v_group.group_id AND c."partition" = w.part
+                 WHERE w.claim OR w.spent
+                 ORDER BY w.spent DESC, w.ord
+                 LIMIT (SELECT CASE WHEN bool_or(x.part = v_first AND x.claim
+                                                 AND x.high_watermark - x.next_sequence + 1 >= p_max_count)
+                                    THEN 1 ELSE p_max_count END
+                               + count(*) FILTER (WHERE x.spent)
+                          FROM work x)
+                   FOR NO KEY UPDATE OF c SKIP LOCKED) AS l;
+        EXIT WHEN v_locked IS NOT NULL OR v_first IS NOT NULL OR p_max_count = 0;
+        -- Every candidate, if any, is being claimed by another fetcher (or
+        -- replayed or reset): wait for one rather than report nothing,
+        -- then lock it, and what else is free when it cannot fill
+        -- max_count, as above, so that the wait ends in a full fetch. This is the only wait of a fetch, and it
+        -- waits only while its transaction holds no row lock, so it
+        -- cannot close a cycle of waits (docs/design.md, "Locks"); after
+        -- it, the locking read skips what it cannot lock at once. A
+        -- transaction that had an id before the locking read may hold
+        -- row locks (its caller's): it reports nothing instead, as when
+        -- there is no work. The read itself locked nothing: it returns
+        -- every row it locks, as a row changed meanwhile is checked again
+        -- only on its partition, which no update changes. (Its id is not
+        -- asked after the read: nextval, above, can assign one.)
+        IF v_candidates IS NULL OR v_had_xid THEN
+            RETURN;
+        END IF;
+        v_first := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
+        PERFORM FROM rheo.cursors c
+          WHERE c.group_id = v_group.group_id AND c."partition" = v_first
+            FOR NO KEY UPDATE OF c;
+        IF NOT FOUND THEN  -- the group was dropped while this fetch waited
+            RETURN;
+        END IF;
+    END LOOP;
     IF v_locked IS NULL THEN
-        -- Every partition with work, if any, is being claimed by another
-        -- fetcher (or replayed or reset): wait for one rather than report
-        -- nothing. This is the only wait of a fetch, and it waits only
-        -- while its transaction holds no row lock, so it cannot close a
-        -- cycle of waits (docs/design.md, "Locks"). The statement above
-        -- can leave it holding some: a cursor that a fetch committed
-        -- meanwhile is locked first and read again after, and stays
-        -- locked when it no longer has work. A transaction with an id
-        -- has locked rows (this statement's, or its caller's): it
-        -- reports nothing instead, as when there is no work.
-        IF txid_current_if_assigned() IS NOT NULL THEN
-            RETURN;
-        END IF;
-        SELECT array_agg(c."partition" ORDER BY c."partition") INTO v_candidates
-          FROM rheo.cursors c
-          JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         CROSS JOIN LATERAL rheo._has_work(c.group_id, c."partition", c.next_sequence, pt.high_watermark,
-                                           v_now, v_key, c.expiry_mark) AS h
-         WHERE c.group_id = v_group.group_id AND c."partition" = ANY (v_scope);
-        IF v_candidates IS NULL THEN
-            RETURN;
-        END IF;
-        v_p := v_candidates[1 + (nextval('rheo.fetch_rotation') % cardinality(v_candidates))::int];
-        SELECT ARRAY[c."partition"], ARRAY[greatest(c.next_sequence, pt.low_watermark)],
-               ARRAY[rheo._fresh(greatest(c.next_sequence, pt.low_watermark), pt.high_watermark, p_max_count)],
-               ARRAY[(SELECT n FROM rheo._due_count(c.group_id, c."partition", v_now, v_group.max_attempts,
-                                                    p_max_count::bigint + 1, c.expiry_mark <= v_now) AS n)],
-               CASE WHEN c.expiry_mark <= v_now THEN ARRAY[c."partition"] END
-          INTO v_locked, v_next, v_fresh, v_reclaim, v_expired
-          FROM rheo.cursors c
-          JOIN rheo.partitions pt ON pt.stream = p_stream AND pt."partition" = c."partition"
-         WHERE c.group_id = v_group.group_id AND c."partition" = v_p
-           FOR NO KEY UPDATE OF c;
-        IF v_locked IS NULL THEN  -- the group was dropped while this fetch waited
-            RETURN;
-        END IF;
+        RETURN;
     END IF;
 
     -- A lease that expired at the attempt limit is dead-lettered rather
@@ -306,8 +354,10 @@ BEGIN
 
     -- Quotas, as if dealt round-robin, one lease per partition per round
     -- from a rotating starting partition, until max_count or no work is
-    -- left (rheo._quota). The rotation moves only when there is more work
-    -- than max_count, and the helper is called only then.
+    -- left (rheo._quota). The partitions are in the rotation's order when
+    -- the locking read rotated them, from its start; else in partition
+    -- order, and the start moves only when there is more work than
+    -- max_count. The helper is called only then.
     v_k := cardinality(v_locked);
     SELECT array_agg(least(p_max_count, x.r + x.f) ORDER BY x.ord) INTO v_avail
       FROM unnest(v_reclaim, v_fresh) WITH ORDINALITY AS x(r, f, ord);
@@ -315,7 +365,8 @@ BEGIN
     IF v_total <= p_max_count THEN
         v_quota := v_avail;
     ELSE
-        v_quota := rheo._quota(v_avail, p_max_count, (nextval('rheo.fetch_rotation') % v_k)::int);
+        v_quota := rheo._quota(v_avail, p_max_count,
+                               CASE WHEN v_rotated THEN 0 ELSE (nextval('rheo.fetch_rotation') % v_k)::int END);
     END IF;
 
     -- Claim every partition's quota in one statement: deliveries due

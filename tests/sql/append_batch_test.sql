@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(39);
+SELECT plan(47);
 
 -- The signature reference §4.2 pins.
 SELECT has_function('rheo', 'append_batch', ARRAY['text', 'jsonb', 'text[]', 'text[]', 'integer', 'jsonb', 'timestamp with time zone']::name[], 'rheo.append_batch has the reference''s argument types');
@@ -153,6 +153,46 @@ SELECT results_eq(
     'append_batch called with every argument by name');
 SELECT throws_ok($$SELECT rheo.append_batch('s', '[{}]', metadata => NULL)$$,
     'RH011', 'invalid_argument', 'an explicit NULL metadata');
+
+-- Payloads are checked where the append reads them (in the INSERT, the
+-- routing pass or the pass over given ids); a failure there reports what
+-- a check of the whole batch in the order of reference §1.5 finds first,
+-- and the call writes nothing.
+CREATE FUNCTION pg_temp.detail_of(q text) RETURNS text LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_detail text;
+BEGIN
+    EXECUTE q;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS v_detail = PG_EXCEPTION_DETAIL;
+    RETURN v_detail;
+END
+$fn$;
+CREATE TEMP TABLE before_bad AS
+    SELECT (SELECT count(*) FROM rheo.events WHERE stream = 's') AS events,
+           (SELECT sum(high_watermark) FROM rheo.partitions WHERE stream = 's') AS high;
+SELECT is(pg_temp.detail_of($$SELECT * FROM rheo.append_batch('s', '[{}, {}, 1, {}]', "partition" => 1)$$),
+    'payload 2 of the batch is not a JSON object', 'one partition: the non-object payload found in the INSERT');
+SELECT is(pg_temp.detail_of($$SELECT * FROM rheo.append_batch('s', '[{"key": "a"}, [1], {"key": "b"}]')$$),
+    'payload 1 of the batch is not a JSON object', 'routed: the non-object payload found in the routing pass');
+SELECT is(pg_temp.detail_of($$SELECT * FROM rheo.append_batch('s', '[{}, {}, "x"]', ids => ARRAY['n-1', NULL, 'n-3'])$$),
+    'payload 2 of the batch is not a JSON object', 'given ids: the non-object payload found in the pass over the inputs');
+SELECT is(pg_temp.detail_of(format($$SELECT * FROM rheo.append_batch('s', %L, "partition" => 0)$$,
+                                   jsonb_build_array('{}'::jsonb, jsonb_build_object('key', repeat('k', 1025))))),
+    'payload key 1 of the batch must be at most 1024 bytes, got 1025 bytes', 'one partition: a long payload key found in the INSERT');
+SELECT is(pg_temp.detail_of(format($$SELECT * FROM rheo.append_batch('s', %L, ids => ARRAY[NULL, 'n-2'])$$,
+                                   jsonb_build_array(jsonb_build_object('key', repeat('k', 1025)), '{}'::jsonb))),
+    'payload key 0 of the batch must be at most 1024 bytes, got 1025 bytes', 'given ids: a long payload key found in the pass over the inputs');
+SELECT is(pg_temp.detail_of(format($$SELECT * FROM rheo.append_batch('s', %L, "partition" => 0)$$,
+                                   jsonb_build_array(jsonb_build_object('key', repeat('k', 1025)), '{}'::jsonb, 'null'::jsonb))),
+    'payload 2 of the batch is not a JSON object', 'a non-object payload is reported before an earlier long payload key');
+SELECT is(pg_temp.detail_of(format($$SELECT * FROM rheo.append_batch('s', '[{}, 7]', keys => ARRAY[%L, 'k'])$$, repeat('k', 1025))),
+    'payload 1 of the batch is not a JSON object', 'a non-object payload is reported before a long key');
+SELECT results_eq(
+    $$SELECT (SELECT count(*) FROM rheo.events WHERE stream = 's'), (SELECT sum(high_watermark) FROM rheo.partitions WHERE stream = 's')$$,
+    $$SELECT events, high FROM before_bad$$,
+    'the failed batches stored and allocated nothing');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(8);
+SELECT plan(11);
 
 -- rheo._fetch_citus and the settles' Citus statements, run here on a
 -- single server by turning rheo._distributed() true in this transaction:
@@ -124,6 +124,33 @@ END
 $fn$;
 SELECT ok(pg_temp.key_unblocks('citus-wake'),
     'Citus statements: a key woken in one partition stays woken when a later partition wakes none');
+
+-- What a fetch locks, as on the single server (fetch_test.sql): at most
+-- max_count partitions with work, consecutive in rotation order, and a
+-- partition with a lease expired at the attempt limit whatever its place.
+CREATE EXTENSION IF NOT EXISTS pgrowlocks;
+SELECT rheo.create_stream('citus-ov', 8, clock => '2030-01-01Z');
+SELECT count(rheo.append('citus-ov', jsonb_build_object('n', n), "partition" => p, clock => '2030-01-01Z'))
+  FROM generate_series(0, 7) p CROSS JOIN generate_series(1, 4) n;
+SELECT rheo.create_group('citus-ov', 'g', max_attempts => 1, clock => '2030-01-01Z');
+SELECT count(*) FROM rheo.fetch('citus-ov', 'g', max_count => 1, lease_ms => 1000, partitions => '{4}',
+                                clock => '2030-01-01Z');
+CREATE TEMP TABLE ov2 AS SELECT * FROM rheo.fetch('citus-ov', 'g', max_count => 2, partitions => '{0,1,2,3,5,6,7}',
+                                                  clock => '2030-01-01Z');
+SELECT ok((SELECT count(DISTINCT "partition") = 2
+                  AND max(array_position('{0,1,2,3,5,6,7}'::int[], "partition"))
+                      - min(array_position('{0,1,2,3,5,6,7}'::int[], "partition")) IN (1, 6)
+             FROM ov2),
+    'Citus statements: max_count 2 of seven partitions with work, one lease from each of two consecutive ones');
+CREATE TEMP TABLE ov3 AS SELECT * FROM rheo.fetch('citus-ov', 'g', max_count => 1, clock => '2030-01-01 00:00:05Z');
+SELECT results_eq(
+    $$SELECT c."partition" FROM pgrowlocks('rheo.cursors') r JOIN rheo.cursors c ON c.ctid = r.locked_row
+       WHERE c.stream = 'citus-ov' ORDER BY 1$$,
+    $$SELECT DISTINCT p FROM (SELECT "partition" FROM ov2 UNION ALL SELECT "partition" FROM ov3 UNION ALL SELECT 4) x(p) ORDER BY 1$$,
+    'Citus statements: the fetches lock the partitions they claim from, and the one with a lease expired at the attempt limit');
+SELECT results_eq($$SELECT "partition", sequence, dead_lettered_at FROM rheo.dead_letters('citus-ov', 'g')$$,
+    $$VALUES (4, 1::bigint, '2030-01-01 00:00:05Z'::timestamptz)$$,
+    'Citus statements: a fetch of one dead-letters the lease expired in another partition');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(65);
+SELECT plan(73);
 
 -- The signature reference §5.1 pins.
 SELECT has_function('rheo', 'fetch', ARRAY['text', 'text', 'integer', 'text', 'integer', 'integer[]', 'timestamp with time zone']::name[], 'rheo.fetch has the reference''s argument types');
@@ -171,6 +171,84 @@ SELECT results_eq(
                         partitions => '{2}', clock => '2030-01-01Z')$$,
     $$VALUES ('by-name'::text, 2, '2030-01-01 00:00:01Z'::timestamptz)$$,
     'fetch called with every argument by name');
+
+-- What a fetch locks (docs/design.md, "Claiming"): the cursors of at most
+-- max_count partitions with work, consecutive in rotation order, so that
+-- competing fetches claim side by side (tests/go overlap_test.go).
+CREATE EXTENSION IF NOT EXISTS pgrowlocks;
+CREATE FUNCTION pg_temp.locked(p_stream text, p_group text) RETURNS int[] LANGUAGE sql AS $fn$
+    SELECT array_agg(c."partition" ORDER BY c."partition")
+      FROM pgrowlocks('rheo.cursors') r
+      JOIN rheo.cursors c ON c.ctid = r.locked_row
+      JOIN rheo.groups g ON g.group_id = c.group_id
+     WHERE g.stream = p_stream AND g.group_name = p_group
+$fn$;
+SELECT rheo.create_stream('ov', 8);
+SELECT count(rheo.append('ov', jsonb_build_object('n', n), "partition" => p, clock => '2030-01-01Z'))
+  FROM generate_series(0, 7) p CROSS JOIN generate_series(1, 4) n;
+SELECT rheo.create_group('ov', 'two');
+CREATE TEMP TABLE ov2 AS SELECT * FROM rheo.fetch('ov', 'two', max_count => 2, clock => '2030-01-01Z');
+SELECT is((SELECT count(DISTINCT "partition") FROM ov2), 2::bigint,
+    'eight partitions with work, max_count 2: one lease from each of two');
+SELECT is(pg_temp.locked('ov', 'two'), (SELECT array_agg("partition" ORDER BY "partition") FROM ov2),
+    'the fetch locks the cursors of those two partitions only');
+SELECT ok((SELECT (max("partition") - min("partition")) IN (1, 7) FROM ov2),
+    'the two are consecutive in rotation order');
+SELECT rheo.create_group('ov', 'all');
+SELECT results_eq($$SELECT "partition", sequence FROM rheo.fetch('ov', 'all', max_count => 8, clock => '2030-01-01Z')$$,
+    $$SELECT p, 1::bigint FROM generate_series(0, 7) p$$,
+    'max_count 8: one lease from each of the eight');
+
+-- The rotation goes over the partitions with work, not over the partition
+-- numbers: one lease a fetch from work in partitions 0, 5 and 6 of eight
+-- gives each a third.
+SELECT rheo.create_stream('gap', 8);
+SELECT count(rheo.append('gap', jsonb_build_object('n', n), "partition" => p, clock => '2030-01-01Z'))
+  FROM unnest(ARRAY[0, 5, 6]) p CROSS JOIN generate_series(1, 20) n;
+SELECT rheo.create_group('gap', 'g');
+CREATE TEMP TABLE gap1 (p int);
+DO $$ BEGIN
+    FOR i IN 1 .. 30 LOOP
+        INSERT INTO gap1 SELECT "partition" FROM rheo.fetch('gap', 'g', max_count => 1, clock => '2030-01-01Z');
+    END LOOP;
+END $$;
+SELECT results_eq($$SELECT p, count(*) BETWEEN 8 AND 12 FROM gap1 GROUP BY p ORDER BY p$$,
+    $$VALUES (0, true), (5, true), (6, true)$$,
+    'single-lease fetches share out evenly over the partitions with work, wherever they lie');
+
+-- A lease expired at the attempt limit is dead-lettered by a fetch that
+-- covers its partition even when the fetch needs other partitions to
+-- fill max_count.
+SELECT rheo.create_stream('spent', 4);
+SELECT rheo.create_group('spent', g, max_attempts => 1) FROM unnest(ARRAY['s1', 's2', 's3', 's4']) g;
+SELECT rheo.append('spent', '{}', "partition" => 3, clock => '2030-01-01Z');
+SELECT count(*) FROM unnest(ARRAY['s1', 's2', 's3', 's4']) g,
+                     rheo.fetch('spent', g, lease_ms => 1000, clock => '2030-01-01Z');
+SELECT count(rheo.append('spent', jsonb_build_object('n', n), "partition" => p, clock => '2030-01-01Z'))
+  FROM generate_series(0, 2) p CROSS JOIN generate_series(1, 2) n;
+SELECT results_eq(
+    $$SELECT g, count(f.*) FROM unnest(ARRAY['s1', 's2', 's3', 's4']) g
+        LEFT JOIN LATERAL rheo.fetch('spent', g, max_count => 1, clock => '2030-01-01 00:00:05Z') f ON true
+       GROUP BY g ORDER BY g$$,
+    $$VALUES ('s1', 1::bigint), ('s2', 1), ('s3', 1), ('s4', 1)$$,
+    'spent: a fetch of one leases an event, wherever the rotation starts');
+SELECT results_eq($$SELECT g, "partition", sequence, reason, dead_lettered_at
+                      FROM unnest(ARRAY['s1', 's2', 's3', 's4']) g, rheo.dead_letters('spent', g) ORDER BY g$$,
+    $$SELECT g, 3, 1::bigint, 'lease_expired'::text, '2030-01-01 00:00:05Z'::timestamptz
+        FROM unnest(ARRAY['s1', 's2', 's3', 's4']) g$$,
+    'the same fetch dead-letters the lease expired in partition 3');
+
+-- 'partition' ordering: a partition whose delivery in progress is not due
+-- has nothing to give, and takes no place among the max_count partitions.
+SELECT rheo.create_stream('busy', 4);
+SELECT count(rheo.append('busy', jsonb_build_object('n', n), "partition" => p, clock => '2030-01-01Z'))
+  FROM generate_series(0, 3) p CROSS JOIN generate_series(1, 2) n;
+SELECT rheo.create_group('busy', g, ordering => 'partition') FROM unnest(ARRAY['b1', 'b2', 'b3']) g;
+SELECT count(*) FROM unnest(ARRAY['b1', 'b2', 'b3']) g, rheo.fetch('busy', g, max_count => 3, clock => '2030-01-01Z');
+SELECT is((SELECT count(*) FROM unnest(ARRAY['b1', 'b2', 'b3']) g,
+                 rheo.fetch('busy', g, max_count => 1, clock => '2030-01-01Z') f
+            WHERE f.sequence = 1),
+    3::bigint, 'partition: a fetch of one, three partitions busy, leases the free one''s first event');
 
 -- A fetch with max_count 0 claims nothing but still dead-letters the
 -- leases that expired at the attempt limit in its scope.
