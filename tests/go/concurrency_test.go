@@ -1009,8 +1009,8 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 // TestConcurrentPruneDuringAppendTransaction prunes a stream while a
 // transaction appends to it twice, the second time once the prune waits
 // for its partition: the second update of the partition's row in one
-// transaction checks the foreign key to the stream's row, and the prune
-// holds that row in a mode that lets the check through, so the append
+// transaction checks the foreign key to the stream's catalog row, which
+// the prune does not lock (it holds the stream's lock row), so the append
 // goes on, the prune finishes after its commit, and neither fails with
 // 40P01 (deadlock detected).
 func TestConcurrentPruneDuringAppendTransaction(t *testing.T) {
