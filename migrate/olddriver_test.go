@@ -24,7 +24,7 @@ import (
 
 // previousRelease is the release before this build, whose Go driver
 // must keep working against this build's schema (docs/upgrading.md).
-const previousRelease = "d3e0cd0"
+const previousRelease = "376d670"
 
 // oldReport is what testdata/olddriver prints.
 type oldReport struct {

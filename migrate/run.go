@@ -483,7 +483,7 @@ SELECT coalesce((SELECT n.nspowner::regrole::text = $1 FROM pg_namespace n WHERE
 
 // switchTables are Rheo's tables in the order the switch locks them:
 // the order in which an append and then a fetch and a settle take them.
-var switchTables = []string{"streams", "partitions", "events", "time_marks", "groups", "cursors",
+var switchTables = []string{"streams", "stream_locks", "partitions", "events", "time_marks", "groups", "cursors",
 	"deliveries", "dead_letters", "key_wakeups"}
 
 // lockAllSQL locks every table of switchTables that exists, in that

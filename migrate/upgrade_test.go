@@ -24,9 +24,9 @@ import (
 )
 
 // The releases whose schema testdata/releases keeps, as their
-// `rheo-migrate sql` printed it: the first one, and the one before this
+// `rheo-migrate sql` printed it: the first one, and the ones before this
 // build.
-var releases = []string{"54ed27f", "d3e0cd0"}
+var releases = []string{"54ed27f", "d3e0cd0", "376d670"}
 
 // releaseSchema reads the install script of a release from
 // testdata/releases, where it is kept gzipped: a frozen output of that

@@ -80,6 +80,12 @@ BEGIN
 
     ALTER TABLE rheo.partitions DROP CONSTRAINT IF EXISTS partitions_stream_fkey;
     ALTER TABLE rheo.groups DROP CONSTRAINT IF EXISTS groups_stream_fkey;
+    -- The row the stream-wide operations lock (migration 9), on the
+    -- stream's node: a row of the reference catalog would be locked on
+    -- several.
+    IF NOT EXISTS (SELECT FROM pg_dist_partition p WHERE p.logicalrelid = 'rheo.stream_locks'::regclass) THEN
+        PERFORM create_distributed_table('rheo.stream_locks', 'stream', colocate_with => 'rheo.events');
+    END IF;
 
     -- Every function exists on every node, where the calls' statements
     -- and the helpers they call run. A public function whose first

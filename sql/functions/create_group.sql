@@ -28,7 +28,7 @@ BEGIN
     -- and waits for theirs (FOR SHARE conflicts with their FOR NO KEY
     -- UPDATE): the cursors are placed against the partitions' low
     -- watermarks as they stand.
-    PERFORM 1 FROM rheo.streams s WHERE s.stream = p_stream FOR SHARE;
+    PERFORM 1 FROM rheo.stream_locks l WHERE l.stream = p_stream FOR SHARE;
     IF NOT FOUND THEN  -- dropped meanwhile
         RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
             DETAIL = format('stream %L does not exist', p_stream);

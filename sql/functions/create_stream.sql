@@ -38,6 +38,7 @@ BEGIN
         RAISE EXCEPTION 'already_exists' USING ERRCODE = 'RH003',
             DETAIL = format('stream %L already exists', p_stream);
     END IF;
+    INSERT INTO rheo.stream_locks (stream) VALUES (p_stream);
     INSERT INTO rheo.partitions (stream, "partition", high_watermark)
     SELECT p_stream, x, 0 FROM generate_series(0, p_count - 1) x;
 END

@@ -19,13 +19,12 @@ BEGIN
         RAISE EXCEPTION 'confirm_required' USING ERRCODE = 'RH008',
             DETAIL = 'drop_stream deletes the stream with every event and group: call it with confirm => true';
     END IF;
-    -- The stream's row first: prunes, create_group and set_retention of
-    -- the stream wait for the drop, and then find no stream. FOR NO KEY
-    -- UPDATE, not FOR UPDATE: an append in progress may still check its
-    -- foreign key to the row (FOR KEY SHARE) while it holds a partition
-    -- this drop waits for. The delete at the end takes the row whole,
-    -- once no append is left that could.
-    PERFORM 1 FROM rheo.streams s WHERE s.stream = p_stream FOR NO KEY UPDATE;
+    -- The stream's lock row first: prunes, create_group and
+    -- set_retention of the stream wait for the drop, and then find no
+    -- stream. The delete of its catalog row at the end takes that row
+    -- whole, once no append is left that could check its foreign key to
+    -- it (FOR KEY SHARE) while holding a partition this drop waits for.
+    PERFORM 1 FROM rheo.stream_locks l WHERE l.stream = p_stream FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
             DETAIL = format('stream %L does not exist', p_stream);
@@ -59,6 +58,7 @@ BEGIN
     DELETE FROM rheo.time_marks AS m WHERE m.stream = p_stream;
     DELETE FROM rheo.partitions AS pt WHERE pt.stream = p_stream;
     DELETE FROM rheo.streams AS s WHERE s.stream = p_stream;
+    DELETE FROM rheo.stream_locks AS l WHERE l.stream = p_stream;
     RETURN v_deleted;
 END
 $$;

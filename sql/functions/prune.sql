@@ -12,19 +12,19 @@
 -- their leases become stale, and their cursors move past them.
 --
 -- Locks, held to commit, in the order every function takes them
--- (docs/design.md, "Locks"): the stream's row, FOR NO KEY UPDATE, so
--- that prunes of the stream, drop_stream and create_group wait for each
--- other while appends' foreign key checks on it do not; the cursors of
--- each partition in turn, for every group, so that no replay or reset
--- moves a cursor below what is deleted: FOR KEY SHARE, which a fetch's
--- FOR NO KEY UPDATE does not conflict with (a fetch only moves a cursor
--- forward, past what a prune deletes), and with force, which moves
--- cursors itself, FOR UPDATE; with force, then, the deliveries it
--- deletes, in primary key order across the partitions, once every
--- cursor is held; and last, the partitions' rows, to move their low
--- watermarks, which appends wait for no longer than this commit. Bounded
--- by max_count, each call is a short transaction: see docs/design.md,
--- "Retention", for its cost and what it leaves to vacuum.
+-- (docs/design.md, "Locks"): the stream's row of rheo.stream_locks, FOR
+-- NO KEY UPDATE, so that prunes of the stream, drop_stream, set_retention
+-- and create_group wait for each other, and appends, which never lock
+-- it, do not; the cursors of each partition in turn, for every group, so
+-- that no replay or reset moves a cursor below what is deleted: FOR KEY
+-- SHARE, which a fetch's FOR NO KEY UPDATE does not conflict with (a
+-- fetch only moves a cursor forward, past what a prune deletes), and
+-- with force, which moves cursors itself, FOR UPDATE; with force, then,
+-- the deliveries it deletes, in primary key order across the partitions,
+-- once every cursor is held; and last, the partitions' rows, to move
+-- their low watermarks, which appends wait for no longer than this
+-- commit. Bounded by max_count, each call is a short transaction: see
+-- docs/design.md, "Retention", for its cost and what it leaves to vacuum.
 CREATE OR REPLACE FUNCTION rheo.prune(stream text, max_count int DEFAULT 10000, force boolean DEFAULT false,
                                       clock timestamptz DEFAULT NULL)
 RETURNS bigint
@@ -66,7 +66,8 @@ BEGIN
     PERFORM rheo._check_time('clock', p_clock);
     PERFORM rheo._check_read_committed('prune');
 
-    SELECT s.max_age INTO v_max_age FROM rheo.streams s WHERE s.stream = p_stream FOR NO KEY UPDATE;
+    PERFORM 1 FROM rheo.stream_locks l WHERE l.stream = p_stream FOR NO KEY UPDATE;
+    SELECT s.max_age INTO v_max_age FROM rheo.streams s WHERE s.stream = p_stream;
     IF NOT FOUND THEN  -- dropped meanwhile
         RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',
             DETAIL = format('stream %L does not exist', p_stream);

@@ -37,6 +37,10 @@ BEGIN
             DETAIL = format('max_age must be positive: now() - max_age must lie before now() and be a timestamp, got %s for %s',
                             CASE WHEN isfinite(v_cutoff) THEN v_cutoff::text ELSE 'no timestamp' END, p_max_age);
     END IF;
+    -- A prune of the stream in progress finishes with the retention it
+    -- read, and a later one reads this one: they take turns on the
+    -- stream's lock row (docs/design.md, "Locks").
+    PERFORM 1 FROM rheo.stream_locks l WHERE l.stream = p_stream FOR NO KEY UPDATE;
     UPDATE rheo.streams AS s SET max_age = p_max_age WHERE s.stream = p_stream;
     IF NOT FOUND THEN  -- dropped meanwhile
         RAISE EXCEPTION 'stream_not_found' USING ERRCODE = 'RH001',

@@ -91,13 +91,6 @@ func TestChurn(t *testing.T) {
 					outcome, allowed = err.Error(), false
 				case pgErr.Code == "40001" && level == pgx.RepeatableRead:
 					outcome = "serialization_failure"
-				case pgErr.Code == "40P01" && pool.onCitus() && (op == "create_group" || op == "prune"):
-					// Citus locks a row of a reference table by locking
-					// the whole table's shard, on more than one node: two
-					// calls locking the stream catalog's rows can
-					// deadlock there, which Citus detects and breaks
-					// (docs/citus.md, "Costs"). The call failed whole.
-					outcome = "deadlock_detected"
 				case pgErr.Code == "RH011" && level == pgx.RepeatableRead && strings.Contains(pgErr.Detail, "must run at READ COMMITTED"):
 					outcome = "refused at repeatable read"
 				case pgErr.Code == "RH004" && (op == "renew" || op == "ack" || op == "retry" || op == "reject"),

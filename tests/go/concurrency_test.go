@@ -1009,8 +1009,8 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 // TestConcurrentPruneDuringAppendTransaction prunes a stream while a
 // transaction appends to it twice, the second time once the prune waits
 // for its partition: the second update of the partition's row in one
-// transaction checks the foreign key to the stream's row, and the prune
-// holds that row in a mode that lets the check through, so the append
+// transaction checks the foreign key to the stream's catalog row, which
+// the prune does not lock (it holds the stream's lock row), so the append
 // goes on, the prune finishes after its commit, and neither fails with
 // 40P01 (deadlock detected).
 func TestConcurrentPruneDuringAppendTransaction(t *testing.T) {
@@ -1053,7 +1053,8 @@ func TestConcurrentPruneDuringAppendTransaction(t *testing.T) {
 // TestConcurrentCreateGroupDuringPrune creates a group while a prune of
 // its stream is in progress: the creation waits for the prune and places
 // the new group's cursor at the new low watermark, never at events the
-// prune deleted.
+// prune deleted. A group of another stream is created meanwhile without
+// waiting.
 func TestConcurrentCreateGroupDuringPrune(t *testing.T) {
 	t.Parallel()
 	concOnEach(t, func(t *testing.T, open concOpener) {
@@ -1062,6 +1063,7 @@ func TestConcurrentCreateGroupDuringPrune(t *testing.T) {
 		pool := open(t, 4)
 		defer pool.Close()
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('young')`)
+		concExec(ctx, t, pool, `SELECT rheo.create_stream('other')`)
 		concExec(ctx, t, pool, `SELECT rheo.set_retention('young', '1 hour')`)
 		concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('young',
 			(SELECT jsonb_agg(jsonb_build_object('n', n)) FROM generate_series(1, 10) n), clock => '2030-01-01 00:00Z')`)
@@ -1077,6 +1079,20 @@ func TestConcurrentCreateGroupDuringPrune(t *testing.T) {
 			return err
 		})
 		concWaitForLock(ctx, t, pool, create.pid)
+		// Another stream's create_group, outside a transaction and in
+		// one, does not wait for this prune (on Citus, a lock of the
+		// reference catalog's row made every stream's wait).
+		for _, sql := range []string{`SELECT rheo.create_group('other', 'beside')`,
+			`BEGIN; SELECT rheo.create_group('other', 'beside-in-tx'); COMMIT`} {
+			other := concGo(ctx, t, pool, func(conn *pgxpool.Conn) error {
+				_, err := conn.Exec(ctx, sql)
+				return err
+			})
+			concFinishedOrWaiting(ctx, t, pool, other)
+			require.True(t, other.finished(), "%s waits for a prune of another stream", sql)
+			require.NoError(t, other.wait(), "%s", sql)
+		}
+		require.False(t, create.finished(), "create_group of the stream being pruned did not wait for the prune")
 		require.NoError(t, tx.Commit(ctx))
 		require.NoError(t, create.wait(), "create_group")
 		var next int64

@@ -247,7 +247,7 @@ func run(ctx context.Context, r *report) error {
 	}); err != nil {
 		return err
 	}
-	if r.Replayed, err = d.Replay(ctx, stream, "audit", rheo.ReplayOptions{EventIDs: firstIDs}); err != nil {
+	if r.Replayed, err = d.Replay(ctx, stream, "audit", &rheo.ReplayOptions{EventIDs: firstIDs}); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	if r.ReplayAcked, err = drain(ctx, d, "audit", func(rheo.Lease) {}); err != nil {

@@ -1,0 +1,4 @@
+-- The twin of sql/schema/009_stream_locks.sql, which gives the stream-wide
+-- operations of PostgreSQL a row per stream to lock. SQLite runs one
+-- writer at a time and takes no row locks: its schema is unchanged, and
+-- the version moves on with PostgreSQL's.
