@@ -246,42 +246,42 @@ BEGIN
     END IF;
 
     IF v_expired IS NOT NULL THEN
-    -- Leases expired at the attempt limit are dead-lettered, as in
-    -- rheo.fetch (where the expiry mark has passed); the dead letters and
-    -- wakeups by statements of their own.
-    EXECUTE rheo._prepared(format($q$
-        WITH due AS MATERIALIZED (
-            SELECT x.ctid AS tid FROM %4$s x
-             WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = ANY ($3)
-               AND x.expires_at <= $4
-               AND x.state = 'leased' AND x.attempt >= $5
-               FOR UPDATE SKIP LOCKED
-        ), expired AS (
-            DELETE FROM %4$s AS d
-             WHERE d.stream = $1 AND d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
-            RETURNING d."partition", d.sequence, d.attempt, d.key, d.has_waiters
-        )
-        SELECT array_agg(x."partition"), array_agg(x.sequence), array_agg(x.attempt), array_agg(x.key),
-               array_agg(x.has_waiters)
-          FROM expired x$q$, VARIADIC v_t),
-                ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(coalesce(v_expired, '{}')),
-                      quote_nullable(v_now), quote_nullable(p_max_attempts)])
-       INTO v_parts, v_sequences, v_attempts, v_keys, v_waiters;
-    IF v_parts IS NOT NULL THEN
-        EXECUTE format($q$
-            INSERT INTO %5$s (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-            SELECT $1, $2, x.part, x.sequence, x.attempt, 'lease_expired', $3
-              FROM unnest($4, $5, $6) AS x(part, sequence, attempt)$q$, VARIADIC v_t)
-          USING p_stream, p_group_id, v_now, v_parts, v_sequences, v_attempts;
-        IF true = ANY (v_waiters) THEN
+        -- Leases expired at the attempt limit are dead-lettered, as in
+        -- rheo.fetch (where the expiry mark has passed); the dead letters and
+        -- wakeups by statements of their own.
+        EXECUTE rheo._prepared(format($q$
+            WITH due AS MATERIALIZED (
+                SELECT x.ctid AS tid FROM %4$s x
+                 WHERE x.stream = $1 AND x.group_id = $2 AND x."partition" = ANY ($3)
+                   AND x.expires_at <= $4
+                   AND x.state = 'leased' AND x.attempt >= $5
+                   FOR UPDATE SKIP LOCKED
+            ), expired AS (
+                DELETE FROM %4$s AS d
+                 WHERE d.stream = $1 AND d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
+                RETURNING d."partition", d.sequence, d.attempt, d.key, d.has_waiters
+            )
+            SELECT array_agg(x."partition"), array_agg(x.sequence), array_agg(x.attempt), array_agg(x.key),
+                   array_agg(x.has_waiters)
+              FROM expired x$q$, VARIADIC v_t),
+                    ARRAY[quote_nullable(p_stream), quote_nullable(p_group_id), quote_nullable(coalesce(v_expired, '{}')),
+                          quote_nullable(v_now), quote_nullable(p_max_attempts)])
+           INTO v_parts, v_sequences, v_attempts, v_keys, v_waiters;
+        IF v_parts IS NOT NULL THEN
             EXECUTE format($q$
-                INSERT INTO %6$s (stream, group_id, "partition", key)
-                SELECT $1, $2, x.part, x.key
-                  FROM unnest($3, $4, $5) AS x(part, key, has_waiters)
-                 WHERE x.has_waiters$q$, VARIADIC v_t)
-              USING p_stream, p_group_id, v_parts, v_keys, v_waiters;
+                INSERT INTO %5$s (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+                SELECT $1, $2, x.part, x.sequence, x.attempt, 'lease_expired', $3
+                  FROM unnest($4, $5, $6) AS x(part, sequence, attempt)$q$, VARIADIC v_t)
+              USING p_stream, p_group_id, v_now, v_parts, v_sequences, v_attempts;
+            IF true = ANY (v_waiters) THEN
+                EXECUTE format($q$
+                    INSERT INTO %6$s (stream, group_id, "partition", key)
+                    SELECT $1, $2, x.part, x.key
+                      FROM unnest($3, $4, $5) AS x(part, key, has_waiters)
+                     WHERE x.has_waiters$q$, VARIADIC v_t)
+                  USING p_stream, p_group_id, v_parts, v_keys, v_waiters;
+            END IF;
         END IF;
-    END IF;
     END IF;
 
     IF v_key THEN

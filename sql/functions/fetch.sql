@@ -195,9 +195,10 @@ BEGIN
         -- Every candidate, if any, is being claimed by another fetcher (or
         -- replayed or reset): wait for one rather than report nothing,
         -- then lock it, and what else is free when it cannot fill
-        -- max_count, as above, so that the wait ends in a full fetch. This is the only wait of a fetch, and it
-        -- waits only while its transaction holds no row lock, so it
-        -- cannot close a cycle of waits (docs/design.md, "Locks"); after
+        -- max_count, as above, so that the wait ends in a full fetch.
+        -- This is the only wait of a fetch, and it waits only while its
+        -- transaction holds no row lock, so it cannot close a cycle of
+        -- waits (docs/design.md, "Locks"); after
         -- it, the locking read skips what it cannot lock at once. A
         -- transaction that had an id before the locking read may hold
         -- row locks (its caller's): it reports nothing instead, as when
@@ -235,23 +236,23 @@ BEGIN
     -- Skipped whole when no mark has passed: the index scan would walk
     -- the group's entries due by now, whatever the partitions.
     IF v_expired IS NOT NULL THEN
-    WITH due AS MATERIALIZED (
-        SELECT x.ctid AS tid FROM rheo.deliveries x
-         WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_expired)
-           AND x.expires_at <= v_now
-           AND x.state = 'leased' AND x.attempt >= v_group.max_attempts
-           FOR UPDATE SKIP LOCKED
-    ), expired AS (
-        DELETE FROM rheo.deliveries AS d
-         WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
-        RETURNING d."partition", d.sequence, d.attempt, d.key, d.has_waiters
-    ), woken AS (
-        INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
-        SELECT p_stream, v_group.group_id, x."partition", x.key FROM expired x WHERE x.has_waiters
-    )
-    INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
-    SELECT p_stream, v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
-      FROM expired x;
+        WITH due AS MATERIALIZED (
+            SELECT x.ctid AS tid FROM rheo.deliveries x
+             WHERE x.group_id = v_group.group_id AND x."partition" = ANY (v_expired)
+               AND x.expires_at <= v_now
+               AND x.state = 'leased' AND x.attempt >= v_group.max_attempts
+               FOR UPDATE SKIP LOCKED
+        ), expired AS (
+            DELETE FROM rheo.deliveries AS d
+             WHERE d.ctid = ANY (ARRAY(SELECT due.tid FROM due))
+            RETURNING d."partition", d.sequence, d.attempt, d.key, d.has_waiters
+        ), woken AS (
+            INSERT INTO rheo.key_wakeups (stream, group_id, "partition", key)
+            SELECT p_stream, v_group.group_id, x."partition", x.key FROM expired x WHERE x.has_waiters
+        )
+        INSERT INTO rheo.dead_letters (stream, group_id, "partition", sequence, attempt, reason, dead_lettered_at)
+        SELECT p_stream, v_group.group_id, x."partition", x.sequence, x.attempt, 'lease_expired', v_now
+          FROM expired x;
     END IF;
 
     IF v_key THEN
