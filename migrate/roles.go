@@ -585,6 +585,54 @@ END$r$$f$, v.role, v.role, v.role, v.role));
 END
 $rheo_keep_owner_access$`
 
+// noteRoutineOwnersSQL, run in the functions' install before the
+// hand-over of the routines, keeps in a temporary table the roles that
+// owned routines of schema rheo before they belonged to the owner role
+// (a release without Rheo's roles, whose functions ran with the caller's
+// privileges): neither superusers, pg_ roles nor Rheo's own.
+const noteRoutineOwnersSQL = `DO $rheo_note_routines$
+DECLARE
+    v_prefix text := ` + runPrefix + `;
+BEGIN
+    DROP TABLE IF EXISTS pg_temp.rheo_previous_routine_owners;
+    CREATE TEMPORARY TABLE rheo_previous_routine_owners ON COMMIT DROP AS
+    SELECT DISTINCT x.rolname AS role
+      FROM pg_proc p JOIN pg_roles x ON x.oid = p.proowner
+     WHERE p.pronamespace = 'rheo'::regnamespace AND NOT x.rolsuper AND x.rolname NOT LIKE 'pg\_%'
+       AND x.rolname NOT IN (SELECT v_prefix || r
+                               FROM unnest(ARRAY['rheo_owner', 'rheo_reader', 'rheo_producer', 'rheo_consumer', 'rheo_admin']) AS r);
+END
+$rheo_note_routines$`
+
+// keepRoutineAccessSQL, run after the functions' install, gives the
+// previous owners that noteRoutineOwnersSQL found EXECUTE on every
+// routine of schema rheo until the follow-ups revoke it: the previous
+// release's calls in flight run with the caller's privileges and call
+// helpers that now belong to the owner role, which grants EXECUTE on
+// them to nobody else, and whose new bodies may call helpers the
+// previous release did not have. It is no more than those owners could
+// do before the upgrade.
+const keepRoutineAccessSQL = `DO $rheo_keep_routine_access$
+DECLARE
+    v record;
+BEGIN
+    IF to_regclass('pg_temp.rheo_previous_routine_owners') IS NULL THEN
+        RETURN;
+    END IF;
+    FOR v IN SELECT o.role FROM pg_temp.rheo_previous_routine_owners o LOOP
+        EXECUTE format('GRANT EXECUTE ON ALL ROUTINES IN SCHEMA rheo TO %I', v.role);
+        ` + createFollowUpsSQL + `;
+        INSERT INTO rheo.upgrade_follow_ups (after, sql)
+        VALUES (clock_timestamp(), format($f$DO $r$BEGIN
+    IF EXISTS (SELECT FROM pg_roles r WHERE r.rolname = %L) THEN
+        REVOKE EXECUTE ON ALL ROUTINES IN SCHEMA rheo FROM %I;
+    END IF;
+END$r$$f$, v.role, v.role));
+    END LOOP;
+    DROP TABLE pg_temp.rheo_previous_routine_owners;
+END
+$rheo_keep_routine_access$`
+
 // upgradingSQL sets rheo.upgrading, for the transaction, to whether Rheo
 // was installed before it (a schema version above 0), which keepAccessSQL
 // reads. It runs once the version table exists.

@@ -608,8 +608,21 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 			}
 			followUps = append(followUps, m.followUps(stepInstall)...)
 		}
+		// The previous release's calls in flight, with the caller's
+		// privileges, call its helpers until the follow-ups.
+		keepRoutines := handOver && installed
+		if keepRoutines {
+			if _, err := tx.Exec(r.ctx, noteRoutineOwnersSQL); err != nil {
+				return err
+			}
+		}
 		if err := installFunctions(r.ctx, tx, r.in, len(pending) > 0, r.log, set); err != nil {
 			return err
+		}
+		if keepRoutines {
+			if _, err := tx.Exec(r.ctx, keepRoutineAccessSQL); err != nil {
+				return err
+			}
 		}
 		if len(pending) > 0 {
 			if _, err := tx.Exec(r.ctx, fmt.Sprintf("UPDATE %s SET version = %d", versionTable, latest)); err != nil {

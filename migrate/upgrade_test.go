@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -218,6 +219,45 @@ func upgradeUnderLoad(t *testing.T, release string) {
 	require.NoError(t, migrate.Postgres(ctx, fresh, nil))
 	got, want := schemaOf(t, admin), schemaOf(t, fresh)
 	assert.Equal(t, want, got, "the upgraded schema differs from a fresh install's:\nupgraded:\n%s\nfresh:\n%s", got, want)
+}
+
+// TestUpgradeKeepsCallsInFlight installs the first release, whose
+// functions ran with the caller's privileges, as the application's role
+// and upgrades it while a transaction older than the switch stays open,
+// so that the follow-ups wait: until they run, the application may still
+// call the helpers the previous release's calls in flight use, and once
+// they have run it may not.
+func TestUpgradeKeepsCallsInFlight(t *testing.T) {
+	ctx := context.Background()
+	app := testdb.NewRole(t, "")
+	adminURL := testdb.NewDatabase(t)
+	admin := connect(t, adminURL)
+	exec(t, admin, "ALTER DATABASE "+pgx.Identifier{admin.Config().Database}.Sanitize()+" OWNER TO "+pgx.Identifier{app}.Sanitize())
+	appURL := testdb.AsRole(t, adminURL, app)
+	exec(t, connect(t, appURL), "BEGIN; "+string(releaseSchema(t, "54ed27f"))+"; COMMIT")
+
+	older := connect(t, adminURL)
+	exec(t, older, "BEGIN; SELECT 1")
+	var logs warnings
+	require.NoError(t, migrate.Postgres(ctx, connect(t, adminURL), &migrate.Options{Logger: slog.New(&logs), Wait: 100 * time.Millisecond}))
+	assert.Empty(t, logs.list(), "upgrade logged")
+	left, err := migrate.PostgresFollowUps(ctx, admin)
+	require.NoError(t, err)
+	require.NotZero(t, left, "follow-ups left while a transaction older than the switch is open")
+
+	caller := connect(t, appURL)
+	helper := `SELECT rheo._partitions(NULL, 4)`
+	_, err = caller.Exec(ctx, helper)
+	assert.NoError(t, err, "the previous release's helper, called with the application's privileges before the follow-ups")
+
+	exec(t, older, "ROLLBACK")
+	require.NoError(t, migrate.Postgres(ctx, connect(t, adminURL), &migrate.Options{Logger: slog.New(&logs)}))
+	_, err = caller.Exec(ctx, helper)
+	var pgErr *pgconn.PgError
+	if assert.ErrorAs(t, err, &pgErr, "the helper after the follow-ups") {
+		assert.Equal(t, "42501", pgErr.Code, "the helper after the follow-ups: %v", err)
+	}
+	checkAccess(t, admin, app)
 }
 
 // baselineWindow is how long the workload runs before the upgrade, its
@@ -483,16 +523,19 @@ SELECT (SELECT count(*) FROM ((SELECT * FROM want EXCEPT SELECT * FROM got) UNIO
 // rheo_admin alone, its temporary privileges gone with the follow-ups.
 func checkAccess(t *testing.T, conn *pgx.Conn, app string) {
 	t.Helper()
-	var admin, direct, followUps bool
+	var admin, direct, routines, followUps bool
 	require.NoError(t, conn.QueryRow(context.Background(), `
 SELECT pg_has_role($1, 'rheo_admin', 'MEMBER'),
        EXISTS (SELECT FROM pg_class c, aclexplode(c.relacl) a
                 WHERE c.relnamespace = 'rheo'::regnamespace AND a.grantee = $1::regrole),
-       to_regclass('rheo.upgrade_follow_ups') IS NOT NULL`, app).Scan(&admin, &direct, &followUps))
-	state := fmt.Sprintf("after the upgrade: %s member of rheo_admin %v, holds privileges on Rheo's tables %v; follow-ups left %v",
-		app, admin, direct, followUps)
+       EXISTS (SELECT FROM pg_proc p, aclexplode(p.proacl) a
+                WHERE p.pronamespace = 'rheo'::regnamespace AND a.grantee = $1::regrole),
+       to_regclass('rheo.upgrade_follow_ups') IS NOT NULL`, app).Scan(&admin, &direct, &routines, &followUps))
+	state := fmt.Sprintf("after the upgrade: %s member of rheo_admin %v, holds privileges on Rheo's tables %v, on its routines %v; follow-ups left %v",
+		app, admin, direct, routines, followUps)
 	assert.True(t, admin, state)
 	assert.False(t, direct, state)
+	assert.False(t, routines, state)
 	assert.False(t, followUps, state)
 }
 
