@@ -1,5 +1,5 @@
 BEGIN;
-SELECT plan(45);
+SELECT plan(49);
 
 -- The helpers the planner inlines (sql/functions/_route.sql): each one's
 -- rule on cases of its own, and a check that a plan holds its body, not
@@ -58,6 +58,20 @@ SELECT results_eq(
 
 SELECT ok(pg_temp.plan_of($$SELECT rheo._fresh(v.n, v.h, 5) FROM (VALUES (1::bigint, 2::bigint), (3, 4)) v(n, h)$$) !~ '_fresh',
     '_fresh is inlined: the plan holds its expression, not a call');
+
+-- The lease ids of a Citus fetch: the stream's mark, then an md5 of the
+-- nonce and the position, with the version digit 8.
+SELECT is(rheo._lease_id('0000abcd', 'nonce', 3, 42),
+          overlay(('0000abcd' || substr(md5('nonce3/42'), 9)) PLACING '8' FROM 13)::uuid,
+          '_lease_id: the mark, then the md5 of nonce, partition, ''/'' and sequence, version 8');
+SELECT ok(pg_temp.plan_of($$SELECT rheo._lease_id('0000abcd', 'n', v.p, v.s) FROM (VALUES (1, 2::bigint), (3, 4)) v(p, s)$$)
+          !~ '_lease_id',
+    '_lease_id is inlined: the plan holds its expression, not a call');
+SELECT is(rheo._lease_hash('0000abcd-0000-8000-0000-000000000000'), x'0000abcd'::int,
+          '_lease_hash: the first four bytes of the lease id');
+SELECT ok(pg_temp.plan_of($$SELECT rheo._lease_hash(v.l) FROM (VALUES (gen_random_uuid()), (gen_random_uuid())) v(l)$$)
+          !~ '_lease_hash',
+    '_lease_hash is inlined: the plan holds its expression, not a call');
 
 -- A group with max_attempts 2 on a stream of two partitions: partition 0
 -- has five events, the first three leased until 00:00:01, and the lease
