@@ -13,6 +13,7 @@ RETURNS uuid[]
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
+SET plan_cache_mode = force_generic_plan
 SET jit = off
 AS $$
 DECLARE
@@ -21,6 +22,25 @@ DECLARE
     -- The deliveries and the wakeups: their shards on the stream's node
     -- (rheo._shard_tables).
     v_tables    text[] := rheo._shard_tables(p_stream, ARRAY['deliveries', 'key_wakeups']);
+    -- On the shards, the lock and the delete run from statements prepared
+    -- once per session (rheo._prepared), planned once; routed by Citus,
+    -- as statements planned for the call's values.
+    v_shards    boolean := v_tables[1] <> 'rheo.deliveries';
+    v_lock      text := format($q$
+        SELECT array_agg(h.tid)
+          FROM (SELECT d.ctid AS tid FROM %1$s d
+                 WHERE d.stream = $1::text AND d.lease_id = ANY ($2::uuid[]) AND d.state = 'leased'
+                 ORDER BY d.group_id, d."partition", d.sequence
+                   FOR UPDATE) AS h$q$, v_tables[1]);
+    v_delete    text := format($q$
+        WITH settled AS (
+            DELETE FROM %1$s AS d
+             WHERE d.stream = $1::text AND d.ctid = ANY ($2::tid[])
+            RETURNING d.lease_id, d.group_id, d."partition", d.key, d.has_waiters
+        )
+        SELECT array_agg(s.lease_id), array_agg(s.group_id), array_agg(s."partition"), array_agg(s.key),
+               array_agg(s.has_waiters)
+          FROM settled s$q$, v_tables[1]);
     v_tids      tid[];
     v_ids       uuid[];
     v_parts     int[];
@@ -28,26 +48,20 @@ DECLARE
     v_keys      text[];
     v_waiters   boolean[];
 BEGIN
-    EXECUTE format($q$
-        SELECT array_agg(h.tid)
-          FROM (SELECT d.ctid AS tid FROM %1$s d
-                 WHERE d.stream = $1 AND d.lease_id = ANY ($2) AND d.state = 'leased'
-                 ORDER BY d.group_id, d."partition", d.sequence
-                   FOR UPDATE) AS h$q$, v_tables[1])
-       INTO v_tids USING p_stream, p_lease_ids;
+    IF v_shards THEN
+        EXECUTE rheo._prepared(v_lock, ARRAY[quote_nullable(p_stream), quote_nullable(p_lease_ids)]) INTO v_tids;
+    ELSE
+        EXECUTE v_lock INTO v_tids USING p_stream, p_lease_ids;
+    END IF;
     IF v_tids IS NULL THEN
         RETURN '{}';
     END IF;
-    EXECUTE format($q$
-        WITH settled AS (
-            DELETE FROM %1$s AS d
-             WHERE d.stream = $1 AND d.ctid = ANY ($2)
-            RETURNING d.lease_id, d.group_id, d."partition", d.key, d.has_waiters
-        )
-        SELECT array_agg(s.lease_id), array_agg(s.group_id), array_agg(s."partition"), array_agg(s.key),
-               array_agg(s.has_waiters)
-          FROM settled s$q$, v_tables[1])
-       INTO v_ids, v_groups, v_parts, v_keys, v_waiters USING p_stream, v_tids;
+    IF v_shards THEN
+        EXECUTE rheo._prepared(v_delete, ARRAY[quote_nullable(p_stream), quote_nullable(v_tids)])
+           INTO v_ids, v_groups, v_parts, v_keys, v_waiters;
+    ELSE
+        EXECUTE v_delete INTO v_ids, v_groups, v_parts, v_keys, v_waiters USING p_stream, v_tids;
+    END IF;
     IF true = ANY (v_waiters) THEN
         EXECUTE format($q$
             INSERT INTO %1$s (stream, group_id, "partition", key)
