@@ -560,30 +560,17 @@ $rheo_keep_access$`
 // follow-ups run: the previous release's calls in flight use them, with
 // the caller's privileges. The follow-ups revoke them (see
 // createFollowUpsSQL).
-const keepOwnerAccessSQL = `DO $rheo_keep_owner_access$
-DECLARE
-    v record;
-BEGIN
-    IF to_regclass('pg_temp.rheo_previous_owners') IS NULL THEN
-        RETURN;
-    END IF;
-    FOR v IN SELECT o.role FROM pg_temp.rheo_previous_owners o LOOP
-        EXECUTE format('GRANT USAGE ON SCHEMA rheo TO %I', v.role);
-        EXECUTE format('GRANT ALL ON ALL TABLES IN SCHEMA rheo TO %I', v.role);
-        EXECUTE format('GRANT ALL ON ALL SEQUENCES IN SCHEMA rheo TO %I', v.role);
-        ` + createFollowUpsSQL + `;
-        INSERT INTO rheo.upgrade_follow_ups (after, sql)
-        VALUES (clock_timestamp(), format($f$DO $r$BEGIN
-    IF EXISTS (SELECT FROM pg_roles r WHERE r.rolname = %L) THEN
-        REVOKE ALL ON ALL TABLES IN SCHEMA rheo FROM %I;
-        REVOKE ALL ON ALL SEQUENCES IN SCHEMA rheo FROM %I;
-        REVOKE USAGE ON SCHEMA rheo FROM %I;
-    END IF;
-END$r$$f$, v.role, v.role, v.role, v.role));
-    END LOOP;
-    DROP TABLE pg_temp.rheo_previous_owners;
-END
-$rheo_keep_owner_access$`
+var keepOwnerAccessSQL = keepUntilFollowUpsSQL("rheo_previous_owners",
+	[]string{
+		"GRANT USAGE ON SCHEMA rheo TO %I",
+		"GRANT ALL ON ALL TABLES IN SCHEMA rheo TO %I",
+		"GRANT ALL ON ALL SEQUENCES IN SCHEMA rheo TO %I",
+	},
+	[]string{
+		"REVOKE ALL ON ALL TABLES IN SCHEMA rheo FROM %I",
+		"REVOKE ALL ON ALL SEQUENCES IN SCHEMA rheo FROM %I",
+		"REVOKE USAGE ON SCHEMA rheo FROM %I",
+	})
 
 // noteRoutineOwnersSQL, run in the functions' install before the
 // hand-over of the routines, keeps in a temporary table the roles that
@@ -612,26 +599,45 @@ $rheo_note_routines$`
 // them to nobody else, and whose new bodies may call helpers the
 // previous release did not have. It is no more than those owners could
 // do before the upgrade.
-const keepRoutineAccessSQL = `DO $rheo_keep_routine_access$
+var keepRoutineAccessSQL = keepUntilFollowUpsSQL("rheo_previous_routine_owners",
+	[]string{"GRANT EXECUTE ON ALL ROUTINES IN SCHEMA rheo TO %I"},
+	[]string{"REVOKE EXECUTE ON ALL ROUTINES IN SCHEMA rheo FROM %I"})
+
+// keepUntilFollowUpsSQL is a DO block that runs grants (statements of
+// Rheo's own, %I standing for the role) for each role of the temporary
+// table owners (its column role) and records a follow-up that runs
+// revokes (likewise) for that role, if it still exists; then it drops
+// the table. Without the table it does nothing.
+func keepUntilFollowUpsSQL(owners string, grants, revokes []string) string {
+	var b strings.Builder
+	b.WriteString(`DO $rheo_keep$
 DECLARE
     v record;
 BEGIN
-    IF to_regclass('pg_temp.rheo_previous_routine_owners') IS NULL THEN
+    IF to_regclass('pg_temp.` + owners + `') IS NULL THEN
         RETURN;
     END IF;
-    FOR v IN SELECT o.role FROM pg_temp.rheo_previous_routine_owners o LOOP
-        EXECUTE format('GRANT EXECUTE ON ALL ROUTINES IN SCHEMA rheo TO %I', v.role);
-        ` + createFollowUpsSQL + `;
+    FOR v IN SELECT o.role FROM pg_temp.` + owners + ` o LOOP
+`)
+	for _, g := range grants {
+		b.WriteString("        EXECUTE format('" + g + "', v.role);\n")
+	}
+	b.WriteString(`        ` + createFollowUpsSQL + `;
         INSERT INTO rheo.upgrade_follow_ups (after, sql)
         VALUES (clock_timestamp(), format($f$DO $r$BEGIN
     IF EXISTS (SELECT FROM pg_roles r WHERE r.rolname = %L) THEN
-        REVOKE EXECUTE ON ALL ROUTINES IN SCHEMA rheo FROM %I;
-    END IF;
-END$r$$f$, v.role, v.role));
+`)
+	for _, r := range revokes {
+		b.WriteString("        " + r + ";\n")
+	}
+	b.WriteString(`    END IF;
+END$r$$f$, v.role` + strings.Repeat(", v.role", len(revokes)) + `));
     END LOOP;
-    DROP TABLE pg_temp.rheo_previous_routine_owners;
+    DROP TABLE pg_temp.` + owners + `;
 END
-$rheo_keep_routine_access$`
+$rheo_keep$`)
+	return b.String()
+}
 
 // upgradingSQL sets rheo.upgrading, for the transaction, to whether Rheo
 // was installed before it (a schema version above 0), which keepAccessSQL
