@@ -76,10 +76,10 @@ func TestConsumer(t *testing.T) {
 			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
 			require.Len(t, dls, 1)
 			assert.Equal(t, "bad", dls[0].Reason)
-			s := bd.rec.snapshot()
-			assert.Len(t, s.acked, 2)
-			assert.Len(t, s.retried, 1)
-			assert.Len(t, s.deadLettered, 1)
+			s := bd.rec.Snapshot()
+			assert.Len(t, s.Acked, 2)
+			assert.Len(t, s.Retried, 1)
+			assert.Len(t, s.DeadLettered, 1)
 		})
 
 		t.Run("demand is bounded by MaxDemand", func(t *testing.T) {
@@ -107,7 +107,7 @@ func TestConsumer(t *testing.T) {
 				held = append(held, receive(t, "a lease", leases))
 			}
 			fetched := func() (n int) {
-				for _, f := range bd.rec.snapshot().fetched {
+				for _, f := range bd.rec.Snapshot().Fetched {
 					n += f.Count
 				}
 				return n
@@ -134,9 +134,9 @@ func TestConsumer(t *testing.T) {
 			l := take(t, c)
 
 			bd.clock.Advance(6 * time.Second)
-			bd.rec.waitFor(t, "a renewal", func(s recorded) bool { return len(s.renewed) == 1 })
+			bd.rec.WaitFor(t, "a renewal", func(s recorded) bool { return len(s.Renewed) == 1 })
 			bd.clock.Advance(6 * time.Second)
-			bd.rec.waitFor(t, "a second renewal", func(s recorded) bool { return len(s.renewed) == 2 })
+			bd.rec.WaitFor(t, "a second renewal", func(s recorded) bool { return len(s.Renewed) == 2 })
 			assert.Equal(t, int64(1), bd.info(t).InFlight)
 
 			require.NoError(t, l.Ack(ctx))
@@ -155,7 +155,7 @@ func TestConsumer(t *testing.T) {
 			bd.clock.Advance(6 * time.Second)
 			receive(t, "the lease's context", l.Context().Done())
 			assert.ErrorIs(t, context.Cause(l.Context()), rheo.ErrStaleLease)
-			assert.Len(t, bd.rec.snapshot().leaseLost, 1)
+			assert.Len(t, bd.rec.Snapshot().LeaseLost, 1)
 			assert.ErrorIs(t, l.Ack(ctx), rheo.ErrStaleLease)
 		})
 

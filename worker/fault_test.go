@@ -193,8 +193,8 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 				return nil
 			},
 		})
-		rec.waitFor(t, "every event the child did not ack", func(s recorded) bool {
-			return len(s.acked) == events-childAcks
+		rec.WaitFor(t, "every event the child did not ack", func(s recorded) bool {
+			return len(s.Acked) == events-childAcks
 		})
 
 		mu.Lock()
@@ -208,11 +208,11 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 		}
 		// The child's leases are delivered again: those of its blocked
 		// handlers and those it had queued for them.
-		s := rec.snapshot()
-		require.GreaterOrEqual(t, len(s.redelivered), childConcurrent, "the child's leases are delivered again")
-		require.LessOrEqual(t, len(s.redelivered), childDemand, "the child held at most MaxDemand leases")
+		s := rec.Snapshot()
+		require.GreaterOrEqual(t, len(s.Redelivered), childConcurrent, "the child's leases are delivered again")
+		require.LessOrEqual(t, len(s.Redelivered), childDemand, "the child held at most MaxDemand leases")
 		redelivered := map[string]bool{}
-		for _, r := range s.redelivered {
+		for _, r := range s.Redelivered {
 			redelivered[r.Lease.Event.ID] = true
 			assert.False(t, childAcked[r.Lease.Event.ID])
 			assert.Equal(t, 2, r.Lease.Attempt)
@@ -259,8 +259,8 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 
 	receive(t, "a third of the events", cut)
 	p.CutAll()
-	rec.waitFor(t, "fetch errors", func(s recorded) bool { return len(s.fetchFailed) >= 2 })
-	for _, f := range rec.snapshot().fetchFailed {
+	rec.WaitFor(t, "fetch errors", func(s recorded) bool { return len(s.FetchFailed) >= 2 })
+	for _, f := range rec.Snapshot().FetchFailed {
 		assert.True(t, errors.Is(f.Err, rheo.ErrBackendUnavailable) || errors.Is(f.Err, rheo.ErrAmbiguous),
 			"fetch error %v is backend_unavailable or ambiguous", f.Err)
 	}
@@ -273,7 +273,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 		if groupInfo(t, admin, stream, group).Lag == 0 {
 			return 0, true
 		}
-		n := len(rec.snapshot().acked)
+		n := len(rec.Snapshot().Acked)
 		if n == last {
 			clock.Advance(time.Second)
 		}
@@ -293,7 +293,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	// fetch whose answer was lost are at most MaxDemand.
 	assert.LessOrEqual(t, duplicates, maxDemand, "only leases held at the cut are delivered again")
 	assert.Empty(t, deadLetters(t, admin, stream, group))
-	t.Logf("%d events handled again after the cut; %d fetch errors", duplicates, len(rec.snapshot().fetchFailed))
+	t.Logf("%d events handled again after the cut; %d fetch errors", duplicates, len(rec.Snapshot().FetchFailed))
 }
 
 func TestCompetingWorkers(t *testing.T) {

@@ -87,10 +87,10 @@ func TestHandleStartHook(t *testing.T) {
 			startWorker(t, bd.drv, cfg)
 
 			assert.Equal(t, "from the hook", receive(t, "the handler's value", got))
-			s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-			require.Len(t, s.handled, 1)
-			assert.Equal(t, events[0].ID, s.handled[0].Lease.Event.ID)
-			assert.Equal(t, []string{s.handled[0].Lease.LeaseID}, hook.calls(), "called once, for the lease handled")
+			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+			require.Len(t, s.Handled, 1)
+			assert.Equal(t, events[0].ID, s.Handled[0].Lease.Event.ID)
+			assert.Equal(t, []string{s.Handled[0].Lease.LeaseID}, hook.calls(), "called once, for the lease handled")
 		})
 
 		t.Run("the returned context still carries the lease's cancellation", func(t *testing.T) {
@@ -149,9 +149,9 @@ func TestHandleStartHook(t *testing.T) {
 			cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return 0 } // again at once
 			startWorker(t, bd.drv, cfg)
 
-			s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-			require.Len(t, s.handled, 2)
-			assert.Equal(t, []string{s.handled[0].Lease.LeaseID, s.handled[1].Lease.LeaseID}, hook.calls())
+			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+			require.Len(t, s.Handled, 2)
+			assert.Equal(t, []string{s.Handled[0].Lease.LeaseID, s.Handled[1].Lease.LeaseID}, hook.calls())
 		})
 
 		t.Run("a TxHandler and its ack run under it, inside the transaction", func(t *testing.T) {
@@ -170,7 +170,7 @@ func TestHandleStartHook(t *testing.T) {
 
 			assert.Equal(t, "from the hook", receive(t, "the handler's value", got))
 			assert.Equal(t, "from the hook", receive(t, "the ack's value", drv.ackCtx))
-			bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 			assert.Len(t, hook.calls(), 1)
 		})
 

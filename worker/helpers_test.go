@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,12 +16,13 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/rheotest"
 	"github.com/rheo-go/rheo/worker"
 )
 
 // waitTimeout bounds every wait for something the test expects to happen.
-const waitTimeout = 30 * time.Second
+const waitTimeout = workertest.WaitTimeout
 
 // openPostgres opens a PostgreSQL driver on dsn, closed when t ends: for
 // a database reached other than as its backend opens it, such as through
@@ -195,122 +194,12 @@ func startWorker(t testing.TB, drv driver.Driver, cfg *worker.Config) *worker.Wo
 	return w
 }
 
-// recorded is what a recorder was told.
-type recorded struct {
-	fetched      []worker.FetchInfo
-	fetchFailed  []worker.FetchErrorInfo
-	handled      []worker.HandleInfo
-	acked        []worker.AckInfo
-	retried      []worker.RetryInfo
-	deadLettered []worker.DeadLetterInfo
-	redelivered  []worker.RedeliveryInfo
-	renewed      []worker.RenewInfo
-	leaseLost    []worker.LeaseLostInfo
-	settleFailed []worker.SettleErrorInfo
-}
-
-// recorder is a hook that records every event it is told of.
-type recorder struct {
-	mu sync.Mutex
-	r  recorded
-}
-
-func (r *recorder) Fetched(_ context.Context, i worker.FetchInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.fetched = append(r.r.fetched, i)
-}
-
-func (r *recorder) FetchFailed(_ context.Context, i worker.FetchErrorInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.fetchFailed = append(r.r.fetchFailed, i)
-}
-
-func (r *recorder) Handled(_ context.Context, i worker.HandleInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.handled = append(r.r.handled, i)
-}
-
-func (r *recorder) Acked(_ context.Context, i worker.AckInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.acked = append(r.r.acked, i)
-}
-
-func (r *recorder) Retried(_ context.Context, i worker.RetryInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.retried = append(r.r.retried, i)
-}
-
-func (r *recorder) DeadLettered(_ context.Context, i worker.DeadLetterInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.deadLettered = append(r.r.deadLettered, i)
-}
-
-func (r *recorder) Redelivered(_ context.Context, i worker.RedeliveryInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.redelivered = append(r.r.redelivered, i)
-}
-
-func (r *recorder) Renewed(_ context.Context, i worker.RenewInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.renewed = append(r.r.renewed, i)
-}
-
-func (r *recorder) LeaseLost(_ context.Context, i worker.LeaseLostInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.leaseLost = append(r.r.leaseLost, i)
-}
-
-func (r *recorder) SettleFailed(_ context.Context, i worker.SettleErrorInfo) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.r.settleFailed = append(r.r.settleFailed, i)
-}
-
-// snapshot returns a copy of what the recorder was told.
-func (r *recorder) snapshot() recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return recorded{
-		fetched:      slices.Clone(r.r.fetched),
-		fetchFailed:  slices.Clone(r.r.fetchFailed),
-		handled:      slices.Clone(r.r.handled),
-		acked:        slices.Clone(r.r.acked),
-		retried:      slices.Clone(r.r.retried),
-		deadLettered: slices.Clone(r.r.deadLettered),
-		redelivered:  slices.Clone(r.r.redelivered),
-		renewed:      slices.Clone(r.r.renewed),
-		leaseLost:    slices.Clone(r.r.leaseLost),
-		settleFailed: slices.Clone(r.r.settleFailed),
-	}
-}
-
-// waitFor waits until cond holds for what the recorder was told, and
-// returns that. It fails only when the recorder is told nothing new for
-// waitTimeout (see progressing).
-func (r *recorder) waitFor(t testing.TB, what string, cond func(s recorded) bool) recorded {
-	t.Helper()
-	var s recorded
-	progressing(t, what, func() (int, bool) {
-		s = r.snapshot()
-		return s.count(), cond(s)
-	})
-	return s
-}
-
-// count is the number of calls recorded.
-func (s recorded) count() int {
-	return len(s.fetched) + len(s.fetchFailed) + len(s.handled) + len(s.acked) + len(s.retried) +
-		len(s.deadLettered) + len(s.redelivered) + len(s.renewed) + len(s.leaseLost) + len(s.settleFailed)
-}
+// recorder is the hook recorder of workertest, and recorded what it was
+// told.
+type (
+	recorder = workertest.Recorder
+	recorded = workertest.Recorded
+)
 
 // sideTable is a table of the host's that transactional handlers write.
 func createSideTable(t testing.TB, drv driver.Driver) {

@@ -138,11 +138,11 @@ func (nb *netBundle) pollUntil(t *testing.T, what string, cond func(s recorded) 
 	var s recorded
 	last, idle := -1, 0
 	eventually(t, what, func() bool {
-		s = nb.rec.snapshot()
+		s = nb.rec.Snapshot()
 		if cond(s) {
 			return true
 		}
-		n := len(s.fetched) + len(s.fetchFailed) + len(s.handled) + len(s.acked) + len(s.renewed) + len(s.settleFailed)
+		n := len(s.Fetched) + len(s.FetchFailed) + len(s.Handled) + len(s.Acked) + len(s.Renewed) + len(s.SettleFailed)
 		if n != last {
 			last, idle = n, 0
 		} else if idle++; idle == 10 {
@@ -158,9 +158,9 @@ func (nb *netBundle) pollUntil(t *testing.T, what string, cond func(s recorded) 
 // polls find nothing more to deliver.
 func (nb *netBundle) nothingMore(t *testing.T) {
 	t.Helper()
-	before := len(nb.rec.snapshot().fetched)
-	s := nb.expireUntil(t, "two polls", func(s recorded) bool { return len(s.fetched) >= before+2 })
-	for _, f := range s.fetched[before:] {
+	before := len(nb.rec.Snapshot().Fetched)
+	s := nb.expireUntil(t, "two polls", func(s recorded) bool { return len(s.Fetched) >= before+2 })
+	for _, f := range s.Fetched[before:] {
 		assert.Zero(t, f.Count, "nothing is delivered again")
 	}
 }
@@ -180,7 +180,7 @@ func givenUp(t *testing.T, f worker.SettleErrorInfo, op string, want ...error) {
 // n renewals.
 func renewedAfter(s recorded, n int, id string) int {
 	count := 0
-	for _, r := range s.renewed[n:] {
+	for _, r := range s.Renewed[n:] {
 		if r.Lease.LeaseID == id {
 			count++
 		}
@@ -215,16 +215,16 @@ func TestWorkerBoundsTransactionCalls(t *testing.T) {
 			startWorker(t, nb.drv, nb.txConfig(succeed))
 
 			waitFired(t, tr)
-			s := nb.rec.waitFor(t, "the failed "+tc.op, func(s recorded) bool { return len(s.settleFailed) == 1 })
-			f := s.settleFailed[0]
+			s := nb.rec.WaitFor(t, "the failed "+tc.op, func(s recorded) bool { return len(s.SettleFailed) == 1 })
+			f := s.SettleFailed[0]
 			givenUp(t, f, tc.op, tc.want...)
 			assert.Equal(t, events[0].ID, f.Lease.Event.ID)
 			assert.Less(t, time.Since(start), 10*time.Second, "bounded by the call timeout (2s), as the fault held")
-			renewals := len(s.renewed)
+			renewals := len(s.Renewed)
 
 			// The only slot is free: the second event is handled.
-			s = nb.rec.waitFor(t, "the second event's ack", func(s recorded) bool { return len(s.acked) == 1 })
-			assert.Equal(t, events[1].ID, s.acked[0].Lease.Event.ID)
+			s = nb.rec.WaitFor(t, "the second event's ack", func(s recorded) bool { return len(s.Acked) == 1 })
+			assert.Equal(t, events[1].ID, s.Acked[0].Lease.Event.ID)
 			if tc.ran {
 				assert.Equal(t, []int{1}, nb.attempts(events[0].ID))
 			} else {
@@ -234,11 +234,11 @@ func TestWorkerBoundsTransactionCalls(t *testing.T) {
 			// The lease given up is not renewed; once it expires, the
 			// event is delivered again, and its first write rolled back.
 			nb.waitAbandoned(t)
-			s = nb.expireUntil(t, "the event again", func(s recorded) bool { return len(s.acked) == 2 })
-			assert.Equal(t, events[0].ID, s.acked[1].Lease.Event.ID)
-			assert.Equal(t, 2, s.acked[1].Lease.Attempt)
+			s = nb.expireUntil(t, "the event again", func(s recorded) bool { return len(s.Acked) == 2 })
+			assert.Equal(t, events[0].ID, s.Acked[1].Lease.Event.ID)
+			assert.Equal(t, 2, s.Acked[1].Lease.Attempt)
 			assert.Zero(t, renewedAfter(s, renewals, f.Lease.LeaseID), "renewal stopped")
-			assert.Empty(t, s.leaseLost)
+			assert.Empty(t, s.LeaseLost)
 			assert.Equal(t, 1, sideRows(t, nb.backend, nb.bundle.drv, events[0].ID))
 			assert.Equal(t, int64(0), nb.info(t).Lag)
 		})
@@ -259,9 +259,9 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		startWorker(t, nb.drv, nb.config(func(ctx context.Context, l rheo.Lease) error { nb.record(l); return nil }))
 
 		waitFired(t, tr)
-		s := nb.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
-		givenUp(t, s.settleFailed[0], "ack", rheo.ErrAmbiguous)
-		assert.Empty(t, s.acked, "the worker does not know that the ack committed")
+		s := nb.rec.WaitFor(t, "the failed ack", func(s recorded) bool { return len(s.SettleFailed) == 1 })
+		givenUp(t, s.SettleFailed[0], "ack", rheo.ErrAmbiguous)
+		assert.Empty(t, s.Acked, "the worker does not know that the ack committed")
 		assert.Equal(t, int64(0), nb.info(t).Lag, "it did")
 
 		nb.nothingMore(t)
@@ -276,8 +276,8 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		startWorker(t, nb.drv, nb.txConfig(succeed))
 
 		waitFired(t, tr)
-		s := nb.rec.waitFor(t, "the failed commit", func(s recorded) bool { return len(s.settleFailed) == 1 })
-		givenUp(t, s.settleFailed[0], "ack", rheo.ErrAmbiguous)
+		s := nb.rec.WaitFor(t, "the failed commit", func(s recorded) bool { return len(s.SettleFailed) == 1 })
+		givenUp(t, s.SettleFailed[0], "ack", rheo.ErrAmbiguous)
 		assert.Equal(t, int64(0), nb.info(t).Lag)
 
 		nb.nothingMore(t)
@@ -295,12 +295,12 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		waitFired(t, tr)
 		// The ack ran in a transaction that cannot commit any more: a
 		// definite failure, so the event is retried at once.
-		s := nb.rec.waitFor(t, "the ack of the retried event", func(s recorded) bool { return len(s.acked) == 1 })
-		require.Len(t, s.settleFailed, 1)
-		assert.Equal(t, "ack", s.settleFailed[0].Op)
-		assert.Equal(t, worker.ActionRetried, s.settleFailed[0].Action)
-		assert.ErrorIs(t, s.settleFailed[0].Err, rheo.ErrFailed)
-		assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+		s := nb.rec.WaitFor(t, "the ack of the retried event", func(s recorded) bool { return len(s.Acked) == 1 })
+		require.Len(t, s.SettleFailed, 1)
+		assert.Equal(t, "ack", s.SettleFailed[0].Op)
+		assert.Equal(t, worker.ActionRetried, s.SettleFailed[0].Action)
+		assert.ErrorIs(t, s.SettleFailed[0].Err, rheo.ErrFailed)
+		assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
 		assert.Equal(t, []int{1, 2}, nb.attempts(events[0].ID))
 		assert.Equal(t, 1, sideRows(t, nb.backend, nb.bundle.drv, events[0].ID), "the first attempt's write rolled back")
 	})
@@ -318,13 +318,13 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		}))
 
 		waitFired(t, tr)
-		s := nb.rec.waitFor(t, "the failed retry", func(s recorded) bool { return len(s.settleFailed) == 1 })
-		givenUp(t, s.settleFailed[0], "retry", rheo.ErrAmbiguous)
+		s := nb.rec.WaitFor(t, "the failed retry", func(s recorded) bool { return len(s.SettleFailed) == 1 })
+		givenUp(t, s.SettleFailed[0], "retry", rheo.ErrAmbiguous)
 		// The retry committed: the event is claimable now, and a poll
 		// delivers it (if the worker's fetch right after the slot freed
 		// did not already); the lease's expiry is not waited for.
-		s = nb.pollUntil(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-		assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+		s = nb.pollUntil(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+		assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
 		assert.Equal(t, []int{1, 2}, nb.attempts(events[0].ID))
 		assert.Empty(t, deadLetters(t, nb.bundle.drv, nb.stream, nb.group))
 	})
@@ -336,12 +336,12 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		startWorker(t, nb.drv, nb.config(func(ctx context.Context, l rheo.Lease) error { nb.record(l); return nil }))
 
 		waitFired(t, tr)
-		s := nb.rec.waitFor(t, "the failed fetch", func(s recorded) bool { return len(s.fetchFailed) == 1 })
-		assert.ErrorIs(t, s.fetchFailed[0].Err, rheo.ErrAmbiguous)
+		s := nb.rec.WaitFor(t, "the failed fetch", func(s recorded) bool { return len(s.FetchFailed) == 1 })
+		assert.ErrorIs(t, s.FetchFailed[0].Err, rheo.ErrAmbiguous)
 		assert.Equal(t, int64(1), nb.info(t).InFlight, "the claim committed, for no one")
 
-		s = nb.expireUntil(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-		assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+		s = nb.expireUntil(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+		assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
 		assert.Equal(t, []int{2}, nb.attempts(events[0].ID))
 	})
 }
@@ -377,6 +377,6 @@ func TestConsumerSettlesAreBounded(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		break
 	}
-	s := nb.rec.waitFor(t, "the failed retry", func(s recorded) bool { return len(s.settleFailed) == 1 })
-	givenUp(t, s.settleFailed[0], "retry", rheo.ErrAmbiguous)
+	s := nb.rec.WaitFor(t, "the failed retry", func(s recorded) bool { return len(s.SettleFailed) == 1 })
+	givenUp(t, s.SettleFailed[0], "retry", rheo.ErrAmbiguous)
 }

@@ -60,10 +60,10 @@ func TestWorkerOrderedInProcess(t *testing.T) {
 				_, err = bd.drv.Replay(ctx, bd.stream, bd.group, &rheo.ReplayOptions{FromSequence: &from})
 				require.NoError(t, err)
 				bd.clock.Advance(leaseDuration/2 + time.Second)
-				bd.rec.waitFor(t, "the lease lost", func(s recorded) bool { return len(s.leaseLost) == 1 })
+				bd.rec.WaitFor(t, "the lease lost", func(s recorded) bool { return len(s.LeaseLost) == 1 })
 				// The poll fetches the event again, for the idle slot.
 				bd.clock.Advance(cfg.PollInterval)
-				bd.rec.waitFor(t, "the event fetched again", func(s recorded) bool { return fetchedCount(s) == 2 })
+				bd.rec.WaitFor(t, "the event fetched again", func(s recorded) bool { return fetchedCount(s) == 2 })
 				never(t, bd.clock, "the second lease waits for the first one's handler", cfg.PollInterval, 3, func() bool {
 					return len(h.started) > 0
 				})
@@ -72,7 +72,7 @@ func TestWorkerOrderedInProcess(t *testing.T) {
 				second := receive(t, "the second handler", h.started)
 				assert.Equal(t, first.Event.ID, second.Event.ID)
 				assert.NotEqual(t, first.LeaseID, second.LeaseID)
-				bd.rec.waitFor(t, "the second lease acked", func(s recorded) bool { return len(s.acked) == 1 })
+				bd.rec.WaitFor(t, "the second lease acked", func(s recorded) bool { return len(s.Acked) == 1 })
 				mu.Lock()
 				defer mu.Unlock()
 				assert.Equal(t, 1, most, "never two handlers of the key at once")
@@ -111,14 +111,14 @@ func TestWorkerOrderedRetryDelay(t *testing.T) {
 		// Under 'none' both events are fetched: 0 runs, 1 is queued.
 		first := receive(t, "event 0's handler", starts)
 		require.Equal(t, 0, payloadN(t, first))
-		bd.rec.waitFor(t, "both events fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
+		bd.rec.WaitFor(t, "both events fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
 
 		require.NoError(t, bd.drv.SetOrdering(ctx, bd.stream, bd.group, rheo.OrderingKey))
 		bd.clock.Advance(cfg.PollInterval)
 		logs.WaitCount(t, waitTimeout, 1, slog.LevelInfo, "group ordering changed")
 
 		close(retry)
-		bd.rec.waitFor(t, "event 0 retried", func(s recorded) bool { return len(s.retried) == 1 })
+		bd.rec.WaitFor(t, "event 0 retried", func(s recorded) bool { return len(s.Retried) == 1 })
 		never(t, bd.clock, "event 1 waits for event 0's delay", time.Second, int(delay/time.Second)-1, func() bool {
 			return len(starts) > 0
 		})

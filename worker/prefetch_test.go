@@ -33,7 +33,7 @@ func (b *blocking) handle(_ context.Context, l rheo.Lease) error {
 // fetchedCount is how many leases the recorded fetches returned.
 func fetchedCount(s recorded) int {
 	n := 0
-	for _, f := range s.fetched {
+	for _, f := range s.Fetched {
 		n += f.Count
 	}
 	return n
@@ -55,17 +55,17 @@ func TestPrefetch(t *testing.T) {
 			for range concurrency {
 				running[receive(t, "a handler start", h.started).LeaseID] = true
 			}
-			s := bd.rec.waitFor(t, "MaxDemand leases fetched", func(s recorded) bool { return fetchedCount(s) >= maxDemand })
+			s := bd.rec.WaitFor(t, "MaxDemand leases fetched", func(s recorded) bool { return fetchedCount(s) >= maxDemand })
 			assert.Equal(t, maxDemand, fetchedCount(s), "the queue is bounded by MaxDemand")
 
 			// Twice past half the lease: every lease held is renewed each
 			// time, the queued ones too, so none expires unhandled.
 			for round := 1; round <= 2; round++ {
 				bd.clock.Advance(leaseDuration/2 + time.Second)
-				bd.rec.waitFor(t, "the renewals", func(s recorded) bool { return len(s.renewed) >= round*maxDemand })
+				bd.rec.WaitFor(t, "the renewals", func(s recorded) bool { return len(s.Renewed) >= round*maxDemand })
 			}
 			renewed := map[string]int{}
-			for _, r := range bd.rec.snapshot().renewed {
+			for _, r := range bd.rec.Snapshot().Renewed {
 				require.NoError(t, r.Err)
 				renewed[r.Lease.LeaseID]++
 			}
@@ -79,7 +79,7 @@ func TestPrefetch(t *testing.T) {
 			}
 			require.Len(t, queued, maxDemand-concurrency)
 			never(t, bd.clock, "no fetch while MaxDemand leases are held", cfg.PollInterval, 4, func() bool {
-				return fetchedCount(bd.rec.snapshot()) != maxDemand
+				return fetchedCount(bd.rec.Snapshot()) != maxDemand
 			})
 
 			// Past the first leases' expiry, another consumer finds only the
@@ -98,17 +98,17 @@ func TestPrefetch(t *testing.T) {
 			// handlers are still waited for.
 			stopped := make(chan error, 1)
 			go func() { stopped <- w.Stop(context.Background()) }()
-			s = bd.rec.waitFor(t, "the queued leases given back", func(s recorded) bool { return len(s.retried) == len(queued) })
-			for _, r := range s.retried {
+			s = bd.rec.WaitFor(t, "the queued leases given back", func(s recorded) bool { return len(s.Retried) == len(queued) })
+			for _, r := range s.Retried {
 				assert.Contains(t, queued, r.Lease.LeaseID)
 				assert.Zero(t, r.Delay)
 				assert.Equal(t, "not processed: the worker stopped", r.Reason)
 			}
 			close(h.release)
 			require.NoError(t, receive(t, "the stop", stopped))
-			s = bd.rec.snapshot()
-			assert.Len(t, s.handled, concurrency, "queued leases are not handled after a stop")
-			assert.Len(t, s.acked, concurrency)
+			s = bd.rec.Snapshot()
+			assert.Len(t, s.Handled, concurrency, "queued leases are not handled after a stop")
+			assert.Len(t, s.Acked, concurrency)
 
 			again, err := bd.drv.Fetch(context.Background(), bd.stream, bd.group, &rheo.FetchOptions{MaxCount: 10})
 			require.NoError(t, err)
@@ -127,32 +127,32 @@ func TestPrefetch(t *testing.T) {
 			cfg.Concurrency, cfg.MaxDemand = 1, 2
 			startWorker(t, bd.drv, cfg)
 			first := receive(t, "the first handler", h.started)
-			bd.rec.waitFor(t, "both leases fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
+			bd.rec.WaitFor(t, "both leases fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
 
 			// The replay makes both leases stale; renewal finds out.
 			from := int64(0)
 			_, err := bd.drv.Replay(context.Background(), bd.stream, bd.group, &rheo.ReplayOptions{FromSequence: &from})
 			require.NoError(t, err)
 			bd.clock.Advance(leaseDuration/2 + time.Second)
-			s := bd.rec.waitFor(t, "both leases lost", func(s recorded) bool { return len(s.leaseLost) == 2 })
+			s := bd.rec.WaitFor(t, "both leases lost", func(s recorded) bool { return len(s.LeaseLost) == 2 })
 			lost := map[string]bool{}
-			for _, l := range s.leaseLost {
+			for _, l := range s.LeaseLost {
 				lost[l.Lease.LeaseID] = true
 			}
 			require.True(t, lost[first.LeaseID])
 
 			close(h.release)
 			// The replayed events come back under new leases and are handled.
-			bd.rec.waitFor(t, "the replayed events acked", func(s recorded) bool { return len(s.acked) == 2 })
-			s = bd.rec.snapshot()
-			for _, x := range s.handled {
+			bd.rec.WaitFor(t, "the replayed events acked", func(s recorded) bool { return len(s.Acked) == 2 })
+			s = bd.rec.Snapshot()
+			for _, x := range s.Handled {
 				if x.Lease.LeaseID == first.LeaseID {
 					assert.Equal(t, worker.OutcomeDiscarded, x.Outcome)
 					continue
 				}
 				assert.False(t, lost[x.Lease.LeaseID], "the lost queued lease %s was not handled", x.Lease.LeaseID)
 			}
-			assert.Len(t, s.handled, 3, "the first lease's handler, and the two replayed events")
+			assert.Len(t, s.Handled, 3, "the first lease's handler, and the two replayed events")
 		})
 	})
 }
@@ -182,26 +182,26 @@ func TestPrefetchLastAttempt(t *testing.T) {
 				require.Contains(t, []string{events[0].ID, events[1].ID}, running.Event.ID)
 			}
 			// Queued: event 2 at its last attempt, event 3 at its first.
-			bd.rec.waitFor(t, "every event fetched", func(s recorded) bool { return fetchedCount(s) == 4 })
+			bd.rec.WaitFor(t, "every event fetched", func(s recorded) bool { return fetchedCount(s) == 4 })
 
 			stopped := make(chan error, 1)
 			go func() { stopped <- w.Stop(ctx) }()
-			s := bd.rec.waitFor(t, "the first attempt given back", func(s recorded) bool { return len(s.retried) == 1 })
-			assert.Equal(t, events[3].ID, s.retried[0].Lease.Event.ID)
-			assert.Equal(t, 1, s.retried[0].Lease.Attempt)
+			s := bd.rec.WaitFor(t, "the first attempt given back", func(s recorded) bool { return len(s.Retried) == 1 })
+			assert.Equal(t, events[3].ID, s.Retried[0].Lease.Event.ID)
+			assert.Equal(t, 1, s.Retried[0].Lease.Attempt)
 			close(h.release)
 			require.NoError(t, receive(t, "the stop", stopped))
 
-			s = bd.rec.snapshot()
+			s = bd.rec.Snapshot()
 			var handled []string
-			for _, x := range s.handled {
+			for _, x := range s.Handled {
 				assert.Equal(t, worker.OutcomeAck, x.Outcome)
 				assert.Equal(t, 2, x.Lease.Attempt)
 				handled = append(handled, x.Lease.Event.ID)
 			}
 			assert.ElementsMatch(t, []string{events[0].ID, events[1].ID, events[2].ID}, handled, "the last attempts are handled")
-			assert.Len(t, s.acked, 3)
-			assert.Len(t, s.retried, 1)
+			assert.Len(t, s.Acked, 3)
+			assert.Len(t, s.Retried, 1)
 			assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group), "no event is dead-lettered by the stop")
 		})
 	})

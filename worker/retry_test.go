@@ -109,18 +109,18 @@ func TestDefaultRetryPolicy(t *testing.T) {
 func (bd *bundle) expectDue(t *testing.T, delay time.Duration) {
 	t.Helper()
 	due := bd.clock.Now().Add(delay)
-	s := bd.rec.snapshot()
-	fetches, handled := len(s.fetched), len(s.handled)
+	s := bd.rec.Snapshot()
+	fetches, handled := len(s.Fetched), len(s.Handled)
 
 	bd.clock.Advance(delay - time.Millisecond)
-	s = bd.rec.waitFor(t, "a fetch 1ms before the event is due", func(s recorded) bool { return len(s.fetched) > fetches })
-	assert.Zero(t, s.fetched[fetches].Count, "1ms before it is due the event is not claimable")
+	s = bd.rec.WaitFor(t, "a fetch 1ms before the event is due", func(s recorded) bool { return len(s.Fetched) > fetches })
+	assert.Zero(t, s.Fetched[fetches].Count, "1ms before it is due the event is not claimable")
 	eventually(t, "the next poll is set", func() bool { return bd.clock.Armed(due) })
-	assert.Len(t, bd.rec.snapshot().handled, handled, "no delivery before the event is due")
+	assert.Len(t, bd.rec.Snapshot().Handled, handled, "no delivery before the event is due")
 
 	bd.clock.Advance(time.Millisecond)
-	s = bd.rec.waitFor(t, "the delivery when the event is due", func(s recorded) bool { return len(s.handled) > handled })
-	assert.WithinDuration(t, due, s.handled[handled].Lease.LeasedAt, 0, "leased again at the due time")
+	s = bd.rec.WaitFor(t, "the delivery when the event is due", func(s recorded) bool { return len(s.Handled) > handled })
+	assert.WithinDuration(t, due, s.Handled[handled].Lease.LeasedAt, 0, "leased again at the due time")
 }
 
 // pollEveryMillisecond makes cfg poll at every millisecond of the fake
@@ -146,8 +146,8 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			var waited time.Duration
 			for i, step := range nominal {
 				attempt := i + 1
-				s := bd.rec.waitFor(t, fmt.Sprintf("retry %d", attempt), func(s recorded) bool { return len(s.retried) == attempt })
-				r := s.retried[i]
+				s := bd.rec.WaitFor(t, fmt.Sprintf("retry %d", attempt), func(s recorded) bool { return len(s.Retried) == attempt })
+				r := s.Retried[i]
 				assert.Equal(t, attempt, r.Lease.Attempt)
 				assert.Equal(t, "downstream down", r.Reason)
 				assertJittered(t, step, r.Delay, "after attempt %d", attempt)
@@ -166,10 +166,10 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			}
 
 			// Attempt 5 is the group's last: its failure dead-letters.
-			s := bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
-			assert.Len(t, s.retried, 4)
-			assert.Len(t, s.handled, 5)
-			assert.Equal(t, "downstream down", s.deadLettered[0].Reason)
+			s := bd.rec.WaitFor(t, "the dead letter", func(s recorded) bool { return len(s.DeadLettered) == 1 })
+			assert.Len(t, s.Retried, 4)
+			assert.Len(t, s.Handled, 5)
+			assert.Equal(t, "downstream down", s.DeadLettered[0].Reason)
 			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
 			require.Len(t, dls, 1)
 			assert.Equal(t, "downstream down", dls[0].Reason)
@@ -177,7 +177,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			assert.Equal(t, bd.clock.Now(), start.Add(waited), "the clock moved only by the delays")
 			assert.GreaterOrEqual(t, waited, 12*time.Second, "at least 80% of 1+2+4+8s")
 			assert.Equal(t, int64(0), bd.info(t).Lag)
-			assert.Empty(t, s.settleFailed)
+			assert.Empty(t, s.SettleFailed)
 		})
 
 		t.Run("a panic backs off by the same schedule", func(t *testing.T) {
@@ -189,13 +189,13 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			})))
 
 			for i, step := range []time.Duration{time.Second, 2 * time.Second} {
-				s := bd.rec.waitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.retried) == i+1 })
-				assert.Equal(t, "panic: kaboom", s.retried[i].Reason)
-				assertJittered(t, step, s.retried[i].Delay, "after attempt %d", i+1)
-				assert.Equal(t, worker.DefaultRetryPolicy(s.retried[i].Lease, nil), s.retried[i].Delay)
-				bd.expectDue(t, s.retried[i].Delay)
+				s := bd.rec.WaitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.Retried) == i+1 })
+				assert.Equal(t, "panic: kaboom", s.Retried[i].Reason)
+				assertJittered(t, step, s.Retried[i].Delay, "after attempt %d", i+1)
+				assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[i].Lease, nil), s.Retried[i].Delay)
+				bd.expectDue(t, s.Retried[i].Delay)
 			}
-			bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+			bd.rec.WaitFor(t, "the dead letter", func(s recorded) bool { return len(s.DeadLettered) == 1 })
 			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
 			require.Len(t, dls, 1)
 			assert.Equal(t, "panic: kaboom", dls[0].Reason)
@@ -220,12 +220,12 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			startWorker(t, faulty, cfg)
 
 			for i, want := range []time.Duration{3 * time.Second, 6 * time.Second} {
-				s := bd.rec.waitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.retried) == i+1 })
-				assert.Equal(t, want, s.retried[i].Delay)
+				s := bd.rec.WaitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.Retried) == i+1 })
+				assert.Equal(t, want, s.Retried[i].Delay)
 				assert.Equal(t, want, faulty.retryCalls()[i].Delay)
 				bd.expectDue(t, want)
 			}
-			bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+			bd.rec.WaitFor(t, "the dead letter", func(s recorded) bool { return len(s.DeadLettered) == 1 })
 			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
 			require.Len(t, dls, 1)
 			assert.Equal(t, "down at attempt 3", dls[0].Reason)
@@ -252,11 +252,11 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			}
 			startWorker(t, faulty, cfg)
 
-			s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
-			assert.Equal(t, 2*time.Second, s.retried[0].Delay)
+			s := bd.rec.WaitFor(t, "the retry", func(s recorded) bool { return len(s.Retried) == 1 })
+			assert.Equal(t, 2*time.Second, s.Retried[0].Delay)
 			assert.Equal(t, 2*time.Second, faulty.retryCalls()[0].Delay)
 			bd.expectDue(t, 2*time.Second)
-			bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 			assert.Zero(t, policyCalls.Load())
 		})
 
@@ -274,11 +274,11 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			startWorker(t, faulty, cfg)
 
 			// No clock advance: "at once" must not wait for a poll.
-			s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-			require.Len(t, s.retried, 1)
-			assert.Equal(t, time.Duration(0), s.retried[0].Delay)
+			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+			require.Len(t, s.Retried, 1)
+			assert.Equal(t, time.Duration(0), s.Retried[0].Delay)
 			assert.Equal(t, time.Duration(0), faulty.retryCalls()[0].Delay)
-			assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+			assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
 		})
 
 		t.Run("a delay beyond the drivers' limit counts as the limit", func(t *testing.T) {
@@ -289,9 +289,9 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return 1000 * time.Hour }
 			startWorker(t, faulty, cfg)
 
-			s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
-			assert.Equal(t, math.MaxInt32*time.Millisecond, s.retried[0].Delay)
-			assert.Empty(t, s.settleFailed, "the driver accepted the delay")
+			s := bd.rec.WaitFor(t, "the retry", func(s recorded) bool { return len(s.Retried) == 1 })
+			assert.Equal(t, math.MaxInt32*time.Millisecond, s.Retried[0].Delay)
+			assert.Empty(t, s.SettleFailed, "the driver accepted the delay")
 			info := bd.info(t)
 			assert.Equal(t, int64(1), info.PendingRetry)
 			assert.Equal(t, int64(0), info.InFlight)
@@ -343,7 +343,7 @@ func TestWorkerBacksOffThroughFaults(t *testing.T) {
 			if groupInfo(t, drv, stream, group).Lag == 0 {
 				return 0, true
 			}
-			n := len(rec.snapshot().handled)
+			n := len(rec.Snapshot().Handled)
 			if n == last {
 				clock.Advance(time.Second)
 			}
@@ -358,13 +358,13 @@ func TestWorkerBacksOffThroughFaults(t *testing.T) {
 			assert.GreaterOrEqual(t, succeeded[e.ID], 1, "event %s was handled successfully", e.ID)
 		}
 		assert.Empty(t, deadLetters(t, drv, stream, group), "the back-off outlasted the failures")
-		s := rec.snapshot()
-		require.NotEmpty(t, s.retried)
-		for _, r := range s.retried {
+		s := rec.Snapshot()
+		require.NotEmpty(t, s.Retried)
+		for _, r := range s.Retried {
 			assertJittered(t, time.Second<<(r.Lease.Attempt-1), r.Delay, "the retry of attempt %d", r.Lease.Attempt)
 		}
 		failed := map[string]int{}
-		for _, f := range s.settleFailed {
+		for _, f := range s.SettleFailed {
 			assert.NotErrorIs(t, f.Err, rheo.ErrStaleLease, "no settle of a lease someone else holds (%s)", f.Op)
 			assert.Equal(t, worker.ActionLeftToExpire, f.Action)
 			failed[f.Op]++

@@ -35,13 +35,13 @@ func TestWorkerSettlePolicy(t *testing.T) {
 			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			close(release)
 
-			s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
-			f := s.settleFailed[0]
+			s := bd.rec.WaitFor(t, "the failed ack", func(s recorded) bool { return len(s.SettleFailed) == 1 })
+			f := s.SettleFailed[0]
 			assert.Equal(t, "ack", f.Op)
 			assert.Equal(t, worker.ActionDropped, f.Action)
 			assert.ErrorIs(t, f.Err, rheo.ErrStaleLease)
-			assert.Empty(t, s.acked)
-			assert.Empty(t, s.retried)
+			assert.Empty(t, s.Acked)
+			assert.Empty(t, s.Retried)
 		})
 
 		for _, tc := range []struct {
@@ -58,15 +58,15 @@ func TestWorkerSettlePolicy(t *testing.T) {
 				appendN(t, bd.drv, bd.stream, 1)
 				startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
-				s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
-				assert.Equal(t, worker.ActionLeftToExpire, s.settleFailed[0].Action)
-				assert.ErrorIs(t, s.settleFailed[0].Err, tc.err)
+				s := bd.rec.WaitFor(t, "the failed ack", func(s recorded) bool { return len(s.SettleFailed) == 1 })
+				assert.Equal(t, worker.ActionLeftToExpire, s.SettleFailed[0].Action)
+				assert.ErrorIs(t, s.SettleFailed[0].Err, tc.err)
 				assert.Equal(t, int64(1), bd.info(t).InFlight, "the lease is left as it is")
 
 				bd.clock.Advance(leaseDuration + time.Second)
-				s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				assert.Equal(t, 2, s.acked[0].Lease.Attempt)
-				assert.Empty(t, s.retried)
+				s = bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+				assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
+				assert.Empty(t, s.Retried)
 			})
 		}
 
@@ -78,12 +78,12 @@ func TestWorkerSettlePolicy(t *testing.T) {
 			appendN(t, bd.drv, bd.stream, 1)
 			startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
-			s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-			require.Len(t, s.settleFailed, 1)
-			assert.Equal(t, worker.ActionRetried, s.settleFailed[0].Action)
-			require.Len(t, s.retried, 1)
-			assert.Contains(t, s.retried[0].Reason, "deadlock detected")
-			assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+			require.Len(t, s.SettleFailed, 1)
+			assert.Equal(t, worker.ActionRetried, s.SettleFailed[0].Action)
+			require.Len(t, s.Retried, 1)
+			assert.Contains(t, s.Retried[0].Reason, "deadlock detected")
+			assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
 		})
 
 		for _, op := range []string{"retry", "reject"} {
@@ -103,14 +103,14 @@ func TestWorkerSettlePolicy(t *testing.T) {
 					return worker.Reject(errors.New("poison"))
 				}))
 
-				s := bd.rec.waitFor(t, "the failed "+op, func(s recorded) bool { return len(s.settleFailed) == 1 })
-				assert.Equal(t, op, s.settleFailed[0].Op)
-				assert.Equal(t, worker.ActionLeftToExpire, s.settleFailed[0].Action)
+				s := bd.rec.WaitFor(t, "the failed "+op, func(s recorded) bool { return len(s.SettleFailed) == 1 })
+				assert.Equal(t, op, s.SettleFailed[0].Op)
+				assert.Equal(t, worker.ActionLeftToExpire, s.SettleFailed[0].Action)
 				assert.Equal(t, int64(1), bd.info(t).InFlight)
 
 				bd.clock.Advance(leaseDuration + time.Second)
-				s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-				assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+				s = bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+				assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
 				assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
 			})
 		}
@@ -125,22 +125,22 @@ func TestWorkerSettlePolicy(t *testing.T) {
 			appendN(t, bd.drv, bd.stream, 1)
 			startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
-			s := bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-			require.Len(t, s.fetchFailed, 3)
+			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+			require.Len(t, s.FetchFailed, 3)
 			// ±20% around 100ms, 200ms, 400ms: the ranges do not overlap,
 			// so each wait is a step up.
 			for i, nominal := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
-				assertJittered(t, nominal, s.fetchFailed[i].Backoff, "fetch error %d", i+1)
-				assert.ErrorIs(t, s.fetchFailed[i].Err, rheo.ErrBackendUnavailable)
+				assertJittered(t, nominal, s.FetchFailed[i].Backoff, "fetch error %d", i+1)
+				assert.ErrorIs(t, s.FetchFailed[i].Err, rheo.ErrBackendUnavailable)
 			}
 
 			// Fetch 4 succeeded; fetch 5, the next poll, fails afresh.
 			bd.clock.Advance(time.Second)
-			s = bd.rec.waitFor(t, "another fetch error", func(s recorded) bool { return len(s.fetchFailed) == 4 })
-			assertJittered(t, 100*time.Millisecond, s.fetchFailed[3].Backoff, "the fetch error after a success")
+			s = bd.rec.WaitFor(t, "another fetch error", func(s recorded) bool { return len(s.FetchFailed) == 4 })
+			assertJittered(t, 100*time.Millisecond, s.FetchFailed[3].Backoff, "the fetch error after a success")
 			nominal := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond}
 			jittered := false
-			for i, f := range s.fetchFailed {
+			for i, f := range s.FetchFailed {
 				jittered = jittered || f.Backoff != nominal[i]
 			}
 			assert.True(t, jittered, "the waits are jittered, not all exactly nominal (odds of that by chance: 1 in 400^4)")
@@ -166,7 +166,7 @@ func TestWorkerTransactional(t *testing.T) {
 			events := appendN(t, bd.drv, bd.stream, 3)
 			startWorker(t, bd.drv, txConfig(bd, insert))
 
-			bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
+			bd.rec.WaitFor(t, "3 acks", func(s recorded) bool { return len(s.Acked) == 3 })
 			for _, e := range events {
 				assert.Equal(t, 1, sideRows(t, b, bd.drv, e.ID))
 			}
@@ -187,13 +187,13 @@ func TestWorkerTransactional(t *testing.T) {
 				return nil
 			}))
 
-			s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
-			assert.Equal(t, "undo", s.retried[0].Reason)
-			assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "the default back-off")
+			s := bd.rec.WaitFor(t, "the retry", func(s recorded) bool { return len(s.Retried) == 1 })
+			assert.Equal(t, "undo", s.Retried[0].Reason)
+			assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[0].Lease, nil), s.Retried[0].Delay, "the default back-off")
 			assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
 
 			bd.clock.Advance(2 * time.Second) // past the delay and the poll
-			bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 			assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
 		})
 
@@ -211,13 +211,13 @@ func TestWorkerTransactional(t *testing.T) {
 				return nil
 			}))
 
-			s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
-			assert.Equal(t, "panic: kaboom", s.retried[0].Reason)
-			assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "the default back-off")
+			s := bd.rec.WaitFor(t, "the retry", func(s recorded) bool { return len(s.Retried) == 1 })
+			assert.Equal(t, "panic: kaboom", s.Retried[0].Reason)
+			assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[0].Lease, nil), s.Retried[0].Delay, "the default back-off")
 			assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
 
 			bd.clock.Advance(2 * time.Second) // past the delay and the poll
-			bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+			bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 			assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
 		})
 
@@ -243,10 +243,10 @@ func TestWorkerTransactional(t *testing.T) {
 			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			close(release)
 
-			s := bd.rec.waitFor(t, "the failed ack", func(s recorded) bool { return len(s.settleFailed) == 1 })
-			assert.Equal(t, worker.ActionDropped, s.settleFailed[0].Action)
-			assert.ErrorIs(t, s.settleFailed[0].Err, rheo.ErrStaleLease)
-			assert.Empty(t, s.acked)
+			s := bd.rec.WaitFor(t, "the failed ack", func(s recorded) bool { return len(s.SettleFailed) == 1 })
+			assert.Equal(t, worker.ActionDropped, s.SettleFailed[0].Action)
+			assert.ErrorIs(t, s.SettleFailed[0].Err, rheo.ErrStaleLease)
+			assert.Empty(t, s.Acked)
 			assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the write rolled back with the ack")
 		})
 
@@ -272,15 +272,15 @@ func TestWorkerTransactional(t *testing.T) {
 			receive(t, "the handler", started)
 			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			bd.clock.Advance(6 * time.Second)
-			bd.rec.waitFor(t, "the lost lease", func(s recorded) bool { return len(s.leaseLost) == 1 })
+			bd.rec.WaitFor(t, "the lost lease", func(s recorded) bool { return len(s.LeaseLost) == 1 })
 			close(release)
 
 			// The reset made the event claimable again, and the poll
 			// that the advance fired delivers it anew.
-			s := bd.rec.waitFor(t, "the discarded outcome and the new delivery's ack", func(s recorded) bool {
-				return len(outcomes(s, worker.OutcomeDiscarded)) == 1 && len(s.acked) == 1
+			s := bd.rec.WaitFor(t, "the discarded outcome and the new delivery's ack", func(s recorded) bool {
+				return len(outcomes(s, worker.OutcomeDiscarded)) == 1 && len(s.Acked) == 1
 			})
-			assert.Empty(t, s.settleFailed)
+			assert.Empty(t, s.SettleFailed)
 			assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID), "the lost delivery's write rolled back")
 		})
 	})

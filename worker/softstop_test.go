@@ -83,9 +83,9 @@ func TestSoftStop(t *testing.T) {
 			defer stop()
 			require.NoError(t, w.Start(ctx))
 			receive(t, "the first handler", started)
-			bd.rec.waitFor(t, "the second lease, queued", func(s recorded) bool {
+			bd.rec.WaitFor(t, "the second lease, queued", func(s recorded) bool {
 				n := 0
-				for _, f := range s.fetched {
+				for _, f := range s.Fetched {
 					n += f.Count
 				}
 				return n == 2
@@ -93,18 +93,18 @@ func TestSoftStop(t *testing.T) {
 
 			require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGTERM))
 			receive(t, "the signal", ctx.Done())
-			bd.rec.waitFor(t, "the queued lease, given back", func(s recorded) bool { return len(s.retried) == 1 })
+			bd.rec.WaitFor(t, "the queued lease, given back", func(s recorded) bool { return len(s.Retried) == 1 })
 			notClosed(t, "Done, while the handler runs,", w.Done())
 
 			close(release)
 			receive(t, "the end of the worker", w.Done())
 			assert.NoError(t, receive(t, "the handler's return", handlerErr), "the handler's context was not cancelled")
-			s := bd.rec.snapshot()
-			require.Len(t, s.acked, 1)
-			assert.Equal(t, events[0].ID, s.acked[0].Lease.Event.ID, "the running handler's event is acked")
-			assert.Equal(t, events[1].ID, s.retried[0].Lease.Event.ID, "the queued lease is given back")
-			assert.Equal(t, "not processed: the worker stopped", s.retried[0].Reason)
-			assert.Len(t, s.handled, 1, "no handler starts after the signal")
+			s := bd.rec.Snapshot()
+			require.Len(t, s.Acked, 1)
+			assert.Equal(t, events[0].ID, s.Acked[0].Lease.Event.ID, "the running handler's event is acked")
+			assert.Equal(t, events[1].ID, s.Retried[0].Lease.Event.ID, "the queued lease is given back")
+			assert.Equal(t, "not processed: the worker stopped", s.Retried[0].Reason)
+			assert.Len(t, s.Handled, 1, "no handler starts after the signal")
 			info := bd.info(t)
 			assert.Equal(t, int64(0), info.InFlight)
 			assert.Equal(t, int64(1), info.PendingRetry, "the given-back event is claimable again at once")
@@ -129,9 +129,9 @@ func TestSoftStop(t *testing.T) {
 			bd.clock.Advance(softStopTimeout)
 			assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
 			receive(t, "the end of the worker", w.Done())
-			s := bd.rec.snapshot()
-			require.Len(t, s.retried, 1)
-			assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
+			s := bd.rec.Snapshot()
+			require.Len(t, s.Retried, 1)
+			assert.Equal(t, time.Duration(0), s.Retried[0].Delay, "a hard stop does not back off")
 		})
 
 		t.Run("cancelling a Consumer's Start context waits for the leases handed out", func(t *testing.T) {

@@ -41,8 +41,8 @@ func TestTypedHandlers(t *testing.T) {
 				return execTx(ctx, tx, "INSERT INTO side (event_id) VALUES ("+b.Placeholder+")", l.Event.ID)
 			})
 			startWorker(t, bd.drv, cfg)
-			bd.rec.waitFor(t, "the ack and the dead letter", func(s recorded) bool {
-				return len(s.acked) == 1 && len(s.deadLettered) == 1
+			bd.rec.WaitFor(t, "the ack and the dead letter", func(s recorded) bool {
+				return len(s.Acked) == 1 && len(s.DeadLettered) == 1
 			})
 			assert.Equal(t, 1, sideRows(t, b, bd.drv, good.ID))
 			assert.Equal(t, 0, sideRows(t, b, bd.drv, bad.ID))

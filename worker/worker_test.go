@@ -74,7 +74,7 @@ func payloadN(t testing.TB, l rheo.Lease) int {
 // outcomes returns the handler returns with outcome o.
 func outcomes(s recorded, o worker.Outcome) []worker.HandleInfo {
 	var out []worker.HandleInfo
-	for _, h := range s.handled {
+	for _, h := range s.Handled {
 		if h.Outcome == o {
 			out = append(out, h)
 		}

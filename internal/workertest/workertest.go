@@ -21,8 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,9 +53,9 @@ func Run(t *testing.T, open Opener) {
 	t.Run("ordered", func(t *testing.T) { orderedCases(t, open) })
 }
 
-// waitTimeout bounds every wait for something that must happen, counted
-// from the last progress the recorder saw.
-const waitTimeout = 30 * time.Second
+// WaitTimeout bounds every wait for something that must happen, counted
+// from the last progress a Recorder saw.
+const WaitTimeout = 30 * time.Second
 
 // leaseDuration is the lease of the cases, on the fake clock.
 const leaseDuration = 10 * time.Second
@@ -66,7 +64,7 @@ const leaseDuration = 10 * time.Second
 type bundle struct {
 	drv    driver.Driver
 	clock  *rheotest.Clock
-	rec    *recorder
+	rec    *Recorder
 	stream string
 	group  string
 }
@@ -78,7 +76,7 @@ func setup(t *testing.T, open Opener, maxAttempts int) *bundle {
 	clock := rheotest.NewClock(time.Time{})
 	drv := open(t, clock)
 	stream, group := newStream(t, drv, 1, maxAttempts)
-	return &bundle{drv: drv, clock: clock, rec: &recorder{}, stream: stream, group: group}
+	return &bundle{drv: drv, clock: clock, rec: &Recorder{}, stream: stream, group: group}
 }
 
 // config is a worker config on the bundle's stream with its fake clock.
@@ -149,9 +147,9 @@ func payloadN(t testing.TB, l rheo.Lease) int {
 }
 
 // outcomes returns the handler returns with outcome o.
-func outcomes(s recorded, o worker.Outcome) []worker.HandleInfo {
+func outcomes(s Recorded, o worker.Outcome) []worker.HandleInfo {
 	var out []worker.HandleInfo
-	for _, h := range s.handled {
+	for _, h := range s.Handled {
 		if h.Outcome == o {
 			out = append(out, h)
 		}
@@ -177,7 +175,7 @@ func startWorker(t testing.TB, drv driver.Driver, cfg *worker.Config) *worker.Wo
 	require.NoError(t, err)
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
 		defer cancel()
 		_ = w.StopAndCancel(ctx)
 	})
@@ -190,7 +188,7 @@ func receive[T any](t testing.TB, what string, ch <-chan T) T {
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(waitTimeout):
+	case <-time.After(WaitTimeout):
 		require.FailNow(t, fmt.Sprintf("timed out waiting for %s", what))
 		panic("unreachable")
 	}
@@ -222,112 +220,6 @@ func never(t testing.TB, clock *rheotest.Clock, what string, step time.Duration,
 	}
 }
 
-// recorded is what a recorder was told.
-type recorded struct {
-	fetched      []worker.FetchInfo
-	handled      []worker.HandleInfo
-	acked        []worker.AckInfo
-	retried      []worker.RetryInfo
-	deadLettered []worker.DeadLetterInfo
-	redelivered  []worker.RedeliveryInfo
-	renewed      []worker.RenewInfo
-	leaseLost    []worker.LeaseLostInfo
-	settleFailed []worker.SettleErrorInfo
-}
-
-// count is the number of calls recorded.
-func (s recorded) count() int {
-	return len(s.fetched) + len(s.handled) + len(s.acked) + len(s.retried) + len(s.deadLettered) +
-		len(s.redelivered) + len(s.renewed) + len(s.leaseLost) + len(s.settleFailed)
-}
-
-// recorder is a hook that records what the cases check.
-type recorder struct {
-	mu sync.Mutex
-	r  recorded
-}
-
-// record appends v to the list of the recorder at list, under its lock.
-func record[T any](r *recorder, list func(*recorded) *[]T, v T) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	l := list(&r.r)
-	*l = append(*l, v)
-}
-
-func (r *recorder) Fetched(_ context.Context, i worker.FetchInfo) {
-	record(r, func(s *recorded) *[]worker.FetchInfo { return &s.fetched }, i)
-}
-
-func (r *recorder) Handled(_ context.Context, i worker.HandleInfo) {
-	record(r, func(s *recorded) *[]worker.HandleInfo { return &s.handled }, i)
-}
-
-func (r *recorder) Acked(_ context.Context, i worker.AckInfo) {
-	record(r, func(s *recorded) *[]worker.AckInfo { return &s.acked }, i)
-}
-
-func (r *recorder) Retried(_ context.Context, i worker.RetryInfo) {
-	record(r, func(s *recorded) *[]worker.RetryInfo { return &s.retried }, i)
-}
-
-func (r *recorder) DeadLettered(_ context.Context, i worker.DeadLetterInfo) {
-	record(r, func(s *recorded) *[]worker.DeadLetterInfo { return &s.deadLettered }, i)
-}
-
-func (r *recorder) Redelivered(_ context.Context, i worker.RedeliveryInfo) {
-	record(r, func(s *recorded) *[]worker.RedeliveryInfo { return &s.redelivered }, i)
-}
-
-func (r *recorder) Renewed(_ context.Context, i worker.RenewInfo) {
-	record(r, func(s *recorded) *[]worker.RenewInfo { return &s.renewed }, i)
-}
-
-func (r *recorder) LeaseLost(_ context.Context, i worker.LeaseLostInfo) {
-	record(r, func(s *recorded) *[]worker.LeaseLostInfo { return &s.leaseLost }, i)
-}
-
-func (r *recorder) SettleFailed(_ context.Context, i worker.SettleErrorInfo) {
-	record(r, func(s *recorded) *[]worker.SettleErrorInfo { return &s.settleFailed }, i)
-}
-
-// snapshot returns a copy of what the recorder was told.
-func (r *recorder) snapshot() recorded {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return recorded{
-		fetched:      slices.Clone(r.r.fetched),
-		handled:      slices.Clone(r.r.handled),
-		acked:        slices.Clone(r.r.acked),
-		retried:      slices.Clone(r.r.retried),
-		deadLettered: slices.Clone(r.r.deadLettered),
-		redelivered:  slices.Clone(r.r.redelivered),
-		renewed:      slices.Clone(r.r.renewed),
-		leaseLost:    slices.Clone(r.r.leaseLost),
-		settleFailed: slices.Clone(r.r.settleFailed),
-	}
-}
-
-// waitFor waits until cond holds for what the recorder was told, and
-// returns that. It fails only when the recorder is told nothing new for
-// waitTimeout: a loaded machine that is slow but moving is given the
-// time it needs, a stalled one is not.
-func (r *recorder) waitFor(t testing.TB, what string, cond func(s recorded) bool) recorded {
-	t.Helper()
-	last, deadline := -1, time.Now()
-	for {
-		s := r.snapshot()
-		if cond(s) {
-			return s
-		}
-		if n := s.count(); n != last {
-			last, deadline = n, time.Now().Add(waitTimeout)
-		}
-		require.False(t, time.Now().After(deadline), "timed out waiting until %s: no progress for %s", what, waitTimeout)
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // outcomesCases checks what each handler outcome does to the event.
 func outcomesCases(t *testing.T, open Opener) {
 	t.Run("nil acks the event", func(t *testing.T) {
@@ -335,8 +227,8 @@ func outcomesCases(t *testing.T, open Opener) {
 		appendN(t, bd.drv, bd.stream, 3)
 		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
-		s := bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
-		for _, h := range s.handled {
+		s := bd.rec.WaitFor(t, "3 acks", func(s Recorded) bool { return len(s.Acked) == 3 })
+		for _, h := range s.Handled {
 			assert.Equal(t, worker.OutcomeAck, h.Outcome)
 			assert.NoError(t, h.Err)
 		}
@@ -353,17 +245,17 @@ func outcomesCases(t *testing.T, open Opener) {
 			return nil
 		}))
 
-		s := bd.rec.waitFor(t, "a retry", func(s recorded) bool { return len(s.retried) == 1 })
-		assert.Equal(t, 5*time.Second, s.retried[0].Delay)
-		assert.Equal(t, "later", s.retried[0].Reason)
+		s := bd.rec.WaitFor(t, "a retry", func(s Recorded) bool { return len(s.Retried) == 1 })
+		assert.Equal(t, 5*time.Second, s.Retried[0].Delay)
+		assert.Equal(t, "later", s.Retried[0].Reason)
 		info := bd.info(t)
 		assert.Equal(t, int64(1), info.PendingRetry)
 		assert.Equal(t, int64(0), info.InFlight)
 
 		bd.clock.Advance(5 * time.Second)
-		s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-		require.Len(t, s.redelivered, 1)
-		assert.Equal(t, 2, s.redelivered[0].Lease.Attempt)
+		s = bd.rec.WaitFor(t, "the ack", func(s Recorded) bool { return len(s.Acked) == 1 })
+		require.Len(t, s.Redelivered, 1)
+		assert.Equal(t, 2, s.Redelivered[0].Lease.Attempt)
 		assert.Equal(t, int64(0), bd.info(t).Lag)
 	})
 
@@ -374,8 +266,8 @@ func outcomesCases(t *testing.T, open Opener) {
 			return worker.Retry(0, errors.New("nope"))
 		}))
 
-		s := bd.rec.waitFor(t, "a dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
-		assert.Len(t, s.retried, 1)
+		s := bd.rec.WaitFor(t, "a dead letter", func(s Recorded) bool { return len(s.DeadLettered) == 1 })
+		assert.Len(t, s.Retried, 1)
 		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
 		require.Len(t, dls, 1)
 		assert.Equal(t, "nope", dls[0].Reason)
@@ -389,9 +281,9 @@ func outcomesCases(t *testing.T, open Opener) {
 			return worker.Reject(errors.New("poison"))
 		}))
 
-		s := bd.rec.waitFor(t, "a dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
-		assert.Empty(t, s.retried)
-		assert.Equal(t, worker.OutcomeReject, s.handled[0].Outcome)
+		s := bd.rec.WaitFor(t, "a dead letter", func(s Recorded) bool { return len(s.DeadLettered) == 1 })
+		assert.Empty(t, s.Retried)
+		assert.Equal(t, worker.OutcomeReject, s.Handled[0].Outcome)
 		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
 		require.Len(t, dls, 1)
 		assert.Equal(t, "poison", dls[0].Reason)
@@ -409,16 +301,16 @@ func outcomesCases(t *testing.T, open Opener) {
 			return nil
 		}))
 
-		s := bd.rec.waitFor(t, "the retry", func(s recorded) bool { return len(s.retried) == 1 })
-		assert.Equal(t, "flaky", s.retried[0].Reason)
-		assertJittered(t, time.Second, s.retried[0].Delay, "the first back-off")
-		assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay)
-		assert.Equal(t, worker.OutcomeRetry, s.handled[0].Outcome)
+		s := bd.rec.WaitFor(t, "the retry", func(s Recorded) bool { return len(s.Retried) == 1 })
+		assert.Equal(t, "flaky", s.Retried[0].Reason)
+		assertJittered(t, time.Second, s.Retried[0].Delay, "the first back-off")
+		assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[0].Lease, nil), s.Retried[0].Delay)
+		assert.Equal(t, worker.OutcomeRetry, s.Handled[0].Outcome)
 		assert.Equal(t, int64(1), bd.info(t).PendingRetry)
 
 		bd.clock.Advance(2 * time.Second) // past the delay and the poll
-		s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-		assert.Equal(t, 2, s.acked[0].Lease.Attempt)
+		s = bd.rec.WaitFor(t, "the ack", func(s Recorded) bool { return len(s.Acked) == 1 })
+		assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
 	})
 
 	t.Run("a panic is recovered and retried with the panic as the reason", func(t *testing.T) {
@@ -431,17 +323,17 @@ func outcomesCases(t *testing.T, open Opener) {
 			return nil
 		}))
 
-		s := bd.rec.waitFor(t, "the retry and the other event's ack", func(s recorded) bool {
-			return len(s.retried) == 1 && len(s.acked) == 1
+		s := bd.rec.WaitFor(t, "the retry and the other event's ack", func(s Recorded) bool {
+			return len(s.Retried) == 1 && len(s.Acked) == 1
 		})
-		assert.Equal(t, "panic: kaboom", s.retried[0].Reason)
-		assert.Equal(t, worker.DefaultRetryPolicy(s.retried[0].Lease, nil), s.retried[0].Delay, "panics back off like errors")
-		assert.Empty(t, s.deadLettered)
+		assert.Equal(t, "panic: kaboom", s.Retried[0].Reason)
+		assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[0].Lease, nil), s.Retried[0].Delay, "panics back off like errors")
+		assert.Empty(t, s.DeadLettered)
 
 		bd.clock.Advance(2 * time.Second) // past the delay and the poll
-		s = bd.rec.waitFor(t, "a dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+		s = bd.rec.WaitFor(t, "a dead letter", func(s Recorded) bool { return len(s.DeadLettered) == 1 })
 		var panics int
-		for _, h := range s.handled {
+		for _, h := range s.Handled {
 			var p *worker.PanicError
 			if errors.As(h.Err, &p) {
 				panics++
@@ -474,19 +366,19 @@ func leasesCases(t *testing.T, open Opener) {
 
 		// 12s of a 10s lease: only renewal keeps it.
 		bd.clock.Advance(6 * time.Second)
-		bd.rec.waitFor(t, "a renewal", func(s recorded) bool { return len(s.renewed) == 1 })
+		bd.rec.WaitFor(t, "a renewal", func(s Recorded) bool { return len(s.Renewed) == 1 })
 		bd.clock.Advance(6 * time.Second)
-		s := bd.rec.waitFor(t, "a second renewal", func(s recorded) bool { return len(s.renewed) == 2 })
-		for _, r := range s.renewed {
+		s := bd.rec.WaitFor(t, "a second renewal", func(s Recorded) bool { return len(s.Renewed) == 2 })
+		for _, r := range s.Renewed {
 			assert.NoError(t, r.Err)
 		}
-		assert.WithinDuration(t, bd.clock.Now().Add(leaseDuration), s.renewed[1].ExpiresAt, 0)
+		assert.WithinDuration(t, bd.clock.Now().Add(leaseDuration), s.Renewed[1].ExpiresAt, 0)
 		assert.Equal(t, int64(1), bd.info(t).InFlight)
 
 		close(release)
-		s = bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
-		assert.Empty(t, s.redelivered)
-		assert.Empty(t, s.leaseLost)
+		s = bd.rec.WaitFor(t, "the ack", func(s Recorded) bool { return len(s.Acked) == 1 })
+		assert.Empty(t, s.Redelivered)
+		assert.Empty(t, s.LeaseLost)
 		assert.Equal(t, int64(0), bd.info(t).Lag)
 	})
 
@@ -503,26 +395,26 @@ func leasesCases(t *testing.T, open Opener) {
 			causes <- context.Cause(ctx)
 			return errors.New("interrupted")
 		}))
-		bd.rec.waitFor(t, "the fetch", func(s recorded) bool { return len(s.fetched) > 0 && s.fetched[0].Count == 1 })
+		bd.rec.WaitFor(t, "the fetch", func(s Recorded) bool { return len(s.Fetched) > 0 && s.Fetched[0].Count == 1 })
 
 		require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 		bd.clock.Advance(6 * time.Second)
 
 		cause := receive(t, "the handler's cancellation", causes)
 		assert.ErrorIs(t, cause, rheo.ErrStaleLease)
-		s := bd.rec.waitFor(t, "the discarded outcome", func(s recorded) bool {
+		s := bd.rec.WaitFor(t, "the discarded outcome", func(s Recorded) bool {
 			return len(outcomes(s, worker.OutcomeDiscarded)) == 1
 		})
 		assert.Equal(t, "interrupted", outcomes(s, worker.OutcomeDiscarded)[0].Err.Error())
-		require.Len(t, s.leaseLost, 1)
-		assert.ErrorIs(t, s.leaseLost[0].Err, rheo.ErrStaleLease)
-		assert.Empty(t, s.retried, "a discarded outcome is not settled")
-		assert.Empty(t, s.settleFailed)
+		require.Len(t, s.LeaseLost, 1)
+		assert.ErrorIs(t, s.LeaseLost[0].Err, rheo.ErrStaleLease)
+		assert.Empty(t, s.Retried, "a discarded outcome is not settled")
+		assert.Empty(t, s.SettleFailed)
 
 		// The reset made the event claimable again; the worker
 		// handles it anew.
 		bd.clock.Advance(time.Second)
-		bd.rec.waitFor(t, "the ack", func(s recorded) bool { return len(s.acked) == 1 })
+		bd.rec.WaitFor(t, "the ack", func(s Recorded) bool { return len(s.Acked) == 1 })
 		assert.Equal(t, int64(0), bd.info(t).Lag)
 	})
 }
@@ -549,13 +441,13 @@ func lifecycleCases(t *testing.T, open Opener) {
 		stopped := make(chan error, 1)
 		go func() { stopped <- w.Stop(context.Background()) }()
 		bd.clock.Advance(6 * time.Second)
-		bd.rec.waitFor(t, "the renewals", func(s recorded) bool { return len(s.renewed) == 2 })
+		bd.rec.WaitFor(t, "the renewals", func(s Recorded) bool { return len(s.Renewed) == 2 })
 		never(t, bd.clock, "Stop waits while handlers run", time.Second, 3, func() bool { return len(stopped) > 0 })
 
 		close(release)
 		require.NoError(t, receive(t, "Stop", stopped))
-		s := bd.rec.snapshot()
-		assert.Len(t, s.acked, 2)
+		s := bd.rec.Snapshot()
+		assert.Len(t, s.Acked, 2)
 		assert.Equal(t, int64(0), bd.info(t).Lag, "the acks were written before Stop returned")
 		select {
 		case <-w.Done():
@@ -573,9 +465,9 @@ func lifecycleCases(t *testing.T, open Opener) {
 
 		require.NoError(t, w.StopAndCancel(context.Background()))
 		assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
-		s := bd.rec.snapshot()
-		require.Len(t, s.retried, 1)
-		assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
+		s := bd.rec.Snapshot()
+		require.Len(t, s.Retried, 1)
+		assert.Equal(t, time.Duration(0), s.Retried[0].Delay, "a hard stop does not back off")
 		info := bd.info(t)
 		assert.Equal(t, int64(0), info.InFlight)
 		assert.Equal(t, int64(1), info.PendingRetry, "the event is claimable again at once")
@@ -594,9 +486,9 @@ func lifecycleCases(t *testing.T, open Opener) {
 		assert.ErrorIs(t, w.Stop(ctx), context.Canceled)
 		assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
 		receive(t, "the end of the worker", w.Done())
-		s := bd.rec.snapshot()
-		require.Len(t, s.retried, 1)
-		assert.Equal(t, time.Duration(0), s.retried[0].Delay, "a hard stop does not back off")
+		s := bd.rec.Snapshot()
+		require.Len(t, s.Retried, 1)
+		assert.Equal(t, time.Duration(0), s.Retried[0].Delay, "a hard stop does not back off")
 	})
 
 	t.Run("a second worker of a stream and group on one driver is refused", func(t *testing.T) {
@@ -676,8 +568,8 @@ func lifecycleCases(t *testing.T, open Opener) {
 		cfg.Stream, cfg.Group, cfg.Partitions = stream, group, []int{1}
 		startWorker(t, bd.drv, cfg)
 
-		s := bd.rec.waitFor(t, "3 acks", func(s recorded) bool { return len(s.acked) == 3 })
-		assert.Empty(t, s.deadLettered)
+		s := bd.rec.WaitFor(t, "3 acks", func(s Recorded) bool { return len(s.Acked) == 3 })
+		assert.Empty(t, s.DeadLettered)
 		lag, err := bd.drv.Lag(context.Background(), stream, group, nil)
 		require.NoError(t, err)
 		assert.Equal(t, int64(2), lag.Partitions[0].Lag)
@@ -687,7 +579,7 @@ func lifecycleCases(t *testing.T, open Opener) {
 	t.Run("an append wakes the worker long before the poll interval", func(t *testing.T) {
 		drv := open(t, nil)
 		stream, group := newStream(t, drv, 1, 5)
-		rec := &recorder{}
+		rec := &Recorder{}
 		handled := make(chan struct{}, 100)
 		startWorker(t, drv, &worker.Config{
 			Stream: stream, Group: group, PollInterval: 10 * time.Minute, Hooks: []any{rec},
@@ -696,7 +588,7 @@ func lifecycleCases(t *testing.T, open Opener) {
 				return nil
 			},
 		})
-		rec.waitFor(t, "the first, empty fetch", func(s recorded) bool { return len(s.fetched) == 1 })
+		rec.WaitFor(t, "the first, empty fetch", func(s Recorded) bool { return len(s.Fetched) == 1 })
 
 		// Another client's append can reach the worker only through
 		// the database's notifications; SQLite wakes the driver
@@ -708,7 +600,7 @@ func lifecycleCases(t *testing.T, open Opener) {
 		// The listener connects in the background: append again
 		// until an event is handled.
 		start := time.Now()
-		deadline := time.After(waitTimeout)
+		deadline := time.After(WaitTimeout)
 		for done := false; !done; {
 			appendN(t, appender, stream, 1)
 			select {
@@ -752,7 +644,7 @@ func typedCases(t *testing.T, open Opener) {
 			sum += receive(t, "a payload", got)
 		}
 		assert.Equal(t, 0+1+2, sum)
-		bd.rec.waitFor(t, "the acks", func(s recorded) bool { return len(s.acked) == 3 })
+		bd.rec.WaitFor(t, "the acks", func(s Recorded) bool { return len(s.Acked) == 3 })
 	})
 
 	t.Run("a payload that does not decode is dead-lettered at once, naming the decode error", func(t *testing.T) {
@@ -763,7 +655,7 @@ func typedCases(t *testing.T, open Opener) {
 			called <- struct{}{}
 			return nil
 		})))
-		bd.rec.waitFor(t, "the dead letter", func(s recorded) bool { return len(s.deadLettered) == 1 })
+		bd.rec.WaitFor(t, "the dead letter", func(s Recorded) bool { return len(s.DeadLettered) == 1 })
 		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
 		require.Len(t, dls, 1)
 		assert.Equal(t, ev.ID, dls[0].Event.ID)
@@ -809,8 +701,8 @@ func orderedCases(t *testing.T, open Opener) {
 			cfg.AckFlushInterval = time.Hour
 			startWorker(t, bd.drv, cfg)
 
-			s := bd.rec.waitFor(t, "4 acks", func(s recorded) bool { return len(s.acked) == 4 })
-			for i, l := range s.acked {
+			s := bd.rec.WaitFor(t, "4 acks", func(s Recorded) bool { return len(s.Acked) == 4 })
+			for i, l := range s.Acked {
 				assert.Equal(t, i, payloadN(t, l.Lease), "in sequence order")
 			}
 		})

@@ -37,11 +37,7 @@ import (
 // hour and a half ahead of it, against a retention of an hour.
 func TestChurn(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 8)
-		defer pool.Close()
+	concOnEachPool(t, 8, func(ctx context.Context, t *testing.T, pool *concDB) {
 		run := time.Duration(pool.sized(12, 6)) * time.Second
 		if testing.Short() {
 			run = 3 * time.Second

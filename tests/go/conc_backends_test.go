@@ -60,6 +60,20 @@ func concOnEach(t *testing.T, test func(t *testing.T, open concOpener)) {
 	}
 }
 
+// concOnEachPool is concOnEach for a test of one pool of up to size
+// connections under a context bounded by concTimeout: test gets both,
+// and the pool is closed when it returns.
+func concOnEachPool(t *testing.T, size int32, test func(ctx context.Context, t *testing.T, pool *concDB)) {
+	t.Helper()
+	concOnEach(t, func(t *testing.T, open concOpener) {
+		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+		defer cancel()
+		pool := open(t, size)
+		defer pool.Close()
+		test(ctx, t, pool)
+	})
+}
+
 // concPool opens a pool of up to size connections to a fresh database
 // with Rheo installed on the single server. The caller closes it.
 func concPool(t *testing.T, size int32) *concDB {

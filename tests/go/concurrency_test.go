@@ -35,11 +35,9 @@ const concTimeout = 2 * time.Minute
 // watermark.
 func TestConcurrentFetchAck(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	concOnEachPool(t, 8, func(ctx context.Context, t *testing.T, pool *concDB) {
+		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		pool := open(t, 8)
-		defer pool.Close()
 
 		const (
 			partitions = 4
@@ -201,11 +199,9 @@ func TestConcurrentFetchAck(t *testing.T) {
 // frontier reaches its high watermark.
 func TestConcurrentExpiringLeases(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	concOnEachPool(t, 8, func(ctx context.Context, t *testing.T, pool *concDB) {
+		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		pool := open(t, 8)
-		defer pool.Close()
 
 		events := pool.sized(2000, 600)
 		const (
@@ -342,11 +338,7 @@ func TestConcurrentExpiringLeases(t *testing.T) {
 // the other consumer gets everything at attempt 1.
 func TestConcurrentFetchInTransaction(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		for _, tc := range []struct {
 			name      string
@@ -413,11 +405,7 @@ func TestConcurrentFetchInTransaction(t *testing.T) {
 // later append before an earlier one that commits late.
 func TestConcurrentLateCommit(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('late')`)
 
 		// The reader polls by cursor from the start until it has seen B's event.
@@ -486,11 +474,7 @@ func TestConcurrentLateCommit(t *testing.T) {
 // same, and fails already_exists when it is not.
 func TestConcurrentAppendSameID(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		// Each case appends to a fresh stream of two partitions: the winner
 		// appends {"v": 1} with id "x" to partition 0, then the loser its own.
@@ -566,11 +550,7 @@ func TestConcurrentAppendSameID(t *testing.T) {
 // is allocated.
 func TestConcurrentAppendBatchOfHeldIDs(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 6)
-		defer pool.Close()
+	concOnEachPool(t, 6, func(ctx context.Context, t *testing.T, pool *concDB) {
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('held', 4)`)
 
 		// Producer i holds id i in partition i, uncommitted.
@@ -623,11 +603,7 @@ func TestConcurrentAppendBatchOfHeldIDs(t *testing.T) {
 // reports; into another, the id.
 func TestConcurrentAppendSameIDRepeatableRead(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		for i, tc := range []struct {
 			name    string
@@ -679,11 +655,7 @@ func TestConcurrentAppendSameIDRepeatableRead(t *testing.T) {
 // its outcome: a commit makes the second stale, a rollback lets it win.
 func TestConcurrentAckSameLease(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 6)
-		defer pool.Close()
+	concOnEachPool(t, 6, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		const races = 40
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('dup')`)
@@ -767,11 +739,7 @@ func TestConcurrentAckSameLease(t *testing.T) {
 // letter once.
 func TestConcurrentFetchDuringReplay(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		for _, tc := range []struct {
 			name          string
@@ -835,11 +803,7 @@ func TestConcurrentFetchDuringReplay(t *testing.T) {
 // and both finish.
 func TestConcurrentAckBatchDuringReplay(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 5)
-		defer pool.Close()
+	concOnEachPool(t, 5, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('churn')`)
 		concExec(ctx, t, pool, `SELECT rheo.create_group('churn', 'g')`)
@@ -900,11 +864,7 @@ func TestConcurrentAckBatchDuringReplay(t *testing.T) {
 // raw error), so that no event outlives its stream.
 func TestConcurrentDropStreamDuringAppends(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 5)
-		defer pool.Close()
+	concOnEachPool(t, 5, func(ctx context.Context, t *testing.T, pool *concDB) {
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('doomed')`)
 		concExec(ctx, t, pool, `SELECT rheo.append('doomed', '{}')`)
 
@@ -951,11 +911,7 @@ func TestConcurrentDropStreamDuringAppends(t *testing.T) {
 // at once instead of waiting for the prune's commit.
 func TestConcurrentFetchDuringPrune(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 3)
-		defer pool.Close()
+	concOnEachPool(t, 3, func(ctx context.Context, t *testing.T, pool *concDB) {
 		tx := concPruneUncommitted(ctx, t, pool, "pruned_while_read", 6)
 		defer tx.Rollback(context.WithoutCancel(ctx))
 
@@ -979,11 +935,7 @@ func TestConcurrentFetchDuringPrune(t *testing.T) {
 // cursor never points at pruned events.
 func TestConcurrentReplayDuringPrune(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 		tx := concPruneUncommitted(ctx, t, pool, "aging", 10)
 		defer tx.Rollback(context.WithoutCancel(ctx))
 
@@ -1015,11 +967,7 @@ func TestConcurrentReplayDuringPrune(t *testing.T) {
 // 40P01 (deadlock detected).
 func TestConcurrentPruneDuringAppendTransaction(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('outbox')`)
 		concExec(ctx, t, pool, `SELECT rheo.set_retention('outbox', '1 hour')`)
 		concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('outbox',
@@ -1057,11 +1005,7 @@ func TestConcurrentPruneDuringAppendTransaction(t *testing.T) {
 // waiting.
 func TestConcurrentCreateGroupDuringPrune(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('young')`)
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('other')`)
 		concExec(ctx, t, pool, `SELECT rheo.set_retention('young', '1 hour')`)
@@ -1114,11 +1058,7 @@ func TestConcurrentCreateGroupDuringPrune(t *testing.T) {
 // "Wakeups"): the test listens on both, and marks the end on each.
 func TestSQLNotify(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('n', 4)`)
 		routes, marker := concNotifyRoutes(ctx, t, pool, "n")
@@ -1400,11 +1340,9 @@ func concOneWinsOneStale(t *testing.T, lease string, a, b error) {
 // once or dead-lettered, never both.
 func TestConcurrentKeyOrdering(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
+	concOnEachPool(t, 9, func(ctx context.Context, t *testing.T, pool *concDB) {
+		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		pool := open(t, 9)
-		defer pool.Close()
 
 		const (
 			partitions = 8
@@ -1573,11 +1511,7 @@ func TestConcurrentKeyOrdering(t *testing.T) {
 // within the dead-lettering fetch, or, after the settle, by the next fetch.
 func TestConcurrentKeyExpiryUnblocks(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		for _, first := range []string{"fetch", "ack"} {
 			t.Run(first+" first", func(t *testing.T) {
@@ -1653,11 +1587,7 @@ func TestConcurrentKeyExpiryUnblocks(t *testing.T) {
 // earlier one is acked.
 func TestConcurrentSetOrderingDuringLeases(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('switch')`)
 		concExec(ctx, t, pool, `SELECT rheo.create_group('switch', 'g')`)

@@ -18,11 +18,7 @@ import (
 // waiting for it.
 func TestConcurrentFetchersOverlap(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		const stream = "overlap"
 		concExec(ctx, t, pool, `SELECT rheo.create_stream($1, 8)`, stream)
@@ -75,11 +71,7 @@ func TestConcurrentFetchersOverlap(t *testing.T) {
 // can.
 func TestConcurrentFetchAfterWait(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		const stream = "after-wait"
 		concExec(ctx, t, pool, `SELECT rheo.create_stream($1, 4)`, stream)

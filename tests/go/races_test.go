@@ -24,11 +24,7 @@ import (
 // stale while it is still held.
 func TestConcurrentAckBatchDuringRenew(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 4)
-		defer pool.Close()
+	concOnEachPool(t, 4, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		for _, tc := range []struct {
 			name     string
@@ -90,11 +86,7 @@ func TestConcurrentAckBatchDuringRenew(t *testing.T) {
 // waits for the other and both finish.
 func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 5)
-		defer pool.Close()
+	concOnEachPool(t, 5, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('aged', 2)`)
 		concExec(ctx, t, pool, `SELECT rheo.set_retention('aged', '1 hour')`)
@@ -156,11 +148,7 @@ func TestConcurrentForcedPruneDuringAckBatch(t *testing.T) {
 // once the others commit.
 func TestConcurrentFetchHoldingCursorDuringForcedPrune(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 6)
-		defer pool.Close()
+	concOnEachPool(t, 6, func(ctx context.Context, t *testing.T, pool *concDB) {
 
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('held', 3)`)
 		concExec(ctx, t, pool, `SELECT rheo.set_retention('held', '1 hour')`)
@@ -220,11 +208,7 @@ func TestConcurrentFetchHoldingCursorDuringForcedPrune(t *testing.T) {
 // group's cursor below the low watermark.
 func TestReadCommittedOnly(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 2)
-		defer pool.Close()
+	concOnEachPool(t, 2, func(ctx context.Context, t *testing.T, pool *concDB) {
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('s')`)
 		concExec(ctx, t, pool, `SELECT rheo.create_group('s', 'g')`)
 		concExec(ctx, t, pool, `SELECT rheo.set_retention('s', '1 hour')`)
@@ -268,11 +252,7 @@ func TestReadCommittedOnly(t *testing.T) {
 // instead of failing with 23505 on deliveries_pkey.
 func TestFetchCursorBelowLowWatermark(t *testing.T) {
 	t.Parallel()
-	concOnEach(t, func(t *testing.T, open concOpener) {
-		ctx, cancel := context.WithTimeout(context.Background(), concTimeout)
-		defer cancel()
-		pool := open(t, 2)
-		defer pool.Close()
+	concOnEachPool(t, 2, func(ctx context.Context, t *testing.T, pool *concDB) {
 		concExec(ctx, t, pool, `SELECT rheo.create_stream('s')`)
 		concExec(ctx, t, pool, `SELECT rheo.set_retention('s', '1 hour')`)
 		concExec(ctx, t, pool, `SELECT count(*) FROM rheo.append_batch('s',
