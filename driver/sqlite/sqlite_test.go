@@ -86,25 +86,6 @@ func TestOpen(t *testing.T) {
 		require.Equal(t, int64(0), lag.Total)
 	})
 
-	t.Run("a file is opened in WAL mode with a busy timeout", func(t *testing.T) {
-		b := setup(t)
-		d := b.open(t, b.path)
-		var mode string
-		var timeout int
-		require.NoError(t, d.DB().QueryRowContext(b.ctx, `PRAGMA journal_mode`).Scan(&mode))
-		require.NoError(t, d.DB().QueryRowContext(b.ctx, `PRAGMA busy_timeout`).Scan(&timeout))
-		require.Equal(t, "wal", mode)
-		require.Equal(t, 5000, timeout)
-	})
-
-	t.Run("parameters in the dsn take precedence", func(t *testing.T) {
-		b := setup(t)
-		d := b.open(t, "file:"+b.path+"?_busy_timeout=100")
-		var timeout int
-		require.NoError(t, d.DB().QueryRowContext(b.ctx, `PRAGMA busy_timeout`).Scan(&timeout))
-		require.Equal(t, 100, timeout)
-	})
-
 	t.Run("every in-memory driver has a database of its own", func(t *testing.T) {
 		b := setup(t)
 		one, other := b.open(t, ":memory:"), b.open(t, ":memory:")
@@ -156,12 +137,6 @@ func TestOpen(t *testing.T) {
 		require.Zero(t, tables)
 		err = d.CreateStream(b.ctx, "s", 1)
 		require.ErrorIs(t, err, rheo.ErrFailed, "no schema: a definite failure")
-	})
-
-	t.Run("a database that cannot be opened is backend_unavailable", func(t *testing.T) {
-		b := setup(t)
-		_, err := sqlite.Open(b.ctx, filepath.Join(b.path, "missing", "rheo.db"), nil)
-		require.ErrorIs(t, err, rheo.ErrBackendUnavailable)
 	})
 
 	t.Run("a closed driver is backend_unavailable and its subscriptions end", func(t *testing.T) {
@@ -298,70 +273,6 @@ func TestConcurrency(t *testing.T) {
 			total += p.HighWatermark
 		}
 		require.Equal(t, int64(producers*batches*batchSize), total)
-	})
-
-	t.Run("a write lock held beyond the busy timeout is backend_unavailable", func(t *testing.T) {
-		b := setup(t)
-		d := b.open(t, "file:"+b.path+"?_busy_timeout=50")
-		b.streamWithGroup(t, d, "s", 1)
-
-		other, err := sql.Open("sqlite3", b.path)
-		require.NoError(t, err)
-		defer other.Close()
-		conn, err := other.Conn(b.ctx)
-		require.NoError(t, err)
-		defer conn.Close()
-		_, err = conn.ExecContext(b.ctx, `BEGIN IMMEDIATE`)
-		require.NoError(t, err)
-
-		_, err = d.Append(b.ctx, "s", payload(1), nil)
-		require.ErrorIs(t, err, rheo.ErrBackendUnavailable)
-
-		_, err = conn.ExecContext(b.ctx, `ROLLBACK`)
-		require.NoError(t, err)
-		_, err = d.Append(b.ctx, "s", payload(1), nil)
-		require.NoError(t, err, "the lock is free again")
-	})
-
-	t.Run("host databases with deferred transactions still append in order", func(t *testing.T) {
-		b := setup(t)
-		b.open(t, b.path) // migrates the file
-		var drivers []*sqlite.Driver
-		for range 2 {
-			// No _txlock=immediate: transactions begin DEFERRED and may
-			// lose the write lock to the other database after they read.
-			db, err := sql.Open("sqlite3", b.path+"?_journal_mode=WAL&_busy_timeout=5000")
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = db.Close() })
-			d, err := sqlite.New(db, &sqlite.Options{Clock: b.clock})
-			require.NoError(t, err)
-			drivers = append(drivers, d)
-		}
-		require.NoError(t, drivers[0].CreateStream(b.ctx, "s", 1))
-
-		const writers, each = 4, 25
-		var wg sync.WaitGroup
-		errs := make([]error, writers)
-		for w := range writers {
-			wg.Go(func() {
-				for i := range each {
-					if _, err := drivers[w%2].Append(b.ctx, "s", payload(i), nil); err != nil {
-						errs[w] = err
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		for _, err := range errs {
-			require.NoError(t, err)
-		}
-		events, err := drivers[1].Read(b.ctx, "s", &rheo.ReadOptions{MaxCount: writers * each})
-		require.NoError(t, err)
-		require.Len(t, events, writers*each)
-		for i, ev := range events {
-			require.Equal(t, int64(i+1), ev.Sequence)
-		}
 	})
 }
 
