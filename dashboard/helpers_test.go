@@ -1,7 +1,6 @@
 package dashboard_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +25,7 @@ import (
 	"github.com/rheo-go/rheo/dashboard"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/testlog"
 	"github.com/rheo-go/rheo/internal/testskip"
 )
 
@@ -53,30 +52,12 @@ func openBackend(t *testing.T, name, u string) *backend {
 	return &backend{name: name, url: u, drv: drv}
 }
 
-// syncBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // bundle is a dashboard served by a test server.
 type bundle struct {
 	drv    driver.Driver
 	h      *dashboard.Handler
 	srv    *httptest.Server
-	logs   *syncBuffer
+	logs   *testlog.Buffer
 	client *http.Client
 	// base is the dashboard's URL: the server's plus the prefix.
 	base string
@@ -89,7 +70,7 @@ func setup(t *testing.T, drv driver.Driver, opts *dashboard.Options) *bundle {
 	if opts == nil {
 		opts = &dashboard.Options{}
 	}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	o := *opts
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(logs, nil))

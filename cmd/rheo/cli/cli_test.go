@@ -24,6 +24,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testlog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -1149,7 +1150,7 @@ func TestCLIServe(t *testing.T) {
 		}
 
 		runCtx, cancel := context.WithCancel(ctx)
-		stdout := &cliSyncBuffer{}
+		stdout := &testlog.Buffer{}
 		var stderr bytes.Buffer
 		done := make(chan int, 1)
 		go func() {
@@ -1214,22 +1215,4 @@ func TestCLIServe(t *testing.T) {
 			require.FailNow(t, "rheo serve did not stop after the interrupt")
 		}
 	})
-}
-
-// cliSyncBuffer is a bytes.Buffer safe for one writer and one reader.
-type cliSyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *cliSyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *cliSyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

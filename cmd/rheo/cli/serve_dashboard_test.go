@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
+	"github.com/rheo-go/rheo/internal/testlog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +23,7 @@ import (
 func cliServe(t *testing.T, args ...string) (string, func() (int, string)) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout, stderr := &cliSyncBuffer{}, &cliSyncBuffer{}
+	stdout, stderr := &testlog.Buffer{}, &testlog.Buffer{}
 	done := make(chan int, 1)
 	go func() { done <- cli.Run(ctx, append([]string{"serve"}, args...), nil, stdout, stderr) }()
 	var (

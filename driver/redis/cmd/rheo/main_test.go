@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/rheo-go/rheo/cmd/rheo/cli"
 	"github.com/rheo-go/rheo/connect"
 	"github.com/rheo-go/rheo/driver/redis/redistest"
+	"github.com/rheo-go/rheo/internal/testlog"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -135,24 +135,6 @@ func TestUnreachableRedis(t *testing.T) {
 	assert.Empty(t, r.stdout)
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // TestServeOnRedis runs rheo serve against Redis: the health check, the
 // metrics of a stream and the dashboard's page of a group.
 func TestServeOnRedis(t *testing.T) {
@@ -165,8 +147,8 @@ func TestServeOnRedis(t *testing.T) {
 	t.Cleanup(func() { run(t, url, "", "drop-stream", stream, "--confirm") })
 
 	ctx, cancel := context.WithCancel(context.Background())
-	stdout := &syncBuffer{}
-	var stderr syncBuffer
+	stdout := &testlog.Buffer{}
+	var stderr testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- cli.Run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--database-url", url}, nil, stdout, &stderr)
