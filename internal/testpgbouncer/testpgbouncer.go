@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rheo-go/rheo/internal/testdb"
+	"github.com/rheo-go/rheo/internal/testlog"
 	"github.com/rheo-go/rheo/internal/testskip"
 )
 
@@ -44,7 +44,7 @@ type Bouncer struct {
 	// Addr is the pooler's host:port.
 	Addr string
 
-	log *logFile // nil when the pooler was not started by this package
+	log *testlog.Buffer // nil when the pooler was not started by this package
 }
 
 // Start returns a PgBouncer in transaction mode in front of the server of
@@ -139,7 +139,7 @@ server_check_delay = 0
 	}
 	args = append(args, ini)
 	cmd := exec.Command(bin, args...)
-	logs := &logFile{}
+	logs := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	dieWithParent(cmd)
 	require.NoError(t, cmd.Start(), "start pgbouncer")
@@ -211,22 +211,4 @@ func writeFile(t testing.TB, path, content string) {
 // quotes doubled.
 func quote(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-}
-
-// logFile collects PgBouncer's output, safe for concurrent use.
-type logFile struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *logFile) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logFile) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
