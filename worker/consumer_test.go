@@ -11,6 +11,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -56,7 +57,7 @@ func TestConsumer(t *testing.T) {
 			acked, rejected := 0, 0
 			for l, err := range c.Leases(ctx) {
 				require.NoError(t, err)
-				switch n := payloadN(t, l.Lease); {
+				switch n := workertest.PayloadN(t, l.Lease); {
 				case n == 0 || (n == 1 && l.Attempt == 2):
 					require.NoError(t, l.Ack(ctx))
 					acked++
@@ -73,7 +74,7 @@ func TestConsumer(t *testing.T) {
 				}
 			}
 			assert.Equal(t, int64(0), bd.info(t).Lag)
-			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+			dls := workertest.DeadLetters(t, bd.drv, bd.stream, bd.group)
 			require.Len(t, dls, 1)
 			assert.Equal(t, "bad", dls[0].Reason)
 			s := bd.rec.Snapshot()
@@ -104,7 +105,7 @@ func TestConsumer(t *testing.T) {
 			}()
 			var held []*worker.Lease
 			for range 3 {
-				held = append(held, receive(t, "a lease", leases))
+				held = append(held, workertest.Receive(t, "a lease", leases))
 			}
 			fetched := func() (n int) {
 				for _, f := range bd.rec.Snapshot().Fetched {
@@ -116,7 +117,7 @@ func TestConsumer(t *testing.T) {
 			assert.Equal(t, int64(3), bd.info(t).InFlight)
 
 			require.NoError(t, held[0].Ack(ctx))
-			held = append(held[1:], receive(t, "a fourth lease", leases))
+			held = append(held[1:], workertest.Receive(t, "a fourth lease", leases))
 			assert.Equal(t, 4, fetched(), "one settle makes room for one more")
 			assert.LessOrEqual(t, bd.info(t).InFlight, int64(3))
 
@@ -124,7 +125,7 @@ func TestConsumer(t *testing.T) {
 				require.NoError(t, l.Ack(ctx))
 			}
 			cancel()
-			receive(t, "the end of the iteration", ended)
+			workertest.Receive(t, "the end of the iteration", ended)
 		})
 
 		t.Run("unsettled leases are renewed until settled", func(t *testing.T) {
@@ -153,7 +154,7 @@ func TestConsumer(t *testing.T) {
 
 			require.NoError(t, bd.drv.ResetGroup(ctx, bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			bd.clock.Advance(6 * time.Second)
-			receive(t, "the lease's context", l.Context().Done())
+			workertest.Receive(t, "the lease's context", l.Context().Done())
 			assert.ErrorIs(t, context.Cause(l.Context()), rheo.ErrStaleLease)
 			assert.Len(t, bd.rec.Snapshot().LeaseLost, 1)
 			assert.ErrorIs(t, l.Ack(ctx), rheo.ErrStaleLease)
@@ -168,7 +169,7 @@ func TestConsumer(t *testing.T) {
 			stopped := make(chan error, 1)
 			go func() { stopped <- c.Stop(ctx) }()
 			require.NoError(t, l.Ack(ctx))
-			require.NoError(t, receive(t, "Stop", stopped))
+			require.NoError(t, workertest.Receive(t, "Stop", stopped))
 			assert.Equal(t, int64(0), bd.info(t).Lag)
 		})
 

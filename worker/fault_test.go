@@ -24,6 +24,7 @@ import (
 	"github.com/rheo-go/rheo/driver/sqlite"
 	"github.com/rheo-go/rheo/internal/faultproxy"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/rheotest"
 	"github.com/rheo-go/rheo/worker"
 )
@@ -183,7 +184,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 		rec := &recorder{}
 		var mu sync.Mutex
 		handled := map[string]int{}
-		startWorker(t, drv, &worker.Config{
+		workertest.StartWorker(t, drv, &worker.Config{
 			Stream: stream, Group: group, Concurrency: 8, LeaseDuration: leaseDuration,
 			Clock: clock, Hooks: []any{rec},
 			Handler: func(ctx context.Context, l rheo.Lease) error {
@@ -221,7 +222,7 @@ func TestWorkerSurvivesSIGKILL(t *testing.T) {
 			assert.True(t, redelivered[id], "the blocked handler's event %s is delivered again", id)
 		}
 		assert.Equal(t, int64(0), groupInfo(t, drv, stream, group).Lag)
-		assert.Empty(t, deadLetters(t, drv, stream, group))
+		assert.Empty(t, workertest.DeadLetters(t, drv, stream, group))
 	})
 }
 
@@ -243,7 +244,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	var mu sync.Mutex
 	handled := map[string]int{}
 	cut := make(chan struct{})
-	startWorker(t, drv, &worker.Config{
+	workertest.StartWorker(t, drv, &worker.Config{
 		Stream: stream, Group: group, Concurrency: concurrency, MaxDemand: maxDemand, LeaseDuration: leaseDuration,
 		Clock: clock, Hooks: []any{rec},
 		Handler: func(ctx context.Context, l rheo.Lease) error {
@@ -257,7 +258,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 		},
 	})
 
-	receive(t, "a third of the events", cut)
+	workertest.Receive(t, "a third of the events", cut)
 	p.CutAll()
 	rec.WaitFor(t, "fetch errors", func(s recorded) bool { return len(s.FetchFailed) >= 2 })
 	for _, f := range rec.Snapshot().FetchFailed {
@@ -292,7 +293,7 @@ func TestWorkerSurvivesConnectionLoss(t *testing.T) {
 	// The leases held at the cut (running, queued or acking) and those of a
 	// fetch whose answer was lost are at most MaxDemand.
 	assert.LessOrEqual(t, duplicates, maxDemand, "only leases held at the cut are delivered again")
-	assert.Empty(t, deadLetters(t, admin, stream, group))
+	assert.Empty(t, workertest.DeadLetters(t, admin, stream, group))
 	t.Logf("%d events handled again after the cut; %d fetch errors", duplicates, len(rec.Snapshot().FetchFailed))
 }
 
@@ -311,7 +312,7 @@ func TestCompetingWorkers(t *testing.T) {
 		start := time.Now()
 		for range workers {
 			drv := b.Open(t, nil)
-			startWorker(t, drv, &worker.Config{
+			workertest.StartWorker(t, drv, &worker.Config{
 				Stream: stream, Group: group, Concurrency: 16,
 				Handler: func(ctx context.Context, l rheo.Lease) error {
 					mu.Lock()
@@ -333,6 +334,6 @@ func TestCompetingWorkers(t *testing.T) {
 		for _, e := range appended {
 			assert.Equal(t, 1, handled[e.ID], "event %s", e.ID)
 		}
-		assert.Empty(t, deadLetters(t, admin, stream, group))
+		assert.Empty(t, workertest.DeadLetters(t, admin, stream, group))
 	})
 }

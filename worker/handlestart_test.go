@@ -13,6 +13,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -84,9 +85,9 @@ func TestHandleStartHook(t *testing.T) {
 				return nil
 			})
 			cfg.Hooks = append(cfg.Hooks, hook)
-			startWorker(t, bd.drv, cfg)
+			workertest.StartWorker(t, bd.drv, cfg)
 
-			assert.Equal(t, "from the hook", receive(t, "the handler's value", got))
+			assert.Equal(t, "from the hook", workertest.Receive(t, "the handler's value", got))
 			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 			require.Len(t, s.Handled, 1)
 			assert.Equal(t, events[0].ID, s.Handled[0].Lease.Event.ID)
@@ -106,13 +107,13 @@ func TestHandleStartHook(t *testing.T) {
 				return ctx.Err()
 			})
 			cfg.Hooks = append(cfg.Hooks, hook)
-			w := startWorker(t, bd.drv, cfg)
+			w := workertest.StartWorker(t, bd.drv, cfg)
 
-			receive(t, "the handler to run", running)
+			workertest.Receive(t, "the handler to run", running)
 			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 			defer cancel()
 			require.NoError(t, w.StopAndCancel(ctx))
-			assert.ErrorIs(t, receive(t, "the handler's cause", cause), worker.ErrStopped)
+			assert.ErrorIs(t, workertest.Receive(t, "the handler's cause", cause), worker.ErrStopped)
 		})
 
 		t.Run("hooks are called in the order of Config.Hooks and chain their contexts", func(t *testing.T) {
@@ -127,9 +128,9 @@ func TestHandleStartHook(t *testing.T) {
 				return nil
 			})
 			cfg.Hooks = append(cfg.Hooks, first, keep, second)
-			startWorker(t, bd.drv, cfg)
+			workertest.StartWorker(t, bd.drv, cfg)
 
-			assert.Equal(t, [2]any{"first", "second"}, receive(t, "the handler's values", got))
+			assert.Equal(t, [2]any{"first", "second"}, workertest.Receive(t, "the handler's values", got))
 			assert.Equal(t, []any{nil}, first.seen)
 			assert.Equal(t, []any{"first"}, keep.seen, "the second hook gets the first one's context")
 			assert.Equal(t, []any{"first"}, second.seen, "a nil return keeps the context")
@@ -147,7 +148,7 @@ func TestHandleStartHook(t *testing.T) {
 			})
 			cfg.Hooks = append(cfg.Hooks, hook)
 			cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return 0 } // again at once
-			startWorker(t, bd.drv, cfg)
+			workertest.StartWorker(t, bd.drv, cfg)
 
 			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 			require.Len(t, s.Handled, 2)
@@ -166,10 +167,10 @@ func TestHandleStartHook(t *testing.T) {
 				return nil
 			}
 			cfg.Hooks = append(cfg.Hooks, hook)
-			startWorker(t, drv, cfg)
+			workertest.StartWorker(t, drv, cfg)
 
-			assert.Equal(t, "from the hook", receive(t, "the handler's value", got))
-			assert.Equal(t, "from the hook", receive(t, "the ack's value", drv.ackCtx))
+			assert.Equal(t, "from the hook", workertest.Receive(t, "the handler's value", got))
+			assert.Equal(t, "from the hook", workertest.Receive(t, "the ack's value", drv.ackCtx))
 			bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 			assert.Len(t, hook.calls(), 1)
 		})

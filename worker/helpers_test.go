@@ -17,8 +17,6 @@ import (
 	"github.com/rheo-go/rheo/driver/postgres"
 	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/workertest"
-	"github.com/rheo-go/rheo/rheotest"
-	"github.com/rheo-go/rheo/worker"
 )
 
 // waitTimeout bounds every wait for something the test expects to happen.
@@ -92,13 +90,6 @@ func groupInfo(t testing.TB, drv driver.Driver, stream, group string) rheo.Group
 	return info
 }
 
-func deadLetters(t testing.TB, drv driver.Driver, stream, group string) []rheo.DeadLetter {
-	t.Helper()
-	dls, err := drv.DeadLetters(context.Background(), stream, group, nil)
-	require.NoError(t, err)
-	return dls
-}
-
 // eventually waits until cond holds, checking every few milliseconds,
 // for at most waitTimeout.
 func eventually(t testing.TB, what string, cond func() bool) {
@@ -130,44 +121,6 @@ func progressing(t testing.TB, what string, step func() (progress int, done bool
 	}
 }
 
-// quietWindow is how long, in real time, never watches after each step of
-// the fake clock for what must not happen.
-const quietWindow = 50 * time.Millisecond
-
-// never checks an absence over a window of the fake clock rather than at
-// one instant: it moves clock on by step, steps times, and after each step
-// watches for quietWindow that happened stays false. It fails as soon as
-// happened is true.
-func never(t testing.TB, clock *rheotest.Clock, what string, step time.Duration, steps int, happened func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for i := range steps {
-		clock.Advance(step)
-		quiet := time.After(quietWindow)
-		for watching := true; watching; {
-			require.False(t, happened(), "%s: broken %s into the window", what, time.Duration(i+1)*step)
-			select {
-			case <-tick.C:
-			case <-quiet:
-				watching = false
-			}
-		}
-	}
-}
-
-// receive waits for a value from ch.
-func receive[T any](t testing.TB, what string, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(waitTimeout):
-		require.FailNow(t, fmt.Sprintf("timed out waiting for %s", what))
-		panic("unreachable")
-	}
-}
-
 // receiveOK waits for a value from ch, or for ch to be closed (ok false).
 func receiveOK[T any](t testing.TB, what string, ch <-chan T) (v T, ok bool) {
 	t.Helper()
@@ -178,20 +131,6 @@ func receiveOK[T any](t testing.TB, what string, ch <-chan T) (v T, ok bool) {
 		require.FailNow(t, fmt.Sprintf("timed out waiting for %s", what))
 		panic("unreachable")
 	}
-}
-
-// startWorker starts a worker and stops it when t ends.
-func startWorker(t testing.TB, drv driver.Driver, cfg *worker.Config) *worker.Worker {
-	t.Helper()
-	w, err := worker.New(drv, cfg)
-	require.NoError(t, err)
-	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-		defer cancel()
-		_ = w.StopAndCancel(ctx)
-	})
-	return w
 }
 
 // recorder is the hook recorder of workertest, and recorded what it was

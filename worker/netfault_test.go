@@ -16,6 +16,7 @@ import (
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/faultproxy"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -118,7 +119,7 @@ func (nb *netBundle) waitAbandoned(t *testing.T) {
 
 func waitFired(t *testing.T, tr *faultproxy.Trigger) {
 	t.Helper()
-	receive(t, "the fault", tr.Fired())
+	workertest.Receive(t, "the fault", tr.Fired())
 }
 
 // expireUntil moves the clock past every lease the worker took, which
@@ -212,7 +213,7 @@ func TestWorkerBoundsTransactionCalls(t *testing.T) {
 			events := appendN(t, nb.bundle.drv, nb.stream, 2)
 			tr := nb.p.Arm(faultproxy.BlackHole, tc.match)
 			start := time.Now()
-			startWorker(t, nb.drv, nb.txConfig(succeed))
+			workertest.StartWorker(t, nb.drv, nb.txConfig(succeed))
 
 			waitFired(t, tr)
 			s := nb.rec.WaitFor(t, "the failed "+tc.op, func(s recorded) bool { return len(s.SettleFailed) == 1 })
@@ -256,7 +257,7 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		nb := setupNet(t)
 		events := appendN(t, nb.bundle.drv, nb.stream, 1)
 		tr := nb.p.Arm(faultproxy.CutAfterSend, faultproxy.Contains("rheo.ack_batch("))
-		startWorker(t, nb.drv, nb.config(func(ctx context.Context, l rheo.Lease) error { nb.record(l); return nil }))
+		workertest.StartWorker(t, nb.drv, nb.config(func(ctx context.Context, l rheo.Lease) error { nb.record(l); return nil }))
 
 		waitFired(t, tr)
 		s := nb.rec.WaitFor(t, "the failed ack", func(s recorded) bool { return len(s.SettleFailed) == 1 })
@@ -273,7 +274,7 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		createSideTable(t, nb.bundle.drv)
 		events := appendN(t, nb.bundle.drv, nb.stream, 1)
 		tr := nb.p.Arm(faultproxy.CutAfterSend, faultproxy.Statement("commit"))
-		startWorker(t, nb.drv, nb.txConfig(succeed))
+		workertest.StartWorker(t, nb.drv, nb.txConfig(succeed))
 
 		waitFired(t, tr)
 		s := nb.rec.WaitFor(t, "the failed commit", func(s recorded) bool { return len(s.SettleFailed) == 1 })
@@ -290,7 +291,7 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		createSideTable(t, nb.bundle.drv)
 		events := appendN(t, nb.bundle.drv, nb.stream, 1)
 		tr := nb.p.Arm(faultproxy.CutAfterSend, faultproxy.Contains("rheo.ack("))
-		startWorker(t, nb.drv, nb.txConfig(succeed))
+		workertest.StartWorker(t, nb.drv, nb.txConfig(succeed))
 
 		waitFired(t, tr)
 		// The ack ran in a transaction that cannot commit any more: a
@@ -309,7 +310,7 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		nb := setupNet(t)
 		events := appendN(t, nb.bundle.drv, nb.stream, 1)
 		tr := nb.p.Arm(faultproxy.CutAfterSend, faultproxy.Contains("rheo.retry("))
-		startWorker(t, nb.drv, nb.config(func(ctx context.Context, l rheo.Lease) error {
+		workertest.StartWorker(t, nb.drv, nb.config(func(ctx context.Context, l rheo.Lease) error {
 			nb.record(l)
 			if l.Attempt == 1 {
 				return errors.New("try again")
@@ -326,14 +327,14 @@ func TestWorkerAmbiguousSettles(t *testing.T) {
 		s = nb.pollUntil(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 		assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
 		assert.Equal(t, []int{1, 2}, nb.attempts(events[0].ID))
-		assert.Empty(t, deadLetters(t, nb.bundle.drv, nb.stream, nb.group))
+		assert.Empty(t, workertest.DeadLetters(t, nb.bundle.drv, nb.stream, nb.group))
 	})
 
 	t.Run("a fetch whose answer was lost: its claims expire and the events come back", func(t *testing.T) {
 		nb := setupNet(t)
 		events := appendN(t, nb.bundle.drv, nb.stream, 1)
 		tr := nb.p.Arm(faultproxy.CutAfterSend, faultproxy.Contains("rheo.fetch("))
-		startWorker(t, nb.drv, nb.config(func(ctx context.Context, l rheo.Lease) error { nb.record(l); return nil }))
+		workertest.StartWorker(t, nb.drv, nb.config(func(ctx context.Context, l rheo.Lease) error { nb.record(l); return nil }))
 
 		waitFired(t, tr)
 		s := nb.rec.WaitFor(t, "the failed fetch", func(s recorded) bool { return len(s.FetchFailed) == 1 })
@@ -372,7 +373,7 @@ func TestConsumerSettlesAreBounded(t *testing.T) {
 			done <- err
 		}()
 		waitFired(t, tr)
-		err := receive(t, "the retry, bounded by the call timeout and not by the caller's context", done)
+		err := workertest.Receive(t, "the retry, bounded by the call timeout and not by the caller's context", done)
 		require.ErrorIs(t, err, rheo.ErrAmbiguous)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		break

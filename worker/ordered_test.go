@@ -16,6 +16,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/internal/testbackend"
 	"github.com/rheo-go/rheo/internal/testlog"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -51,8 +52,8 @@ func TestWorkerOrderedInProcess(t *testing.T) {
 					return h.handle(ctx, l)
 				})
 				cfg.Concurrency = 2
-				startWorker(t, bd.drv, cfg)
-				first := receive(t, "the first handler", h.started)
+				workertest.StartWorker(t, bd.drv, cfg)
+				first := workertest.Receive(t, "the first handler", h.started)
 
 				// A replay makes the lease stale; renewal finds out, and the
 				// handler, which ignores its context, goes on.
@@ -64,12 +65,12 @@ func TestWorkerOrderedInProcess(t *testing.T) {
 				// The poll fetches the event again, for the idle slot.
 				bd.clock.Advance(cfg.PollInterval)
 				bd.rec.WaitFor(t, "the event fetched again", func(s recorded) bool { return fetchedCount(s) == 2 })
-				never(t, bd.clock, "the second lease waits for the first one's handler", cfg.PollInterval, 3, func() bool {
+				workertest.Never(t, bd.clock, "the second lease waits for the first one's handler", cfg.PollInterval, 3, func() bool {
 					return len(h.started) > 0
 				})
 
 				close(h.release)
-				second := receive(t, "the second handler", h.started)
+				second := workertest.Receive(t, "the second handler", h.started)
 				assert.Equal(t, first.Event.ID, second.Event.ID)
 				assert.NotEqual(t, first.LeaseID, second.LeaseID)
 				bd.rec.WaitFor(t, "the second lease acked", func(s recorded) bool { return len(s.Acked) == 1 })
@@ -100,17 +101,17 @@ func TestWorkerOrderedRetryDelay(t *testing.T) {
 		retry := make(chan struct{})
 		cfg := bd.config(func(ctx context.Context, l rheo.Lease) error {
 			starts <- l
-			if payloadN(t, l) == 0 && l.Attempt == 1 {
+			if workertest.PayloadN(t, l) == 0 && l.Attempt == 1 {
 				<-retry
 				return worker.Retry(delay, errors.New("later"))
 			}
 			return nil
 		})
 		cfg.Concurrency, cfg.MaxDemand, cfg.Logger = 1, 2, logs.Logger()
-		startWorker(t, bd.drv, cfg)
+		workertest.StartWorker(t, bd.drv, cfg)
 		// Under 'none' both events are fetched: 0 runs, 1 is queued.
-		first := receive(t, "event 0's handler", starts)
-		require.Equal(t, 0, payloadN(t, first))
+		first := workertest.Receive(t, "event 0's handler", starts)
+		require.Equal(t, 0, workertest.PayloadN(t, first))
 		bd.rec.WaitFor(t, "both events fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
 
 		require.NoError(t, bd.drv.SetOrdering(ctx, bd.stream, bd.group, rheo.OrderingKey))
@@ -119,16 +120,16 @@ func TestWorkerOrderedRetryDelay(t *testing.T) {
 
 		close(retry)
 		bd.rec.WaitFor(t, "event 0 retried", func(s recorded) bool { return len(s.Retried) == 1 })
-		never(t, bd.clock, "event 1 waits for event 0's delay", time.Second, int(delay/time.Second)-1, func() bool {
+		workertest.Never(t, bd.clock, "event 1 waits for event 0's delay", time.Second, int(delay/time.Second)-1, func() bool {
 			return len(starts) > 0
 		})
 
 		// Past the delay event 0 is claimable again, and its key free in
 		// the worker: event 1 runs (it was leased first), then event 0.
 		bd.clock.Advance(2 * time.Second)
-		assert.Equal(t, 1, payloadN(t, receive(t, "event 1's handler", starts)))
-		again := receive(t, "event 0's second handler", starts)
-		assert.Equal(t, 0, payloadN(t, again))
+		assert.Equal(t, 1, workertest.PayloadN(t, workertest.Receive(t, "event 1's handler", starts)))
+		again := workertest.Receive(t, "event 0's second handler", starts)
+		assert.Equal(t, 0, workertest.PayloadN(t, again))
 		assert.Equal(t, 2, again.Attempt)
 	})
 }

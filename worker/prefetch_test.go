@@ -10,6 +10,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -49,11 +50,11 @@ func TestPrefetch(t *testing.T) {
 			h := newBlocking()
 			cfg := bd.config(h.handle)
 			cfg.Concurrency, cfg.MaxDemand = concurrency, maxDemand
-			w := startWorker(t, bd.drv, cfg)
+			w := workertest.StartWorker(t, bd.drv, cfg)
 
 			running := map[string]bool{}
 			for range concurrency {
-				running[receive(t, "a handler start", h.started).LeaseID] = true
+				running[workertest.Receive(t, "a handler start", h.started).LeaseID] = true
 			}
 			s := bd.rec.WaitFor(t, "MaxDemand leases fetched", func(s recorded) bool { return fetchedCount(s) >= maxDemand })
 			assert.Equal(t, maxDemand, fetchedCount(s), "the queue is bounded by MaxDemand")
@@ -78,7 +79,7 @@ func TestPrefetch(t *testing.T) {
 				}
 			}
 			require.Len(t, queued, maxDemand-concurrency)
-			never(t, bd.clock, "no fetch while MaxDemand leases are held", cfg.PollInterval, 4, func() bool {
+			workertest.Never(t, bd.clock, "no fetch while MaxDemand leases are held", cfg.PollInterval, 4, func() bool {
 				return fetchedCount(bd.rec.Snapshot()) != maxDemand
 			})
 
@@ -105,7 +106,7 @@ func TestPrefetch(t *testing.T) {
 				assert.Equal(t, "not processed: the worker stopped", r.Reason)
 			}
 			close(h.release)
-			require.NoError(t, receive(t, "the stop", stopped))
+			require.NoError(t, workertest.Receive(t, "the stop", stopped))
 			s = bd.rec.Snapshot()
 			assert.Len(t, s.Handled, concurrency, "queued leases are not handled after a stop")
 			assert.Len(t, s.Acked, concurrency)
@@ -116,7 +117,7 @@ func TestPrefetch(t *testing.T) {
 			for _, l := range again {
 				assert.Equal(t, 2, l.Attempt)
 			}
-			assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
+			assert.Empty(t, workertest.DeadLetters(t, bd.drv, bd.stream, bd.group))
 		})
 
 		t.Run("a queued lease that renewal finds lost is not handled", func(t *testing.T) {
@@ -125,8 +126,8 @@ func TestPrefetch(t *testing.T) {
 			h := newBlocking()
 			cfg := bd.config(h.handle)
 			cfg.Concurrency, cfg.MaxDemand = 1, 2
-			startWorker(t, bd.drv, cfg)
-			first := receive(t, "the first handler", h.started)
+			workertest.StartWorker(t, bd.drv, cfg)
+			first := workertest.Receive(t, "the first handler", h.started)
 			bd.rec.WaitFor(t, "both leases fetched", func(s recorded) bool { return fetchedCount(s) == 2 })
 
 			// The replay makes both leases stale; renewal finds out.
@@ -176,9 +177,9 @@ func TestPrefetchLastAttempt(t *testing.T) {
 			h := newBlocking()
 			cfg := bd.config(h.handle)
 			cfg.Concurrency, cfg.MaxDemand = 2, 4
-			w := startWorker(t, bd.drv, cfg)
+			w := workertest.StartWorker(t, bd.drv, cfg)
 			for range 2 {
-				running := receive(t, "a handler start", h.started)
+				running := workertest.Receive(t, "a handler start", h.started)
 				require.Contains(t, []string{events[0].ID, events[1].ID}, running.Event.ID)
 			}
 			// Queued: event 2 at its last attempt, event 3 at its first.
@@ -190,7 +191,7 @@ func TestPrefetchLastAttempt(t *testing.T) {
 			assert.Equal(t, events[3].ID, s.Retried[0].Lease.Event.ID)
 			assert.Equal(t, 1, s.Retried[0].Lease.Attempt)
 			close(h.release)
-			require.NoError(t, receive(t, "the stop", stopped))
+			require.NoError(t, workertest.Receive(t, "the stop", stopped))
 
 			s = bd.rec.Snapshot()
 			var handled []string
@@ -202,7 +203,7 @@ func TestPrefetchLastAttempt(t *testing.T) {
 			assert.ElementsMatch(t, []string{events[0].ID, events[1].ID, events[2].ID}, handled, "the last attempts are handled")
 			assert.Len(t, s.Acked, 3)
 			assert.Len(t, s.Retried, 1)
-			assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group), "no event is dead-lettered by the stop")
+			assert.Empty(t, workertest.DeadLetters(t, bd.drv, bd.stream, bd.group), "no event is dead-lettered by the stop")
 		})
 	})
 }

@@ -15,20 +15,10 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/rheotest"
 	"github.com/rheo-go/rheo/worker"
 )
-
-// assertJittered checks that got is nominal with the package's ±20%
-// jitter, in whole milliseconds.
-func assertJittered(t testing.TB, nominal, got time.Duration, format string, args ...any) {
-	t.Helper()
-	low, high := nominal*8/10, nominal*12/10
-	if got < low || got >= high {
-		assert.Failf(t, "delay out of its range", "%s is not in [%s, %s): %s", got, low, high, fmt.Sprintf(format, args...))
-	}
-	assert.Zero(t, got%time.Millisecond, "whole milliseconds: %s", got)
-}
 
 // leaseIDs returns n distinct uuid-shaped lease ids, the same on every run.
 func leaseIDs(n int) []string {
@@ -65,7 +55,7 @@ func TestDefaultRetryPolicy(t *testing.T) {
 		} {
 			for _, id := range ids {
 				got := worker.DefaultRetryPolicy(rheo.Lease{LeaseID: id, Attempt: tc.attempt}, errors.New("down"))
-				assertJittered(t, tc.nominal, got, "attempt %d, lease %s", tc.attempt, id)
+				workertest.AssertJittered(t, tc.nominal, got, "attempt %d, lease %s", tc.attempt, id)
 			}
 		}
 	})
@@ -138,7 +128,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			faulty := newFaultyDriver(bd.drv)
 			appendN(t, bd.drv, bd.stream, 1)
 			start := bd.clock.Now()
-			startWorker(t, faulty, pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
+			workertest.StartWorker(t, faulty, pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
 				return errors.New("downstream down")
 			})))
 
@@ -150,13 +140,13 @@ func TestWorkerRetryBackoff(t *testing.T) {
 				r := s.Retried[i]
 				assert.Equal(t, attempt, r.Lease.Attempt)
 				assert.Equal(t, "downstream down", r.Reason)
-				assertJittered(t, step, r.Delay, "after attempt %d", attempt)
+				workertest.AssertJittered(t, step, r.Delay, "after attempt %d", attempt)
 				assert.Equal(t, worker.DefaultRetryPolicy(r.Lease, nil), r.Delay)
 				calls := faulty.retryCalls()
 				require.Len(t, calls, attempt)
 				assert.Equal(t, r.Delay, calls[i].Delay, "the delay the worker passed to the driver")
 				assert.Equal(t, "downstream down", calls[i].Reason)
-				assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group), "not dead-lettered while attempts remain")
+				assert.Empty(t, workertest.DeadLetters(t, bd.drv, bd.stream, bd.group), "not dead-lettered while attempts remain")
 				info := bd.info(t)
 				assert.Equal(t, int64(1), info.PendingRetry)
 				assert.Equal(t, int64(0), info.InFlight)
@@ -170,7 +160,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			assert.Len(t, s.Retried, 4)
 			assert.Len(t, s.Handled, 5)
 			assert.Equal(t, "downstream down", s.DeadLettered[0].Reason)
-			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+			dls := workertest.DeadLetters(t, bd.drv, bd.stream, bd.group)
 			require.Len(t, dls, 1)
 			assert.Equal(t, "downstream down", dls[0].Reason)
 			assert.Equal(t, 5, dls[0].Attempt)
@@ -184,19 +174,19 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			bd := setup(t, b, 3)
 			faulty := newFaultyDriver(bd.drv)
 			appendN(t, bd.drv, bd.stream, 1)
-			startWorker(t, faulty, pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
+			workertest.StartWorker(t, faulty, pollEveryMillisecond(bd.config(func(ctx context.Context, l rheo.Lease) error {
 				panic("kaboom")
 			})))
 
 			for i, step := range []time.Duration{time.Second, 2 * time.Second} {
 				s := bd.rec.WaitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.Retried) == i+1 })
 				assert.Equal(t, "panic: kaboom", s.Retried[i].Reason)
-				assertJittered(t, step, s.Retried[i].Delay, "after attempt %d", i+1)
+				workertest.AssertJittered(t, step, s.Retried[i].Delay, "after attempt %d", i+1)
 				assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[i].Lease, nil), s.Retried[i].Delay)
 				bd.expectDue(t, s.Retried[i].Delay)
 			}
 			bd.rec.WaitFor(t, "the dead letter", func(s recorded) bool { return len(s.DeadLettered) == 1 })
-			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+			dls := workertest.DeadLetters(t, bd.drv, bd.stream, bd.group)
 			require.Len(t, dls, 1)
 			assert.Equal(t, "panic: kaboom", dls[0].Reason)
 			assert.Equal(t, 3, dls[0].Attempt)
@@ -217,7 +207,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 				asked = append(asked, fmt.Sprintf("%d: %v", l.Attempt, err))
 				return time.Duration(l.Attempt) * 3 * time.Second
 			}
-			startWorker(t, faulty, cfg)
+			workertest.StartWorker(t, faulty, cfg)
 
 			for i, want := range []time.Duration{3 * time.Second, 6 * time.Second} {
 				s := bd.rec.WaitFor(t, fmt.Sprintf("retry %d", i+1), func(s recorded) bool { return len(s.Retried) == i+1 })
@@ -226,7 +216,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 				bd.expectDue(t, want)
 			}
 			bd.rec.WaitFor(t, "the dead letter", func(s recorded) bool { return len(s.DeadLettered) == 1 })
-			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+			dls := workertest.DeadLetters(t, bd.drv, bd.stream, bd.group)
 			require.Len(t, dls, 1)
 			assert.Equal(t, "down at attempt 3", dls[0].Reason)
 			mu.Lock()
@@ -250,7 +240,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 				policyCalls.Add(1)
 				return time.Hour
 			}
-			startWorker(t, faulty, cfg)
+			workertest.StartWorker(t, faulty, cfg)
 
 			s := bd.rec.WaitFor(t, "the retry", func(s recorded) bool { return len(s.Retried) == 1 })
 			assert.Equal(t, 2*time.Second, s.Retried[0].Delay)
@@ -271,7 +261,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 				return nil
 			})
 			cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return -time.Second }
-			startWorker(t, faulty, cfg)
+			workertest.StartWorker(t, faulty, cfg)
 
 			// No clock advance: "at once" must not wait for a poll.
 			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
@@ -287,7 +277,7 @@ func TestWorkerRetryBackoff(t *testing.T) {
 			appendN(t, bd.drv, bd.stream, 1)
 			cfg := bd.config(func(ctx context.Context, l rheo.Lease) error { return errors.New("down") })
 			cfg.RetryPolicy = func(rheo.Lease, error) time.Duration { return 1000 * time.Hour }
-			startWorker(t, faulty, cfg)
+			workertest.StartWorker(t, faulty, cfg)
 
 			s := bd.rec.WaitFor(t, "the retry", func(s recorded) bool { return len(s.Retried) == 1 })
 			assert.Equal(t, math.MaxInt32*time.Millisecond, s.Retried[0].Delay)
@@ -319,7 +309,7 @@ func TestWorkerBacksOffThroughFaults(t *testing.T) {
 		rec := &recorder{}
 		var mu sync.Mutex
 		handled, succeeded := map[string]int{}, map[string]int{}
-		startWorker(t, faulty, &worker.Config{
+		workertest.StartWorker(t, faulty, &worker.Config{
 			Stream: stream, Group: group, Concurrency: 4, LeaseDuration: leaseDuration,
 			Clock: clock, Hooks: []any{rec},
 			Handler: func(ctx context.Context, l rheo.Lease) error {
@@ -357,11 +347,11 @@ func TestWorkerBacksOffThroughFaults(t *testing.T) {
 		for _, e := range appended {
 			assert.GreaterOrEqual(t, succeeded[e.ID], 1, "event %s was handled successfully", e.ID)
 		}
-		assert.Empty(t, deadLetters(t, drv, stream, group), "the back-off outlasted the failures")
+		assert.Empty(t, workertest.DeadLetters(t, drv, stream, group), "the back-off outlasted the failures")
 		s := rec.Snapshot()
 		require.NotEmpty(t, s.Retried)
 		for _, r := range s.Retried {
-			assertJittered(t, time.Second<<(r.Lease.Attempt-1), r.Delay, "the retry of attempt %d", r.Lease.Attempt)
+			workertest.AssertJittered(t, time.Second<<(r.Lease.Attempt-1), r.Delay, "the retry of attempt %d", r.Lease.Attempt)
 		}
 		failed := map[string]int{}
 		for _, f := range s.SettleFailed {

@@ -13,6 +13,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -24,14 +25,14 @@ func TestWorkerSettlePolicy(t *testing.T) {
 			appendN(t, bd.drv, bd.stream, 1)
 			started, release := make(chan struct{}), make(chan struct{})
 			var calls atomic.Int32
-			startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+			workertest.StartWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
 				if calls.Add(1) == 1 {
 					close(started)
 					<-release
 				}
 				return nil
 			}))
-			receive(t, "the handler", started)
+			workertest.Receive(t, "the handler", started)
 			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			close(release)
 
@@ -56,7 +57,7 @@ func TestWorkerSettlePolicy(t *testing.T) {
 				faulty := newFaultyDriver(bd.drv)
 				faulty.failOn("ack_batch", 1, tc.err)
 				appendN(t, bd.drv, bd.stream, 1)
-				startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
+				workertest.StartWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
 				s := bd.rec.WaitFor(t, "the failed ack", func(s recorded) bool { return len(s.SettleFailed) == 1 })
 				assert.Equal(t, worker.ActionLeftToExpire, s.SettleFailed[0].Action)
@@ -76,7 +77,7 @@ func TestWorkerSettlePolicy(t *testing.T) {
 			failure := &rheo.FailedError{Op: "ack_batch", Err: errors.New("deadlock detected")}
 			faulty.failOn("ack_batch", 1, failure)
 			appendN(t, bd.drv, bd.stream, 1)
-			startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
+			workertest.StartWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
 			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 			require.Len(t, s.SettleFailed, 1)
@@ -93,7 +94,7 @@ func TestWorkerSettlePolicy(t *testing.T) {
 				unavailable := rheo.Errorf(rheo.ErrBackendUnavailable, "connection refused")
 				faulty.failOn(op, 1, unavailable)
 				appendN(t, bd.drv, bd.stream, 1)
-				startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error {
+				workertest.StartWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error {
 					if l.Attempt > 1 {
 						return nil
 					}
@@ -111,7 +112,7 @@ func TestWorkerSettlePolicy(t *testing.T) {
 				bd.clock.Advance(leaseDuration + time.Second)
 				s = bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 				assert.Equal(t, 2, s.Acked[0].Lease.Attempt)
-				assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
+				assert.Empty(t, workertest.DeadLetters(t, bd.drv, bd.stream, bd.group))
 			})
 		}
 
@@ -123,21 +124,21 @@ func TestWorkerSettlePolicy(t *testing.T) {
 				faulty.failOn("fetch", n, unavailable)
 			}
 			appendN(t, bd.drv, bd.stream, 1)
-			startWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
+			workertest.StartWorker(t, faulty, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
 			s := bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
 			require.Len(t, s.FetchFailed, 3)
 			// ±20% around 100ms, 200ms, 400ms: the ranges do not overlap,
 			// so each wait is a step up.
 			for i, nominal := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond} {
-				assertJittered(t, nominal, s.FetchFailed[i].Backoff, "fetch error %d", i+1)
+				workertest.AssertJittered(t, nominal, s.FetchFailed[i].Backoff, "fetch error %d", i+1)
 				assert.ErrorIs(t, s.FetchFailed[i].Err, rheo.ErrBackendUnavailable)
 			}
 
 			// Fetch 4 succeeded; fetch 5, the next poll, fails afresh.
 			bd.clock.Advance(time.Second)
 			s = bd.rec.WaitFor(t, "another fetch error", func(s recorded) bool { return len(s.FetchFailed) == 4 })
-			assertJittered(t, 100*time.Millisecond, s.FetchFailed[3].Backoff, "the fetch error after a success")
+			workertest.AssertJittered(t, 100*time.Millisecond, s.FetchFailed[3].Backoff, "the fetch error after a success")
 			nominal := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 100 * time.Millisecond}
 			jittered := false
 			for i, f := range s.FetchFailed {
@@ -164,7 +165,7 @@ func TestWorkerTransactional(t *testing.T) {
 			bd := setup(t, b, 5)
 			createSideTable(t, bd.drv)
 			events := appendN(t, bd.drv, bd.stream, 3)
-			startWorker(t, bd.drv, txConfig(bd, insert))
+			workertest.StartWorker(t, bd.drv, txConfig(bd, insert))
 
 			bd.rec.WaitFor(t, "3 acks", func(s recorded) bool { return len(s.Acked) == 3 })
 			for _, e := range events {
@@ -177,7 +178,7 @@ func TestWorkerTransactional(t *testing.T) {
 			bd := setup(t, b, 5)
 			createSideTable(t, bd.drv)
 			events := appendN(t, bd.drv, bd.stream, 1)
-			startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+			workertest.StartWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
 				if err := insert(ctx, tx, l); err != nil {
 					return err
 				}
@@ -201,7 +202,7 @@ func TestWorkerTransactional(t *testing.T) {
 			bd := setup(t, b, 5)
 			createSideTable(t, bd.drv)
 			events := appendN(t, bd.drv, bd.stream, 1)
-			startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+			workertest.StartWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
 				if err := insert(ctx, tx, l); err != nil {
 					return err
 				}
@@ -229,7 +230,7 @@ func TestWorkerTransactional(t *testing.T) {
 			createSideTable(t, bd.drv)
 			events := appendN(t, bd.drv, bd.stream, 1)
 			started, release := make(chan struct{}), make(chan struct{})
-			startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+			workertest.StartWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
 				if err := insert(ctx, tx, l); err != nil {
 					return err
 				}
@@ -239,7 +240,7 @@ func TestWorkerTransactional(t *testing.T) {
 				}
 				return nil
 			}))
-			receive(t, "the handler", started)
+			workertest.Receive(t, "the handler", started)
 			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			close(release)
 
@@ -259,7 +260,7 @@ func TestWorkerTransactional(t *testing.T) {
 			events := appendN(t, bd.drv, bd.stream, 1)
 			started, release := make(chan struct{}), make(chan struct{})
 			var calls atomic.Int32
-			startWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+			workertest.StartWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
 				if err := insert(ctx, tx, l); err != nil {
 					return err
 				}
@@ -269,7 +270,7 @@ func TestWorkerTransactional(t *testing.T) {
 				}
 				return nil
 			}))
-			receive(t, "the handler", started)
+			workertest.Receive(t, "the handler", started)
 			require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 			bd.clock.Advance(6 * time.Second)
 			bd.rec.WaitFor(t, "the lost lease", func(s recorded) bool { return len(s.LeaseLost) == 1 })
@@ -278,7 +279,7 @@ func TestWorkerTransactional(t *testing.T) {
 			// The reset made the event claimable again, and the poll
 			// that the advance fired delivers it anew.
 			s := bd.rec.WaitFor(t, "the discarded outcome and the new delivery's ack", func(s recorded) bool {
-				return len(outcomes(s, worker.OutcomeDiscarded)) == 1 && len(s.Acked) == 1
+				return len(workertest.Outcomes(s, worker.OutcomeDiscarded)) == 1 && len(s.Acked) == 1
 			})
 			assert.Empty(t, s.SettleFailed)
 			assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID), "the lost delivery's write rolled back")

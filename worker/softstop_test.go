@@ -15,6 +15,7 @@ import (
 
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -82,7 +83,7 @@ func TestSoftStop(t *testing.T) {
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 			defer stop()
 			require.NoError(t, w.Start(ctx))
-			receive(t, "the first handler", started)
+			workertest.Receive(t, "the first handler", started)
 			bd.rec.WaitFor(t, "the second lease, queued", func(s recorded) bool {
 				n := 0
 				for _, f := range s.Fetched {
@@ -92,13 +93,13 @@ func TestSoftStop(t *testing.T) {
 			})
 
 			require.NoError(t, syscall.Kill(syscall.Getpid(), syscall.SIGTERM))
-			receive(t, "the signal", ctx.Done())
+			workertest.Receive(t, "the signal", ctx.Done())
 			bd.rec.WaitFor(t, "the queued lease, given back", func(s recorded) bool { return len(s.Retried) == 1 })
 			notClosed(t, "Done, while the handler runs,", w.Done())
 
 			close(release)
-			receive(t, "the end of the worker", w.Done())
-			assert.NoError(t, receive(t, "the handler's return", handlerErr), "the handler's context was not cancelled")
+			workertest.Receive(t, "the end of the worker", w.Done())
+			assert.NoError(t, workertest.Receive(t, "the handler's return", handlerErr), "the handler's context was not cancelled")
 			s := bd.rec.Snapshot()
 			require.Len(t, s.Acked, 1)
 			assert.Equal(t, events[0].ID, s.Acked[0].Lease.Event.ID, "the running handler's event is acked")
@@ -120,15 +121,15 @@ func TestSoftStop(t *testing.T) {
 			require.NoError(t, err)
 			ctx, cancel := context.WithCancel(context.Background())
 			require.NoError(t, w.Start(ctx))
-			receive(t, "the handler", started)
+			workertest.Receive(t, "the handler", started)
 
 			at := bd.clock.Now().Add(softStopTimeout)
 			cancel()
 			armed(t, bd, at)
-			never(t, bd.clock, "Done stays open before the timeout", softStopTimeout/10, 9, closed(w.Done()))
+			workertest.Never(t, bd.clock, "Done stays open before the timeout", softStopTimeout/10, 9, closed(w.Done()))
 			bd.clock.Advance(softStopTimeout)
-			assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
-			receive(t, "the end of the worker", w.Done())
+			assert.ErrorIs(t, workertest.Receive(t, "the cause", causes), worker.ErrStopped)
+			workertest.Receive(t, "the end of the worker", w.Done())
 			s := bd.rec.Snapshot()
 			require.Len(t, s.Retried, 1)
 			assert.Equal(t, time.Duration(0), s.Retried[0].Delay, "a hard stop does not back off")
@@ -154,14 +155,14 @@ func TestSoftStop(t *testing.T) {
 					}
 				}
 			}()
-			l := receive(t, "the lease", leases)
+			l := workertest.Receive(t, "the lease", leases)
 
 			cancel()
-			receive(t, "the end of the iteration", ended)
+			workertest.Receive(t, "the end of the iteration", ended)
 			notClosed(t, "Done, with a lease unsettled,", c.Done())
 			require.NoError(t, l.Context().Err(), "the unsettled lease's context is live")
 			require.NoError(t, l.Ack(context.Background()))
-			receive(t, "the end of the consumer", c.Done())
+			workertest.Receive(t, "the end of the consumer", c.Done())
 			assert.Equal(t, int64(0), bd.info(t).Lag, "the ack was written")
 		})
 
@@ -180,9 +181,9 @@ func TestSoftStop(t *testing.T) {
 			at := bd.clock.Now().Add(softStopTimeout)
 			cancel()
 			armed(t, bd, at)
-			never(t, bd.clock, "Done stays open before the timeout", softStopTimeout/10, 9, closed(c.Done()))
+			workertest.Never(t, bd.clock, "Done stays open before the timeout", softStopTimeout/10, 9, closed(c.Done()))
 			bd.clock.Advance(softStopTimeout)
-			receive(t, "the end of the consumer", c.Done())
+			workertest.Receive(t, "the end of the consumer", c.Done())
 			assert.ErrorIs(t, context.Cause(l.Context()), worker.ErrStopped)
 		})
 	})

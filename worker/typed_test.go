@@ -11,6 +11,7 @@ import (
 	"github.com/rheo-go/rheo"
 	"github.com/rheo-go/rheo/driver"
 	"github.com/rheo-go/rheo/internal/testbackend"
+	"github.com/rheo-go/rheo/internal/workertest"
 	"github.com/rheo-go/rheo/worker"
 )
 
@@ -40,13 +41,13 @@ func TestTypedHandlers(t *testing.T) {
 				assert.Equal(t, 7, c.N, "decoded %d, want 7", c.N)
 				return execTx(ctx, tx, "INSERT INTO side (event_id) VALUES ("+b.Placeholder+")", l.Event.ID)
 			})
-			startWorker(t, bd.drv, cfg)
+			workertest.StartWorker(t, bd.drv, cfg)
 			bd.rec.WaitFor(t, "the ack and the dead letter", func(s recorded) bool {
 				return len(s.Acked) == 1 && len(s.DeadLettered) == 1
 			})
 			assert.Equal(t, 1, sideRows(t, b, bd.drv, good.ID))
 			assert.Equal(t, 0, sideRows(t, b, bd.drv, bad.ID))
-			dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+			dls := workertest.DeadLetters(t, bd.drv, bd.stream, bd.group)
 			require.Len(t, dls, 1)
 			assert.Equal(t, bad.ID, dls[0].Event.ID)
 			assert.Contains(t, dls[0].Reason, "decode payload as worker_test.counted")

@@ -1,12 +1,10 @@
 package worker_test
 
 import (
-	"encoding/json"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rheo-go/rheo"
@@ -62,24 +60,6 @@ func (bd *bundle) config(h worker.Handler) *worker.Config {
 func (bd *bundle) info(t *testing.T) rheo.GroupInfo {
 	t.Helper()
 	return groupInfo(t, bd.drv, bd.stream, bd.group)
-}
-
-// payloadN is the "n" of an event appended by appendN.
-func payloadN(t testing.TB, l rheo.Lease) int {
-	var p struct{ N int }
-	require.NoError(t, json.Unmarshal(l.Event.Payload, &p))
-	return p.N
-}
-
-// outcomes returns the handler returns with outcome o.
-func outcomes(s recorded, o worker.Outcome) []worker.HandleInfo {
-	var out []worker.HandleInfo
-	for _, h := range s.Handled {
-		if h.Outcome == o {
-			out = append(out, h)
-		}
-	}
-	return out
 }
 
 // TestWorkerBehaviour runs the worker's behavioural cases

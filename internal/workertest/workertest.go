@@ -132,100 +132,12 @@ func appendN(t testing.TB, drv driver.Driver, stream string, n int) {
 	require.NoError(t, err)
 }
 
-func deadLetters(t testing.TB, drv driver.Driver, stream, group string) []rheo.DeadLetter {
-	t.Helper()
-	dls, err := drv.DeadLetters(context.Background(), stream, group, nil)
-	require.NoError(t, err)
-	return dls
-}
-
-// payloadN is the "n" of an event appended by appendN.
-func payloadN(t testing.TB, l rheo.Lease) int {
-	var p struct{ N int }
-	require.NoError(t, json.Unmarshal(l.Event.Payload, &p))
-	return p.N
-}
-
-// outcomes returns the handler returns with outcome o.
-func outcomes(s Recorded, o worker.Outcome) []worker.HandleInfo {
-	var out []worker.HandleInfo
-	for _, h := range s.Handled {
-		if h.Outcome == o {
-			out = append(out, h)
-		}
-	}
-	return out
-}
-
-// assertJittered checks a back-off delay: within ±20% of nominal, in
-// whole milliseconds.
-func assertJittered(t testing.TB, nominal, got time.Duration, format string, args ...any) {
-	t.Helper()
-	low, high := nominal*8/10, nominal*12/10
-	if got < low || got >= high {
-		assert.Failf(t, "delay out of its range", "%s is not in [%s, %s): %s", got, low, high, fmt.Sprintf(format, args...))
-	}
-	assert.Zero(t, got%time.Millisecond, "whole milliseconds: %s", got)
-}
-
-// startWorker starts a worker and stops it when t ends.
-func startWorker(t testing.TB, drv driver.Driver, cfg *worker.Config) *worker.Worker {
-	t.Helper()
-	w, err := worker.New(drv, cfg)
-	require.NoError(t, err)
-	require.NoError(t, w.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), WaitTimeout)
-		defer cancel()
-		_ = w.StopAndCancel(ctx)
-	})
-	return w
-}
-
-// receive waits for a value from ch.
-func receive[T any](t testing.TB, what string, ch <-chan T) T {
-	t.Helper()
-	select {
-	case v := <-ch:
-		return v
-	case <-time.After(WaitTimeout):
-		require.FailNow(t, fmt.Sprintf("timed out waiting for %s", what))
-		panic("unreachable")
-	}
-}
-
-// quietWindow is how long, in real time, never watches after each step of
-// the fake clock for what must not happen.
-const quietWindow = 50 * time.Millisecond
-
-// never checks an absence over a window of the fake clock rather than at
-// one instant: it moves clock on by step, steps times, and after each step
-// watches for quietWindow that happened stays false. It fails as soon as
-// happened is true.
-func never(t testing.TB, clock *rheotest.Clock, what string, step time.Duration, steps int, happened func() bool) {
-	t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for i := range steps {
-		clock.Advance(step)
-		quiet := time.After(quietWindow)
-		for watching := true; watching; {
-			require.False(t, happened(), "%s: broken %s into the window", what, time.Duration(i+1)*step)
-			select {
-			case <-tick.C:
-			case <-quiet:
-				watching = false
-			}
-		}
-	}
-}
-
 // outcomesCases checks what each handler outcome does to the event.
 func outcomesCases(t *testing.T, open Opener) {
 	t.Run("nil acks the event", func(t *testing.T) {
 		bd := setup(t, open, 5)
 		appendN(t, bd.drv, bd.stream, 3)
-		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
+		StartWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 
 		s := bd.rec.WaitFor(t, "3 acks", func(s Recorded) bool { return len(s.Acked) == 3 })
 		for _, h := range s.Handled {
@@ -238,7 +150,7 @@ func outcomesCases(t *testing.T, open Opener) {
 	t.Run("Retry makes the event claimable again after its delay", func(t *testing.T) {
 		bd := setup(t, open, 5)
 		appendN(t, bd.drv, bd.stream, 1)
-		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+		StartWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
 			if l.Attempt == 1 {
 				return worker.Retry(5*time.Second, errors.New("later"))
 			}
@@ -262,13 +174,13 @@ func outcomesCases(t *testing.T, open Opener) {
 	t.Run("Retry dead-letters at the attempt limit", func(t *testing.T) {
 		bd := setup(t, open, 2)
 		appendN(t, bd.drv, bd.stream, 1)
-		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+		StartWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
 			return worker.Retry(0, errors.New("nope"))
 		}))
 
 		s := bd.rec.WaitFor(t, "a dead letter", func(s Recorded) bool { return len(s.DeadLettered) == 1 })
 		assert.Len(t, s.Retried, 1)
-		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+		dls := DeadLetters(t, bd.drv, bd.stream, bd.group)
 		require.Len(t, dls, 1)
 		assert.Equal(t, "nope", dls[0].Reason)
 		assert.Equal(t, 2, dls[0].Attempt)
@@ -277,14 +189,14 @@ func outcomesCases(t *testing.T, open Opener) {
 	t.Run("Reject dead-letters the event at once", func(t *testing.T) {
 		bd := setup(t, open, 5)
 		appendN(t, bd.drv, bd.stream, 1)
-		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+		StartWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
 			return worker.Reject(errors.New("poison"))
 		}))
 
 		s := bd.rec.WaitFor(t, "a dead letter", func(s Recorded) bool { return len(s.DeadLettered) == 1 })
 		assert.Empty(t, s.Retried)
 		assert.Equal(t, worker.OutcomeReject, s.Handled[0].Outcome)
-		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+		dls := DeadLetters(t, bd.drv, bd.stream, bd.group)
 		require.Len(t, dls, 1)
 		assert.Equal(t, "poison", dls[0].Reason)
 		assert.Equal(t, 1, dls[0].Attempt)
@@ -294,7 +206,7 @@ func outcomesCases(t *testing.T, open Opener) {
 	t.Run("any other error is retried after the retry policy's delay, with the error as the reason", func(t *testing.T) {
 		bd := setup(t, open, 5)
 		appendN(t, bd.drv, bd.stream, 1)
-		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+		StartWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
 			if l.Attempt == 1 {
 				return errors.New("flaky")
 			}
@@ -303,7 +215,7 @@ func outcomesCases(t *testing.T, open Opener) {
 
 		s := bd.rec.WaitFor(t, "the retry", func(s Recorded) bool { return len(s.Retried) == 1 })
 		assert.Equal(t, "flaky", s.Retried[0].Reason)
-		assertJittered(t, time.Second, s.Retried[0].Delay, "the first back-off")
+		AssertJittered(t, time.Second, s.Retried[0].Delay, "the first back-off")
 		assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[0].Lease, nil), s.Retried[0].Delay)
 		assert.Equal(t, worker.OutcomeRetry, s.Handled[0].Outcome)
 		assert.Equal(t, int64(1), bd.info(t).PendingRetry)
@@ -316,8 +228,8 @@ func outcomesCases(t *testing.T, open Opener) {
 	t.Run("a panic is recovered and retried with the panic as the reason", func(t *testing.T) {
 		bd := setup(t, open, 2)
 		appendN(t, bd.drv, bd.stream, 2)
-		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
-			if payloadN(t, l) == 0 {
+		StartWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+			if PayloadN(t, l) == 0 {
 				panic("kaboom")
 			}
 			return nil
@@ -343,7 +255,7 @@ func outcomesCases(t *testing.T, open Opener) {
 			}
 		}
 		assert.Equal(t, 2, panics)
-		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+		dls := DeadLetters(t, bd.drv, bd.stream, bd.group)
 		require.Len(t, dls, 1)
 		assert.Equal(t, "panic: kaboom", dls[0].Reason)
 		assert.Equal(t, 2, dls[0].Attempt)
@@ -357,12 +269,12 @@ func leasesCases(t *testing.T, open Opener) {
 		bd := setup(t, open, 5)
 		appendN(t, bd.drv, bd.stream, 1)
 		started, release := make(chan struct{}), make(chan struct{})
-		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+		StartWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
 			close(started)
 			<-release
 			return nil
 		}))
-		receive(t, "the handler", started)
+		Receive(t, "the handler", started)
 
 		// 12s of a 10s lease: only renewal keeps it.
 		bd.clock.Advance(6 * time.Second)
@@ -387,7 +299,7 @@ func leasesCases(t *testing.T, open Opener) {
 		appendN(t, bd.drv, bd.stream, 1)
 		causes := make(chan error, 1)
 		var called atomic.Bool
-		startWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
+		StartWorker(t, bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error {
 			if called.Swap(true) {
 				return nil
 			}
@@ -400,12 +312,12 @@ func leasesCases(t *testing.T, open Opener) {
 		require.NoError(t, bd.drv.ResetGroup(context.Background(), bd.stream, bd.group, &rheo.ResetOptions{Confirm: true}))
 		bd.clock.Advance(6 * time.Second)
 
-		cause := receive(t, "the handler's cancellation", causes)
+		cause := Receive(t, "the handler's cancellation", causes)
 		assert.ErrorIs(t, cause, rheo.ErrStaleLease)
 		s := bd.rec.WaitFor(t, "the discarded outcome", func(s Recorded) bool {
-			return len(outcomes(s, worker.OutcomeDiscarded)) == 1
+			return len(Outcomes(s, worker.OutcomeDiscarded)) == 1
 		})
-		assert.Equal(t, "interrupted", outcomes(s, worker.OutcomeDiscarded)[0].Err.Error())
+		assert.Equal(t, "interrupted", Outcomes(s, worker.OutcomeDiscarded)[0].Err.Error())
 		require.Len(t, s.LeaseLost, 1)
 		assert.ErrorIs(t, s.LeaseLost[0].Err, rheo.ErrStaleLease)
 		assert.Empty(t, s.Retried, "a discarded outcome is not settled")
@@ -434,18 +346,18 @@ func lifecycleCases(t *testing.T, open Opener) {
 		})
 		cfg.Concurrency = 2
 		cfg.AckFlushInterval = time.Hour // only the stop writes the acks
-		w := startWorker(t, bd.drv, cfg)
-		receive(t, "the first handler", started)
-		receive(t, "the second handler", started)
+		w := StartWorker(t, bd.drv, cfg)
+		Receive(t, "the first handler", started)
+		Receive(t, "the second handler", started)
 
 		stopped := make(chan error, 1)
 		go func() { stopped <- w.Stop(context.Background()) }()
 		bd.clock.Advance(6 * time.Second)
 		bd.rec.WaitFor(t, "the renewals", func(s Recorded) bool { return len(s.Renewed) == 2 })
-		never(t, bd.clock, "Stop waits while handlers run", time.Second, 3, func() bool { return len(stopped) > 0 })
+		Never(t, bd.clock, "Stop waits while handlers run", time.Second, 3, func() bool { return len(stopped) > 0 })
 
 		close(release)
-		require.NoError(t, receive(t, "Stop", stopped))
+		require.NoError(t, Receive(t, "Stop", stopped))
 		s := bd.rec.Snapshot()
 		assert.Len(t, s.Acked, 2)
 		assert.Equal(t, int64(0), bd.info(t).Lag, "the acks were written before Stop returned")
@@ -460,32 +372,32 @@ func lifecycleCases(t *testing.T, open Opener) {
 		bd := setup(t, open, 5)
 		appendN(t, bd.drv, bd.stream, 1)
 		started, causes := make(chan struct{}, 1), make(chan error, 1)
-		w := startWorker(t, bd.drv, bd.config(blockingHandler(started, causes)))
-		receive(t, "the handler", started)
+		w := StartWorker(t, bd.drv, bd.config(blockingHandler(started, causes)))
+		Receive(t, "the handler", started)
 
 		require.NoError(t, w.StopAndCancel(context.Background()))
-		assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
+		assert.ErrorIs(t, Receive(t, "the cause", causes), worker.ErrStopped)
 		s := bd.rec.Snapshot()
 		require.Len(t, s.Retried, 1)
 		assert.Equal(t, time.Duration(0), s.Retried[0].Delay, "a hard stop does not back off")
 		info := bd.info(t)
 		assert.Equal(t, int64(0), info.InFlight)
 		assert.Equal(t, int64(1), info.PendingRetry, "the event is claimable again at once")
-		assert.Empty(t, deadLetters(t, bd.drv, bd.stream, bd.group))
+		assert.Empty(t, DeadLetters(t, bd.drv, bd.stream, bd.group))
 	})
 
 	t.Run("Stop cancels the handlers when its context ends", func(t *testing.T) {
 		bd := setup(t, open, 5)
 		appendN(t, bd.drv, bd.stream, 1)
 		started, causes := make(chan struct{}, 1), make(chan error, 1)
-		w := startWorker(t, bd.drv, bd.config(blockingHandler(started, causes)))
-		receive(t, "the handler", started)
+		w := StartWorker(t, bd.drv, bd.config(blockingHandler(started, causes)))
+		Receive(t, "the handler", started)
 
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		assert.ErrorIs(t, w.Stop(ctx), context.Canceled)
-		assert.ErrorIs(t, receive(t, "the cause", causes), worker.ErrStopped)
-		receive(t, "the end of the worker", w.Done())
+		assert.ErrorIs(t, Receive(t, "the cause", causes), worker.ErrStopped)
+		Receive(t, "the end of the worker", w.Done())
 		s := bd.rec.Snapshot()
 		require.Len(t, s.Retried, 1)
 		assert.Equal(t, time.Duration(0), s.Retried[0].Delay, "a hard stop does not back off")
@@ -495,7 +407,7 @@ func lifecycleCases(t *testing.T, open Opener) {
 		bd := setup(t, open, 5)
 		require.NoError(t, bd.drv.CreateGroup(context.Background(), bd.stream, "other", nil))
 		nop := func(ctx context.Context, l rheo.Lease) error { return nil }
-		first := startWorker(t, bd.drv, bd.config(nop))
+		first := StartWorker(t, bd.drv, bd.config(nop))
 
 		second, err := worker.New(bd.drv, bd.config(nop))
 		require.NoError(t, err)
@@ -507,9 +419,9 @@ func lifecycleCases(t *testing.T, open Opener) {
 
 		otherGroup := bd.config(nop)
 		otherGroup.Group = "other"
-		startWorker(t, bd.drv, otherGroup)
+		StartWorker(t, bd.drv, otherGroup)
 		otherDriver := open(t, bd.clock)
-		startWorker(t, otherDriver, bd.config(nop))
+		StartWorker(t, otherDriver, bd.config(nop))
 
 		require.NoError(t, first.Stop(context.Background()))
 		require.NoError(t, second.Start(context.Background()), "Stop releases the stream and group")
@@ -548,7 +460,7 @@ func lifecycleCases(t *testing.T, open Opener) {
 		w, err := worker.New(bd.drv, bd.config(func(ctx context.Context, l rheo.Lease) error { return nil }))
 		require.NoError(t, err)
 		require.NoError(t, w.Stop(context.Background()))
-		receive(t, "Done", w.Done())
+		Receive(t, "Done", w.Done())
 		assert.ErrorIs(t, w.Start(context.Background()), rheo.ErrInvalidArgument)
 	})
 
@@ -566,7 +478,7 @@ func lifecycleCases(t *testing.T, open Opener) {
 			return nil
 		})
 		cfg.Stream, cfg.Group, cfg.Partitions = stream, group, []int{1}
-		startWorker(t, bd.drv, cfg)
+		StartWorker(t, bd.drv, cfg)
 
 		s := bd.rec.WaitFor(t, "3 acks", func(s Recorded) bool { return len(s.Acked) == 3 })
 		assert.Empty(t, s.DeadLettered)
@@ -581,7 +493,7 @@ func lifecycleCases(t *testing.T, open Opener) {
 		stream, group := newStream(t, drv, 1, 5)
 		rec := &Recorder{}
 		handled := make(chan struct{}, 100)
-		startWorker(t, drv, &worker.Config{
+		StartWorker(t, drv, &worker.Config{
 			Stream: stream, Group: group, PollInterval: 10 * time.Minute, Hooks: []any{rec},
 			Handler: func(ctx context.Context, l rheo.Lease) error {
 				handled <- struct{}{}
@@ -635,13 +547,13 @@ func typedCases(t *testing.T, open Opener) {
 		bd := setup(t, open, 5)
 		appendN(t, bd.drv, bd.stream, 3)
 		got := make(chan int, 3)
-		startWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
+		StartWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
 			got <- c.N
 			return nil
 		})))
 		sum := 0
 		for range 3 {
-			sum += receive(t, "a payload", got)
+			sum += Receive(t, "a payload", got)
 		}
 		assert.Equal(t, 0+1+2, sum)
 		bd.rec.WaitFor(t, "the acks", func(s Recorded) bool { return len(s.Acked) == 3 })
@@ -651,12 +563,12 @@ func typedCases(t *testing.T, open Opener) {
 		bd := setup(t, open, 5)
 		ev := appendRaw(t, bd, `{"n": "three"}`)
 		called := make(chan struct{}, 1)
-		startWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
+		StartWorker(t, bd.drv, bd.config(worker.Typed(func(ctx context.Context, l rheo.Lease, c counted) error {
 			called <- struct{}{}
 			return nil
 		})))
 		bd.rec.WaitFor(t, "the dead letter", func(s Recorded) bool { return len(s.DeadLettered) == 1 })
-		dls := deadLetters(t, bd.drv, bd.stream, bd.group)
+		dls := DeadLetters(t, bd.drv, bd.stream, bd.group)
 		require.Len(t, dls, 1)
 		assert.Equal(t, ev.ID, dls[0].Event.ID)
 		assert.Equal(t, 1, dls[0].Attempt, "no retries")
@@ -699,11 +611,11 @@ func orderedCases(t *testing.T, open Opener) {
 			require.NoError(t, err)
 			cfg := bd.config(func(context.Context, rheo.Lease) error { return nil })
 			cfg.AckFlushInterval = time.Hour
-			startWorker(t, bd.drv, cfg)
+			StartWorker(t, bd.drv, cfg)
 
 			s := bd.rec.WaitFor(t, "4 acks", func(s Recorded) bool { return len(s.Acked) == 4 })
 			for i, l := range s.Acked {
-				assert.Equal(t, i, payloadN(t, l.Lease), "in sequence order")
+				assert.Equal(t, i, PayloadN(t, l.Lease), "in sequence order")
 			}
 		})
 	}
