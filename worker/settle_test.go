@@ -174,53 +174,38 @@ func TestWorkerTransactional(t *testing.T) {
 			assert.Equal(t, int64(0), bd.info(t).Lag)
 		})
 
-		t.Run("a handler error rolls its writes back and retries", func(t *testing.T) {
-			bd := setup(t, b, 5)
-			createSideTable(t, bd.drv)
-			events := appendN(t, bd.drv, bd.stream, 1)
-			workertest.StartWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
-				if err := insert(ctx, tx, l); err != nil {
-					return err
-				}
-				if l.Attempt == 1 {
-					return errors.New("undo")
-				}
-				return nil
-			}))
+		for _, tc := range []struct {
+			name   string
+			fail   func() error // the first attempt's end, after its write
+			reason string
+		}{
+			{"a handler error rolls its writes back and retries", func() error { return errors.New("undo") }, "undo"},
+			{"a panic rolls the writes back and retries", func() error { panic("kaboom") }, "panic: kaboom"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				bd := setup(t, b, 5)
+				createSideTable(t, bd.drv)
+				events := appendN(t, bd.drv, bd.stream, 1)
+				workertest.StartWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
+					if err := insert(ctx, tx, l); err != nil {
+						return err
+					}
+					if l.Attempt == 1 {
+						return tc.fail()
+					}
+					return nil
+				}))
 
-			s := bd.rec.WaitFor(t, "the retry", func(s recorded) bool { return len(s.Retried) == 1 })
-			assert.Equal(t, "undo", s.Retried[0].Reason)
-			assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[0].Lease, nil), s.Retried[0].Delay, "the default back-off")
-			assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
+				s := bd.rec.WaitFor(t, "the retry", func(s recorded) bool { return len(s.Retried) == 1 })
+				assert.Equal(t, tc.reason, s.Retried[0].Reason)
+				assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[0].Lease, nil), s.Retried[0].Delay, "the default back-off")
+				assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
 
-			bd.clock.Advance(2 * time.Second) // past the delay and the poll
-			bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
-			assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
-		})
-
-		t.Run("a panic rolls the writes back and retries", func(t *testing.T) {
-			bd := setup(t, b, 5)
-			createSideTable(t, bd.drv)
-			events := appendN(t, bd.drv, bd.stream, 1)
-			workertest.StartWorker(t, bd.drv, txConfig(bd, func(ctx context.Context, tx driver.Tx, l rheo.Lease) error {
-				if err := insert(ctx, tx, l); err != nil {
-					return err
-				}
-				if l.Attempt == 1 {
-					panic("kaboom")
-				}
-				return nil
-			}))
-
-			s := bd.rec.WaitFor(t, "the retry", func(s recorded) bool { return len(s.Retried) == 1 })
-			assert.Equal(t, "panic: kaboom", s.Retried[0].Reason)
-			assert.Equal(t, worker.DefaultRetryPolicy(s.Retried[0].Lease, nil), s.Retried[0].Delay, "the default back-off")
-			assert.Equal(t, 0, sideRows(t, b, bd.drv, events[0].ID), "the first attempt's write rolled back")
-
-			bd.clock.Advance(2 * time.Second) // past the delay and the poll
-			bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
-			assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
-		})
+				bd.clock.Advance(2 * time.Second) // past the delay and the poll
+				bd.rec.WaitFor(t, "the ack", func(s recorded) bool { return len(s.Acked) == 1 })
+				assert.Equal(t, 1, sideRows(t, b, bd.drv, events[0].ID))
+			})
+		}
 
 		t.Run("a stale ack rolls the handler's writes back", func(t *testing.T) {
 			if !concurrentWriters(b) {
