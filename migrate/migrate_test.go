@@ -88,17 +88,7 @@ SELECT count(*) FROM pg_proc WHERE pronamespace = 'rheo'::regnamespace AND prona
 	t.Run("two concurrent ups both succeed", func(t *testing.T) {
 		url := testdb.NewDatabase(t)
 		conns := []*pgx.Conn{migrateConnect(t, url), migrateConnect(t, url), migrateConnect(t, url)}
-		errs := make([]error, len(conns))
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i, conn := range conns {
-			wg.Go(func() {
-				<-start
-				errs[i] = migrate.Postgres(ctx, conn, nil)
-			})
-		}
-		close(start)
-		wg.Wait()
+		errs := migrateAtOnce(conns, func(conn *pgx.Conn) error { return migrate.Postgres(ctx, conn, nil) })
 		for i, err := range errs {
 			assert.NoError(t, err, "run %d", i)
 		}
@@ -234,22 +224,29 @@ func TestMigratePostgresInstallers(t *testing.T) {
 			migrateConnect(t, testdb.NewDatabase(t)), migrateConnect(t, testdb.NewDatabase(t)),
 			migrateConnect(t, testdb.NewDatabase(t)),
 		}
-		errs := make([]error, len(conns))
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i, conn := range conns {
-			wg.Go(func() {
-				<-start
-				errs[i] = migrate.Postgres(ctx, conn, nil)
-			})
-		}
-		close(start)
-		wg.Wait()
+		errs := migrateAtOnce(conns, func(conn *pgx.Conn) error { return migrate.Postgres(ctx, conn, nil) })
 		for i, err := range errs {
 			assert.NoError(t, err, "run %d", i)
 			migrateWantOwnedBy(t, conns[i], migrate.OwnerRole)
 		}
 	})
+}
+
+// migrateAtOnce runs run on each target in goroutines released together,
+// and returns each one's error.
+func migrateAtOnce[T any](targets []T, run func(T) error) []error {
+	errs := make([]error, len(targets))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, target := range targets {
+		wg.Go(func() {
+			<-start
+			errs[i] = run(target)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
 }
 
 // migrateWantOwnedBy checks that owner owns schema rheo and everything in
@@ -310,17 +307,7 @@ func TestMigrateSQLite(t *testing.T) {
 	t.Run("concurrent runs on one file all succeed", func(t *testing.T) {
 		db, path := setup(t)
 		dbs := []*sql.DB{db, db, migrateOpenSQLite(t, path)}
-		errs := make([]error, len(dbs))
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for i, db := range dbs {
-			wg.Go(func() {
-				<-start
-				errs[i] = migrate.SQLite(ctx, db)
-			})
-		}
-		close(start)
-		wg.Wait()
+		errs := migrateAtOnce(dbs, func(db *sql.DB) error { return migrate.SQLite(ctx, db) })
 		for i, err := range errs {
 			assert.NoError(t, err, "run %d", i)
 		}
