@@ -541,11 +541,13 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 		return err
 	}
 	handOver = handOver && r.in.asOwner
+	// Rheo was there before the run and is handed over: the roles that
+	// used it keep their access until the follow-ups.
+	keep := handOver && installed
 	if tableSteps || handOver {
 		// One message, which the server runs as one transaction: the
 		// tables stay locked for the time the server takes, without a
 		// round trip to the client in between.
-		keep := handOver && installed
 		q := []string{
 			"SELECT set_config('lock_timeout', '" + r.timeout(false) + "', true)",
 			setPrefixLiteral(r.names.prefix(), true),
@@ -610,8 +612,7 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 		}
 		// The previous release's calls in flight, with the caller's
 		// privileges, call its helpers until the follow-ups.
-		keepRoutines := handOver && installed
-		if keepRoutines {
+		if keep {
 			if _, err := tx.Exec(r.ctx, noteRoutineOwnersSQL); err != nil {
 				return err
 			}
@@ -619,7 +620,7 @@ func (r *runner) switchTx(set functionSet, pending []migration, latest int32, in
 		if err := installFunctions(r.ctx, tx, r.in, len(pending) > 0, r.log, set); err != nil {
 			return err
 		}
-		if keepRoutines {
+		if keep {
 			if _, err := tx.Exec(r.ctx, keepRoutineAccessSQL); err != nil {
 				return err
 			}

@@ -13,7 +13,7 @@ RETURNS uuid[]
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
-SET plan_cache_mode = force_generic_plan
+SET plan_cache_mode = force_custom_plan
 SET jit = off
 AS $$
 DECLARE
@@ -22,10 +22,11 @@ DECLARE
     -- The deliveries and the wakeups: their shards on the stream's node
     -- (rheo._shard_tables).
     v_tables    text[] := rheo._shard_tables(p_stream, ARRAY['deliveries', 'key_wakeups']);
-    -- On the shards, the lock and the delete run from statements prepared
-    -- once per session (rheo._prepared), planned once; routed by Citus,
-    -- as statements planned for the call's values.
-    v_shards    boolean := v_tables[1] <> 'rheo.deliveries';
+    -- The lock and the delete, prepared once per session
+    -- (rheo._prepared), as rheo._fetch_citus does: on the shards planned
+    -- once; routed by Citus planned at every call (the function's
+    -- setting), as Citus routes a generic plan only for its simplest
+    -- statements.
     v_lock      text := format($q$
         SELECT array_agg(h.tid)
           FROM (SELECT d.ctid AS tid FROM %1$s d
@@ -48,20 +49,15 @@ DECLARE
     v_keys      text[];
     v_waiters   boolean[];
 BEGIN
-    IF v_shards THEN
-        EXECUTE rheo._prepared(v_lock, ARRAY[quote_nullable(p_stream), quote_nullable(p_lease_ids)]) INTO v_tids;
-    ELSE
-        EXECUTE v_lock INTO v_tids USING p_stream, p_lease_ids;
+    IF v_tables[1] <> 'rheo.deliveries' THEN
+        PERFORM set_config('plan_cache_mode', 'force_generic_plan', true);  -- until the function returns
     END IF;
+    EXECUTE rheo._prepared(v_lock, ARRAY[quote_nullable(p_stream), quote_nullable(p_lease_ids)]) INTO v_tids;
     IF v_tids IS NULL THEN
         RETURN '{}';
     END IF;
-    IF v_shards THEN
-        EXECUTE rheo._prepared(v_delete, ARRAY[quote_nullable(p_stream), quote_nullable(v_tids)])
-           INTO v_ids, v_groups, v_parts, v_keys, v_waiters;
-    ELSE
-        EXECUTE v_delete INTO v_ids, v_groups, v_parts, v_keys, v_waiters USING p_stream, v_tids;
-    END IF;
+    EXECUTE rheo._prepared(v_delete, ARRAY[quote_nullable(p_stream), quote_nullable(v_tids)])
+       INTO v_ids, v_groups, v_parts, v_keys, v_waiters;
     IF true = ANY (v_waiters) THEN
         EXECUTE format($q$
             INSERT INTO %1$s (stream, group_id, "partition", key)
